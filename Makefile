@@ -1,0 +1,42 @@
+# Two commands do all set-up on a fresh machine: `make demo` (the main job) and `make test` (the test suite).
+# Each creates .venv and installs the project into it when missing or when pyproject.toml changed.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export MUJOCO_GL ?= egl
+
+.PHONY: demo test test-slow bench lint sysdeps clean
+
+$(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory sysdeps
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $@
+
+# Headless OpenGL for MuJoCo: Mesa's EGL (or OSMesa). Installed with apt when missing and we are root.
+sysdeps:
+	@if ldconfig -p 2>/dev/null | grep -qE 'libEGL\.so\.1|libOSMesa\.so'; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libegl1 libegl-mesa0 libgl1-mesa-dri; \
+	else echo "warning: no EGL/OSMesa library found; install Mesa's libegl1 and libegl-mesa0" >&2; fi
+
+demo: $(STAMP)
+	$(BIN)/robot-rl demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/env_throughput.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache

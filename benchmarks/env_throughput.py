@@ -1,0 +1,115 @@
+"""Environment throughput: TorchRL PCB-inspection env steps/s against Gymnasium's Pusher-v5 with rgb rendering.
+
+One process, same machine, same run. Each figure is the median of ``--repeats`` timed rollouts after a warm-up.
+Rows:
+- ``pcb-inspect random``: ``env.rollout`` with no policy, i.e. TorchRL's ``rand_action`` over the whole composite
+  action. Two thirds of random verdicts end the episode, so most steps are followed by a reset (a new board).
+- ``pcb-inspect random pose``: random pose, verdict "continue": the stepping rate a policy sees mid-episode.
+- ``batch of N`` rows step N tasks in this one process (``PcbInspectEnv(num_envs=N)``), which spreads TorchRL's
+  per-call overhead.
+- ``Pusher-v5``: Gymnasium's MuJoCo Pusher, ``render_mode="rgb_array"`` at the same image size, random actions.
+
+    python benchmarks/env_throughput.py            # prints a table, writes benchmarks/results/env_throughput.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from robot_rl.envs import keys
+from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.hardware import describe_machine
+from robot_rl.io import write_json
+from robot_rl.tables import markdown_table
+
+RESULTS = Path(__file__).parent / "results" / "env_throughput.json"
+TARGET_STEPS_PER_S = 800  # at 84x84, in one process
+
+
+def random_pose_continue(td):
+    td.set(keys.POSE, torch.rand(*td.batch_size, 6) * 2 - 1)
+    td.set(keys.VERDICT, torch.zeros(td.batch_size, dtype=torch.int64))
+    return td
+
+
+def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repeats: int) -> float:
+    env = PcbInspectEnv(image_size=image_size, num_envs=num_envs, seed=0)
+    batch = num_envs or 1
+    env.rollout(5, policy=policy, break_when_any_done=False)  # warm-up: renderer, caches
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        td = env.rollout(max(steps // batch, 1), policy=policy, break_when_any_done=False)
+        rates.append(td.numel() / (time.perf_counter() - start))
+    env.close()
+    return statistics.median(rates)
+
+
+def time_pusher(image_size: int, steps: int, repeats: int) -> float | None:
+    try:
+        import gymnasium as gym
+
+        env = gym.make("Pusher-v5", render_mode="rgb_array", width=image_size, height=image_size)
+    except Exception as err:  # noqa: BLE001 - report the row as missing, keep the rest
+        print(f"Pusher-v5 unavailable ({err}); install with `pip install -e '.[bench]'`", file=sys.stderr)
+        return None
+    env.reset(seed=0)
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            env.render()
+            if terminated or truncated:
+                env.reset()
+        rates.append(steps / (time.perf_counter() - start))
+    env.close()
+    return statistics.median(rates)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[84, 224], help="image sides (pixels)")
+    parser.add_argument("--steps", type=int, default=1000, help="env steps per timed rollout")
+    parser.add_argument("--pusher-steps", type=int, default=100, help="Pusher-v5 steps per timed run")
+    parser.add_argument("--batch", type=int, default=16, help="tasks per process in the batched rows")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median reported)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+
+    rows = []
+    for size in args.sizes:
+        cases = [
+            ("pcb-inspect random", None, None),
+            ("pcb-inspect random pose", None, random_pose_continue),
+            (f"pcb-inspect random, batch of {args.batch}", args.batch, None),
+            (f"pcb-inspect random pose, batch of {args.batch}", args.batch, random_pose_continue),
+        ]
+        for name, num_envs, policy in cases:
+            rate = time_torchrl(size, num_envs, policy, args.steps, args.repeats)
+            rows.append({"env": name, "image": f"{size}x{size}", "steps_per_s": rate})
+            print(f"{name} {size}x{size}: {rate:.0f} steps/s", file=sys.stderr)
+        pusher = time_pusher(size, args.pusher_steps, args.repeats)
+        rows.append({"env": "Pusher-v5 (rgb_array)", "image": f"{size}x{size}", "steps_per_s": pusher})
+        for row in rows[-5:-1]:
+            row["x_pusher"] = row["steps_per_s"] / pusher if pusher else None
+
+    print(markdown_table(rows, ["env", "image", "steps_per_s", "x_pusher"]))
+    best_84 = max((r["steps_per_s"] for r in rows if r["image"] == "84x84" and r["env"].startswith("pcb")),
+                  default=None)
+    write_json(args.out, {"benchmark": "env_throughput", "machine": describe_machine(), "rows": rows,
+                          "target_steps_per_s_84": TARGET_STEPS_PER_S, "best_steps_per_s_84": best_84})
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

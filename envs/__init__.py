@@ -1,0 +1,44 @@
+"""The PCB inspection environment (robot_rl.envs): MuJoCo arm + wrist camera, Gymnasium and TorchRL front-ends.
+
+``make_env`` (TorchRL) and ``PcbInspectEnv`` import TorchRL on first use, so the Gymnasium env stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import gymnasium as gym
+
+# First: picks the headless GL backend, which MuJoCo reads once when it is first imported.
+from robot_rl.envs import (
+    keys,
+    rendering,  # noqa: F401, I001
+)
+from robot_rl.envs.board import DEFECT_TYPES
+from robot_rl.envs.difficulty import DIFFICULTIES, Difficulty, get_difficulty
+from robot_rl.envs.expert import ExpertConfig, ScriptedExpert
+from robot_rl.envs.gym_env import PcbInspectGymEnv
+from robot_rl.envs.task import PcbInspectTask, RewardWeights, TaskConfig, Verdict
+
+if TYPE_CHECKING:
+    from robot_rl.envs.torchrl_env import PcbInspectEnv, make_env
+
+TASK_NAME = "pcb-inspect"
+GYM_ID = "robot_rl/PcbInspect-v0"
+
+if GYM_ID not in gym.registry:
+    gym.register(id=GYM_ID, entry_point="robot_rl.envs.gym_env:PcbInspectGymEnv")
+
+__all__ = [
+    "DEFECT_TYPES", "DIFFICULTIES", "GYM_ID", "TASK_NAME", "Difficulty", "ExpertConfig", "PcbInspectEnv",
+    "PcbInspectGymEnv", "PcbInspectTask", "RewardWeights", "ScriptedExpert", "TaskConfig", "Verdict",
+    "get_difficulty", "keys", "make_env",
+]
+
+
+def __getattr__(name: str):
+    if name in ("make_env", "PcbInspectEnv"):
+        from robot_rl.envs import torchrl_env
+
+        return getattr(torchrl_env, name)
+    raise AttributeError(f"module 'robot_rl.envs' has no attribute {name!r}")

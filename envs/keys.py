@@ -1,0 +1,70 @@
+"""TensorDict keys of robot_rl, defined once.
+
+Everything that reads or writes environment data (env, expert, datasets, policy, losses, metrics) imports its keys
+from here. Nested keys are tuples, as TensorDict expects.
+
+| key               | dtype, shape       | meaning                                                      |
+| ----------------- | ------------------ | ------------------------------------------------------------ |
+| PIXELS            | uint8 [3, H, W]    | wrist camera image, channels-first                            |
+| JOINT_STATE       | float32 [12]       | 6 joint angles (rad) then 6 joint velocities (rad/s)          |
+| POSE              | float32 [6]        | action: camera-pose delta in [-1, 1] (3 translation, 3 rot.)  |
+| VERDICT           | int64 []           | action: 0 continue, 1 pass, 2 rework                          |
+| TASK / ...        | see below          | privileged task state: expert and metrics only, never policy |
+| INFO / ...        | bool [1]           | per-step flags: collision, localized, success, unstable       |
+| REWARD_TERMS / .. | float32 [1]        | weighted reward terms; they sum to REWARD                     |
+"""
+
+from __future__ import annotations
+
+# Observations the policy reads.
+PIXELS = "pixels"
+JOINT_STATE = "joint_state"
+POLICY_OBSERVATIONS = (PIXELS, JOINT_STATE)
+
+# The composite action.
+ACTION = "action"
+POSE = (ACTION, "pose")
+VERDICT = (ACTION, "verdict")
+
+# Optional input of reset(): the seed of the board to inspect (int64 [1]); absent or negative draws one.
+RESET_SEED = "reset_seed"
+
+# The scripted expert's own action, the label behaviour cloning learns from (it differs from the executed action
+# when demonstrations are collected with action noise).
+EXPERT = "expert"
+EXPERT_POSE = (EXPERT, "pose")
+EXPERT_VERDICT = (EXPERT, "verdict")
+
+# Privileged task state (under its own sub-TensorDict).
+TASK = "task"
+EPISODE_SEED = (TASK, "episode_seed")  # int64 [1]: the seed the board was generated from
+BOARD_POSE = (TASK, "board_pose")  # float32 [4]: board centre x, y, top-surface z (m), yaw (rad)
+DEFECTIVE = (TASK, "defective")  # bool [1]: the board needs rework
+DEFECT_TYPE = (TASK, "defect_type")  # int64 [1]: index into robot_rl.envs.board.DEFECT_TYPES
+CAMERA_POSE = (TASK, "camera_pose")  # float32 [7]: wrist camera position (m) and orientation quaternion (wxyz)
+
+# Per-step information flags.
+INFO = "info"
+COLLISION = (INFO, "collision")
+LOCALIZED = (INFO, "localized")
+SUCCESS = (INFO, "success")
+UNSTABLE = (INFO, "unstable")
+INFO_FLAGS = ("collision", "localized", "success", "unstable")
+
+# TorchRL conventions.
+REWARD = "reward"
+DONE = "done"
+TERMINATED = "terminated"
+TRUNCATED = "truncated"
+NEXT = "next"
+
+# Reward terms, each already multiplied by its weight.
+REWARD_TERMS = "reward_terms"
+REWARD_TERM_NAMES = ("verdict", "localization", "collision", "shaping")
+
+
+def reward_term(name: str) -> tuple[str, str]:
+    """Nested key of one weighted reward term, e.g. ``("reward_terms", "collision")``."""
+    if name not in REWARD_TERM_NAMES:
+        raise KeyError(f"unknown reward term {name!r}; known: {', '.join(REWARD_TERM_NAMES)}")
+    return (REWARD_TERMS, name)

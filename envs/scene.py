@@ -1,0 +1,171 @@
+"""The MuJoCo side of the inspection cell: model loading and named physical quantities (dm_control's Physics role).
+
+Everything here is addressed by MJCF names; indices are looked up once at construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+import mujoco
+import numpy as np
+
+from robot_rl.envs.board import BOARD_HALF_SIZE, add_component_pool
+
+ASSET_PACKAGE = "robot_rl.assets"
+SCENE_FILE = "pcb_inspect.xml"
+JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3")
+CAMERA_SITE = "wrist_cam_site"
+WRIST_CAMERA = "wrist_cam"
+SCENE_CAMERA = "scene_cam"
+MAX_POSTS = 4
+# Home: wrist camera 0.45 m above the table at (0.40, 0, 0.45), looking straight down (solved once with mink).
+HOME_QPOS = np.array([-0.3416, -1.8430, 1.7775, -1.5053, -1.5708, -1.9124])
+# Joint-velocity sensor range (rad/s), twice the UR5e's 180 deg/s joint speed limit; readings are clipped to it.
+MAX_JOINT_SPEED = 2 * np.pi
+CONTROL_PERIOD = 0.1  # s (10 Hz control)
+PHYSICS_TIMESTEP = 0.004  # s; implicitfast keeps the stiff joint servos stable at this step
+SUBSTEPS = round(CONTROL_PERIOD / PHYSICS_TIMESTEP)
+_INSTABILITY_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
+                         mujoco.mjtWarning.mjWARN_BADQVEL)
+
+
+def scene_xml_path() -> str:
+    """Path of the cell's MJCF inside the installed package data."""
+    return str(resources.files(ASSET_PACKAGE).joinpath(SCENE_FILE))
+
+
+def load_model(num_posts: int) -> mujoco.MjModel:
+    """Compiles the cell with the board component pool and ``num_posts`` clamp posts."""
+    spec = mujoco.MjSpec.from_file(scene_xml_path())
+    add_component_pool(spec)
+    for i in range(num_posts, MAX_POSTS):
+        spec.delete(spec.body(f"post_{i}"))
+    spec.option.timestep = PHYSICS_TIMESTEP
+    return spec.compile()
+
+
+@dataclass
+class StepOutcome:
+    """What happened during one control step of physics."""
+
+    collision: bool  # some arm geom touched the table, board or a post during the step
+    unstable: bool  # MuJoCo reported a bad state or produced a non-finite acceleration
+
+
+class ArmScene:
+    """The arm, board and posts: physics state and named accessors."""
+
+    def __init__(self, num_posts: int):
+        self.model = load_model(num_posts)
+        self.data = mujoco.MjData(self.model)
+        self.num_posts = num_posts
+        m = self.model
+        self.joint_qpos_ids = np.array([m.joint(n).qposadr[0] for n in JOINT_NAMES])
+        self.joint_dof_ids = np.array([m.joint(n).dofadr[0] for n in JOINT_NAMES])
+        self.actuator_ids = np.array([m.actuator(n).id for n in JOINT_NAMES])
+        self.joint_limits = m.jnt_range[[m.joint(n).id for n in JOINT_NAMES]].copy()
+        self.camera_site_id = m.site(CAMERA_SITE).id
+        self.board_mocap_id = m.body("board").mocapid[0]
+        self.post_mocap_ids = [m.body(f"post_{i}").mocapid[0] for i in range(num_posts)]
+        self.key_light_id, self.fill_light_id = m.light("key_light").id, m.light("fill_light").id
+        self._nominal_lights = (m.light_diffuse.copy(), m.light_dir.copy(), m.vis.headlight.ambient.copy())
+
+    # -- state ------------------------------------------------------------------------------------------------
+    def reset(self, qpos: np.ndarray) -> None:
+        """Clears the simulation (board and posts included) and puts the arm at rest at ``qpos``, servos holding.
+
+        Call ``forward`` once the board and posts are placed.
+        """
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[self.joint_qpos_ids] = qpos
+        self.data.ctrl[self.actuator_ids] = qpos
+
+    @property
+    def qpos(self) -> np.ndarray:
+        return self.data.qpos[self.joint_qpos_ids]
+
+    @property
+    def qvel(self) -> np.ndarray:
+        return self.data.qvel[self.joint_dof_ids]
+
+    def joint_state(self) -> np.ndarray:
+        """float32 [12]: joint angles (rad) then joint velocities (rad/s, clipped to +-MAX_JOINT_SPEED)."""
+        return np.concatenate([self.qpos, np.clip(self.qvel, -MAX_JOINT_SPEED, MAX_JOINT_SPEED)]).astype(np.float32)
+
+    def joint_state_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper bounds of ``joint_state`` (float32 [12] each): joint ranges, then the speed range."""
+        speed = np.full(len(JOINT_NAMES), MAX_JOINT_SPEED)
+        low = np.concatenate([self.joint_limits[:, 0], -speed]).astype(np.float32)
+        high = np.concatenate([self.joint_limits[:, 1], speed]).astype(np.float32)
+        return low, high
+
+    def camera_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Wrist camera position (m) and rotation matrix [3, 3]; the camera looks along its -z column."""
+        return self.data.site_xpos[self.camera_site_id].copy(), self.data.site_xmat[self.camera_site_id].reshape(3, 3)
+
+    def camera_quat(self) -> np.ndarray:
+        """Wrist camera orientation as a unit quaternion (wxyz)."""
+        return self.data.site_xquat[self.camera_site_id].copy()
+
+    # -- episode set-up ---------------------------------------------------------------------------------------
+    def place_board(self, x: float, y: float, yaw: float) -> None:
+        self.data.mocap_pos[self.board_mocap_id] = (x, y, 0.0)
+        self.data.mocap_quat[self.board_mocap_id] = _yaw_quat(yaw)
+
+    def place_posts(self, board_x: float, board_y: float, board_yaw: float, gap: float, height: float,
+                    rng: np.random.Generator) -> None:
+        """Puts the clamp posts beside the board edges, clamps pointing at the board, rods ``height`` tall."""
+        half_x, half_y = BOARD_HALF_SIZE
+        # Long edges first: posts 0 and 1 clamp the long sides, 2 and 3 the short ones.
+        sides = [(0.0, half_y + gap, -np.pi / 2), (0.0, -half_y - gap, np.pi / 2),
+                 (half_x + gap, 0.0, np.pi), (-half_x - gap, 0.0, 0.0)]
+        c, s = np.cos(board_yaw), np.sin(board_yaw)
+        for mocap_id, (px, py, facing) in zip(self.post_mocap_ids, sides):
+            along = rng.uniform(-0.4, 0.4) * (half_x if px == 0.0 else half_y)
+            bx, by = (px, py + along) if px != 0.0 else (px + along, py)
+            self.data.mocap_pos[mocap_id] = (board_x + c * bx - s * by, board_y + s * bx + c * by, 0.0)
+            self.data.mocap_quat[mocap_id] = _yaw_quat(board_yaw + facing)
+        self._set_post_height(height)
+
+    def _set_post_height(self, height: float) -> None:
+        m = self.model
+        for i in range(self.num_posts):
+            rod, clamp = m.geom(f"post_{i}_rod").id, m.geom(f"post_{i}_clamp").id
+            m.geom_size[rod][1] = height / 2
+            m.geom_pos[rod][2] = height / 2
+            m.geom_rbound[rod] = float(np.hypot(m.geom_size[rod][0], height / 2))
+            m.geom_pos[clamp][2] = height + m.geom_size[clamp][2]
+
+    def set_lighting(self, rng: np.random.Generator, variation: float) -> None:
+        """Scales light intensities and tilts their directions by up to ``variation`` (relative)."""
+        diffuse, direction, ambient = self._nominal_lights
+        m = self.model
+        m.light_diffuse[:] = diffuse * rng.uniform(1 - variation, 1 + variation, size=(len(diffuse), 1))
+        m.light_dir[:] = direction + rng.uniform(-variation, variation, size=direction.shape)
+        m.vis.headlight.ambient[:] = ambient * rng.uniform(1 - variation, 1 + variation)
+
+    def forward(self) -> None:
+        mujoco.mj_forward(self.model, self.data)
+
+    # -- stepping ---------------------------------------------------------------------------------------------
+    def step(self, joint_targets: np.ndarray) -> StepOutcome:
+        """Runs one control period with the joint servos tracking ``joint_targets`` (rad)."""
+        d = self.data
+        d.ctrl[self.actuator_ids] = joint_targets
+        warnings_before = sum(d.warning[w].number for w in _INSTABILITY_WARNINGS)
+        collision = False
+        for _ in range(SUBSTEPS):
+            mujoco.mj_step(self.model, d)
+            # Collision filtering in the MJCF leaves only arm-vs-fixture contacts, so any contact is a collision.
+            collision = collision or d.ncon > 0
+        warnings_after = sum(d.warning[w].number for w in _INSTABILITY_WARNINGS)
+        unstable = warnings_after > warnings_before or not (
+            np.isfinite(d.qacc).all() and np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all()
+        )
+        return StepOutcome(collision=collision, unstable=unstable)
+
+
+def _yaw_quat(yaw: float) -> np.ndarray:
+    return np.array([np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])

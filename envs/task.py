@@ -1,0 +1,269 @@
+"""The PCB inspection task (dm_control's Task role): episode set-up, action mapping, observations, reward.
+
+Framework-free: the Gymnasium and TorchRL environments are thin adapters over ``PcbInspectTask``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from enum import IntEnum
+
+import mujoco
+import numpy as np
+
+from robot_rl.envs.board import BOARD_TOP, BoardGeoms, sample_layout
+from robot_rl.envs.difficulty import Difficulty, get_difficulty
+from robot_rl.envs.ik import CameraPoseIK
+from robot_rl.envs.rendering import PRETTY, shared_renderer
+from robot_rl.envs.scene import CAMERA_SITE, HOME_QPOS, SCENE_CAMERA, WRIST_CAMERA, ArmScene
+
+POSE_DIM = 6
+JOINT_STATE_DIM = 12
+MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 32, 224
+
+
+class Verdict(IntEnum):
+    CONTINUE = 0
+    PASS = 1
+    REWORK = 2
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    """Weights of the reward terms (the reported terms are already multiplied by them)."""
+
+    correct_verdict: float = 1.0
+    wrong_verdict: float = -1.0
+    localization: float = 0.5  # once, the first time the board is localized within the step budget
+    collision: float = -0.3  # per control step in which the arm touches the table, board or a post
+    shaping: float = 0.0  # potential-based: weight * (gamma * phi(s') - phi(s)), phi in [0, 1]
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Task constants. Lengths in metres, angles in radians, durations in control steps (10 Hz)."""
+
+    image_size: int = 84  # wrist camera image is image_size x image_size
+    max_steps: int = 80  # truncation limit
+    localization_budget: int = 40  # the localization bonus is paid only within this many steps
+    max_translation: float = 0.03  # camera translation per step at |action| = 1
+    max_rotation: float = 0.15  # camera rotation per step at |action| = 1 (rotation vector, world frame)
+    inspection_height: float = 0.12  # camera height above the board when inspecting
+    height_tolerance: float = 0.03
+    centre_tolerance: float = 0.02  # distance of the board centre from the optical axis
+    max_tilt: float = math.radians(15)  # angle between the optical axis and straight down
+    shaping_gamma: float = 0.99  # discount of the potential-based shaping term
+    shaping_distance: float = 0.5  # phi falls linearly from 1 at the inspection pose to 0 at this distance
+    reward_weights: RewardWeights = field(default_factory=RewardWeights)
+
+    def __post_init__(self) -> None:
+        if not MIN_IMAGE_SIZE <= self.image_size <= MAX_IMAGE_SIZE:
+            raise ValueError(f"TaskConfig.image_size must be in [{MIN_IMAGE_SIZE}, {MAX_IMAGE_SIZE}], "
+                             f"got {self.image_size}")
+        if self.max_steps < 1:
+            raise ValueError(f"TaskConfig.max_steps must be >= 1, got {self.max_steps}")
+
+
+@dataclass
+class StepResult:
+    """One control step: observation, reward (total and weighted terms), end flags, per-step info flags."""
+
+    observation: dict[str, np.ndarray]
+    reward: float
+    terms: dict[str, float]
+    terminated: bool
+    truncated: bool
+    flags: dict[str, bool]
+
+
+def validate_action(pose, verdict) -> tuple[np.ndarray, int]:
+    """Checks one action; returns the pose clipped to [-1, 1] (float64 [6]) and the verdict as an int.
+
+    Out-of-range pose values are clipped. NaN or inf, a wrong shape or a non-numeric dtype raise ValueError or
+    TypeError naming the culprit, before anything reaches MuJoCo.
+    """
+    pose = np.asarray(pose)
+    if pose.dtype.kind not in "fiu":
+        raise TypeError(f"action pose must be a real-valued array, got dtype {pose.dtype}")
+    if pose.shape != (POSE_DIM,):
+        raise ValueError(f"action pose must have shape ({POSE_DIM},), got {pose.shape}")
+    if not np.isfinite(pose).all():
+        raise ValueError(f"action pose contains NaN or inf: {pose.tolist()}")
+    verdict_array = np.asarray(verdict)
+    if verdict_array.dtype.kind not in "iu" or verdict_array.size != 1:
+        raise TypeError(f"action verdict must be one integer (0 continue, 1 pass, 2 rework), got {verdict!r}")
+    verdict_value = int(verdict_array.reshape(()))
+    if verdict_value not in (v.value for v in Verdict):
+        raise ValueError(f"action verdict must be 0 (continue), 1 (pass) or 2 (rework), got {verdict_value}")
+    return np.clip(pose.astype(np.float64), -1.0, 1.0), verdict_value
+
+
+def is_localized(camera_pos: np.ndarray, camera_rot: np.ndarray, board_centre: np.ndarray, config: TaskConfig,
+                 margin: float = 1.0) -> np.ndarray:
+    """Camera over the board centre, at inspection height, looking down; batched over leading dimensions.
+
+    Args: camera position [..., 3] (m), camera rotation matrix [..., 3, 3] (looks along its -z column), board
+    top-surface centre [..., 3] (m); ``margin`` scales every tolerance (the expert uses 0.5 to decide well inside).
+    """
+    view = -camera_rot[..., :, 2]
+    tilt = np.arccos(np.clip(-view[..., 2], -1.0, 1.0))
+    height = camera_pos[..., 2] - board_centre[..., 2]
+    to_board = board_centre - camera_pos
+    off_axis = np.linalg.norm(to_board - (to_board * view).sum(-1, keepdims=True) * view, axis=-1)
+    return ((tilt <= margin * config.max_tilt)
+            & (np.abs(height - config.inspection_height) <= margin * config.height_tolerance)
+            & (off_axis <= margin * config.centre_tolerance))
+
+
+class PcbInspectTask:
+    """A 6-DoF arm moves its wrist camera over a PCB and gives a verdict: pass or rework.
+
+    ``reset(seed)`` generates the episode's board from ``seed``; ``step(pose, verdict)`` applies one action.
+    Observations are ``{"pixels": uint8 [3, H, W], "joint_state": float32 [12]}``; ``privileged()`` returns the
+    task state (board pose, defect label, camera pose) that the expert and metrics may read and the policy may not.
+    """
+
+    def __init__(self, difficulty: str | Difficulty = "default", config: TaskConfig | None = None):
+        self.difficulty = get_difficulty(difficulty)
+        self.config = config or TaskConfig()
+        self.scene = ArmScene(self.difficulty.num_posts)
+        self.ik = CameraPoseIK(self.scene.model, CAMERA_SITE)
+        self.board_geoms = BoardGeoms(self.scene.model)
+        size = self.config.image_size
+        self.wrist_renderer = shared_renderer(WRIST_CAMERA, size, size)
+        self.layout = None
+        self._episode_seed = -1
+        self._step_count = 0
+        self._done = True
+        self._localized_once = False
+        self._last_observation: dict[str, np.ndarray] | None = None
+
+    # -- episode ----------------------------------------------------------------------------------------------
+    def reset(self, seed: int, defect: str | None = None) -> dict[str, np.ndarray]:
+        """Starts the episode of board ``seed`` (``defect`` forces a defect type, see board.DEFECT_TYPES)."""
+        d = self.difficulty
+        self.layout = sample_layout(seed, d, defect)
+        self.board_geoms.apply(self.layout)
+        rng = np.random.default_rng([int(seed), 0x5CE7E])
+        self.scene.reset(HOME_QPOS + rng.uniform(-d.init_joint_noise, d.init_joint_noise, size=HOME_QPOS.shape))
+        self.board_xy = rng.uniform(*zip(d.board_x, d.board_y))
+        self.board_yaw = float(rng.uniform(-d.board_max_yaw, d.board_max_yaw))
+        self.scene.place_board(*self.board_xy, self.board_yaw)
+        if d.num_posts:
+            self.scene.place_posts(*self.board_xy, self.board_yaw, d.post_gap, d.post_height, rng)
+        self.scene.set_lighting(rng, d.light_variation)
+        self.scene.forward()
+        self._episode_seed = int(seed)
+        self._step_count = 0
+        self._done = False
+        self._localized_once = False
+        self._potential = self._phi()
+        self._last_observation = self._observe()
+        return self._last_observation
+
+    def step(self, pose, verdict) -> StepResult:
+        """Applies one action: a camera-pose delta (moves the arm for one control period) or a verdict (ends)."""
+        if self._done:
+            raise RuntimeError("PcbInspectTask.step called after the episode ended; call reset() first")
+        pose, verdict = validate_action(pose, verdict)
+        w = self.config.reward_weights
+        terms = dict.fromkeys(("verdict", "localization", "collision", "shaping"), 0.0)
+        flags = dict.fromkeys(("collision", "localized", "success", "unstable"), False)
+        self._step_count += 1
+        terminated = truncated = False
+        if verdict != Verdict.CONTINUE:
+            # The verdict judges the board as seen now; the arm does not move on this step.
+            correct = (verdict == Verdict.REWORK) == self.layout.defective
+            terms["verdict"] = w.correct_verdict if correct else w.wrong_verdict
+            flags["success"] = correct
+            flags["localized"] = self.localized()
+            terminated = True
+            observation = self._repeat_observation()
+            next_potential = 0.0  # absorbing state: zero potential keeps the shaping policy-invariant
+        else:
+            outcome = self.scene.step(self._joint_targets(pose))
+            flags["collision"], flags["unstable"] = outcome.collision, outcome.unstable
+            if outcome.unstable:
+                # Never emit NaN: end the episode on the last good observation.
+                truncated = True
+                observation = self._repeat_observation()
+                next_potential = self._potential
+            else:
+                observation = self._observe()
+                next_potential = self._phi()
+                flags["localized"] = self.localized()
+            terms["collision"] = w.collision if outcome.collision else 0.0
+            if flags["localized"] and not self._localized_once:
+                self._localized_once = True
+                if self._step_count <= self.config.localization_budget:
+                    terms["localization"] = w.localization
+        if w.shaping:
+            terms["shaping"] = w.shaping * (self.config.shaping_gamma * next_potential - self._potential)
+        self._potential = next_potential
+        if not terminated and self._step_count >= self.config.max_steps:
+            truncated = True
+        self._done = terminated or truncated
+        self._last_observation = observation
+        return StepResult(observation, float(sum(terms.values())), terms, terminated, truncated, flags)
+
+    # -- observations -----------------------------------------------------------------------------------------
+    def _observe(self) -> dict[str, np.ndarray]:
+        image = self.wrist_renderer.render(self.scene.model, self.scene.data)
+        return {"pixels": np.ascontiguousarray(image.transpose(2, 0, 1)), "joint_state": self.scene.joint_state()}
+
+    def _repeat_observation(self) -> dict[str, np.ndarray]:
+        # Fresh arrays: callers may keep and modify what they were given.
+        return {name: value.copy() for name, value in self._last_observation.items()}
+
+    def privileged(self) -> dict[str, np.ndarray]:
+        """Task state for the expert and metrics (never a policy input); shapes as in robot_rl.envs.keys."""
+        pos, quat = self.scene.camera_pose()[0], self.scene.camera_quat()
+        return {
+            "episode_seed": np.array([self._episode_seed], np.int64),
+            "board_pose": np.array([*self.board_xy, BOARD_TOP, self.board_yaw], np.float32),
+            "defective": np.array([self.layout.defective]),
+            "defect_type": np.array([self.layout.defect_index], np.int64),
+            "camera_pose": np.concatenate([pos, quat]).astype(np.float32),
+        }
+
+    def localized(self) -> bool:
+        """Camera over the board centre, at inspection height, looking down (within the config's tolerances)."""
+        pos, rot = self.scene.camera_pose()
+        return bool(is_localized(pos, rot, np.array([*self.board_xy, BOARD_TOP]), self.config))
+
+    def _phi(self) -> float:
+        """Shaping potential: 1 at the inspection pose, falling linearly to 0 at ``shaping_distance``."""
+        pos, _ = self.scene.camera_pose()
+        goal = np.array([*self.board_xy, BOARD_TOP + self.config.inspection_height])
+        return float(max(0.0, 1.0 - np.linalg.norm(pos - goal) / self.config.shaping_distance))
+
+    # -- actions ----------------------------------------------------------------------------------------------
+    def _joint_targets(self, pose: np.ndarray) -> np.ndarray:
+        c = self.config
+        target_pos = self.scene.camera_pose()[0] + pose[:3] * c.max_translation
+        # The rotation part is a world-frame rotation vector: target = exp(w) * current.
+        rotvec = pose[3:] * c.max_rotation
+        angle = float(np.linalg.norm(rotvec))
+        delta = np.array([1.0, 0.0, 0.0, 0.0])
+        if angle > 0:
+            mujoco.mju_axisAngle2Quat(delta, rotvec / angle, angle)
+        target_quat = np.empty(4)
+        mujoco.mju_mulQuat(target_quat, delta, self.scene.camera_quat())
+        return self.ik.solve(self.scene.qpos, target_pos, target_quat)
+
+    # -- rendering and bookkeeping ----------------------------------------------------------------------------
+    def render_scene(self, height: int = 360, width: int = 480) -> np.ndarray:
+        """The third-person camera with shadows, uint8 [H, W, 3] (for videos)."""
+        return shared_renderer(SCENE_CAMERA, height, width, PRETTY).render(self.scene.model, self.scene.data)
+
+    @property
+    def step_count(self) -> int:
+        return self._step_count
+
+    @property
+    def episode_seed(self) -> int:
+        return self._episode_seed
+
+    def config_dict(self) -> dict:
+        return {"difficulty": asdict(self.difficulty), "task": asdict(self.config)}

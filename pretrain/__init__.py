@@ -1,0 +1,1 @@
+"""Behaviour-cloning pretraining of the vision policy on demonstrations (robot_rl.pretrain)."""

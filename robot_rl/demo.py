@@ -1,0 +1,56 @@
+"""A short rollout of the scripted expert through the TorchRL env: PNG frames and episode metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from robot_rl.envs import keys, make_env
+from robot_rl.envs.expert_policy import ExpertPolicy
+from robot_rl.episodes import summarize_episode
+from robot_rl.io import atomic_path
+
+
+def side_by_side(wrist_chw: np.ndarray, scene_hwc: np.ndarray) -> np.ndarray:
+    """The wrist image (uint8 [3, h, w]) scaled to the scene image's height, left of it: uint8 [H, W', 3]."""
+    height = scene_hwc.shape[0]
+    wrist = cv2.resize(wrist_chw.transpose(1, 2, 0), (height, height), interpolation=cv2.INTER_NEAREST)
+    return np.concatenate([wrist, scene_hwc], axis=1)
+
+
+def write_png(path: Path, rgb: np.ndarray) -> None:
+    ok, encoded = cv2.imencode(".png", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise RuntimeError(f"could not encode {path}")
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(encoded.tobytes())
+
+
+def run_expert_demo(out_dir: str | Path, episodes: int = 3, difficulty: str = "default", image_size: int = 84,
+                    seed: int = 0, frames_per_episode: int = 4) -> list[dict]:
+    """Runs the expert for ``episodes`` episodes, writes ``frames_per_episode`` PNGs of each (wrist camera beside
+    the third-person camera) under ``out_dir/frames/``, and returns one metrics dict per episode."""
+    out_dir = Path(out_dir)
+    env = make_env(difficulty=difficulty, image_size=image_size, seed=seed)
+    policy = ExpertPolicy(env.task.config)
+    max_steps = env.task.config.max_steps
+    summaries = []
+    try:
+        for episode in range(episodes):
+            scene_frames: list[np.ndarray] = []
+
+            def record(env, _td, frames=scene_frames):
+                frames.append(env.render_scene(240, 320))
+
+            rollout = env.rollout(max_steps, policy=policy, callback=record)
+            summary = summarize_episode(rollout)
+            pixels = rollout.get((keys.NEXT, keys.PIXELS)).numpy()
+            for t in np.unique(np.linspace(0, len(scene_frames) - 1, frames_per_episode).round().astype(int)):
+                write_png(out_dir / "frames" / f"episode{episode:02d}_step{t + 1:03d}.png",
+                          side_by_side(pixels[t], scene_frames[t]))
+            summaries.append({"episode": episode, **summary})
+    finally:
+        env.close()
+    return summaries

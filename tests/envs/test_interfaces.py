@@ -1,0 +1,129 @@
+"""Gymnasium and TorchRL front-ends: registration, checkers, specs, batching, determinism."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+from tensordict import TensorDict
+from torchrl.envs.utils import check_env_specs
+
+from robot_rl.envs import GYM_ID, keys, make_env
+from robot_rl.envs.gym_env import PcbInspectGymEnv
+from robot_rl.envs.torchrl_env import PcbInspectEnv
+
+
+def test_gymnasium_env_is_registered_and_passes_the_checker():
+    env = gym.make(GYM_ID, render_mode="rgb_array")
+    check_env(env.unwrapped, skip_render_check=False)
+    env.reset(seed=0)
+    frame = env.render()
+    assert frame.dtype == np.uint8 and frame.shape == (360, 480, 3)
+    env.close()
+
+
+@pytest.mark.parametrize("image_size", [64, 224])
+def test_observations_match_their_spaces(image_size):
+    env = PcbInspectGymEnv("easy", image_size=image_size)
+    obs, _ = env.reset(seed=3)
+    assert obs["pixels"].shape == (3, image_size, image_size) and obs["pixels"].dtype == np.uint8
+    assert obs["joint_state"].shape == (12,) and obs["joint_state"].dtype == np.float32
+    for _ in range(5):
+        obs, reward, *_ = env.step({"pose": env.action_space["pose"].sample(), "verdict": 0})
+        assert env.observation_space.contains(obs)
+        assert np.isfinite(reward)
+
+
+def test_torchrl_env_passes_check_env_specs():
+    env = make_env(seed=0)
+    check_env_specs(env)
+    td = env.rollout(3, break_when_any_done=False)
+    assert td[keys.PIXELS].dtype == torch.uint8 and td[keys.PIXELS].shape == (3, 3, 84, 84)
+    assert td[keys.JOINT_STATE].dtype == torch.float32 and td[keys.JOINT_STATE].shape == (3, 12)
+    assert env.action_keys == [keys.POSE, keys.VERDICT]
+    env.close()
+
+
+def test_in_process_batch_passes_check_env_specs_and_resets_partially():
+    env = make_env(num_envs=3, parallel=False, seed=0)
+    assert env.batch_size == (3,)
+    check_env_specs(env)
+    td = env.reset()
+    seeds_before = td[keys.EPISODE_SEED].clone()
+    pixels_before = td[keys.PIXELS].clone()
+    td.set("_reset", torch.tensor([[False], [True], [False]]))
+    td = env.reset(td)
+    seeds_after = td[keys.EPISODE_SEED]
+    assert torch.equal(td[keys.PIXELS][[0, 2]], pixels_before[[0, 2]])
+    assert torch.equal(seeds_after[[0, 2]], seeds_before[[0, 2]])
+    assert seeds_after[1] != seeds_before[1]
+    env.close()
+
+
+def test_parallel_env_batches_several_envs():
+    env = make_env(num_envs=2, seed=0)
+    assert env.batch_size == (2,)
+    check_env_specs(env)
+    td = env.rollout(4, break_when_any_done=False)
+    assert td[keys.PIXELS].shape == (2, 4, 3, 84, 84)
+    # Worker i is seeded seed + i: different boards.
+    assert td[keys.EPISODE_SEED][0, 0] != td[keys.EPISODE_SEED][1, 0]
+    env.close()
+
+
+def test_reset_seed_selects_the_board():
+    env = PcbInspectEnv(seed=0)
+    first = env.reset(TensorDict({keys.RESET_SEED: torch.tensor([42])}, batch_size=[]))
+    env.rollout(3, break_when_any_done=False)
+    again = env.reset(TensorDict({keys.RESET_SEED: torch.tensor([42])}, batch_size=[]))
+    assert int(first[keys.EPISODE_SEED]) == int(again[keys.EPISODE_SEED]) == 42
+    assert torch.equal(first[keys.PIXELS], again[keys.PIXELS])
+    assert torch.equal(first[keys.BOARD_POSE], again[keys.BOARD_POSE])
+
+
+def _rollout_gym(seed: int, actions) -> tuple[list, list]:
+    env = PcbInspectGymEnv()
+    obs, _ = env.reset(seed=seed)
+    observations, rewards = [obs], []
+    for pose in actions:
+        obs, reward, terminated, truncated, _ = env.step({"pose": pose, "verdict": 0})
+        observations.append(obs)
+        rewards.append(reward)
+    env.close()
+    return observations, rewards
+
+
+def test_same_seed_and_actions_give_identical_observations_and_rewards(rng):
+    actions = rng.uniform(-1, 1, size=(15, 6)).astype(np.float32)
+    obs_a, rew_a = _rollout_gym(7, actions)
+    obs_b, rew_b = _rollout_gym(7, actions)
+    assert rew_a == rew_b
+    for a, b in zip(obs_a, obs_b):
+        np.testing.assert_array_equal(a["pixels"], b["pixels"])
+        np.testing.assert_array_equal(a["joint_state"], b["joint_state"])
+
+
+def test_torchrl_env_is_deterministic_under_a_seed(rng):
+    actions = torch.as_tensor(rng.uniform(-1, 1, size=(10, 6)), dtype=torch.float32)
+
+    def run():
+        env = make_env(seed=11)
+        td = env.reset()
+        frames = [td[keys.PIXELS]]
+        for pose in actions:
+            td[keys.POSE], td[keys.VERDICT] = pose, torch.tensor(0)
+            td = env.step(td)
+            frames.append(td["next", keys.PIXELS])
+            td = td["next"]
+        return torch.stack(frames)
+
+    assert torch.equal(run(), run())
+
+
+def test_initial_states_vary_across_seeds():
+    env = PcbInspectGymEnv()
+    boards = {tuple(env.reset(seed=s)[1]["task"]["board_pose"].round(4)) for s in range(8)}
+    joint_states = {tuple(env.reset(seed=s)[0]["joint_state"][:6].round(4)) for s in range(8)}
+    assert len(boards) == 8 and len(joint_states) == 8

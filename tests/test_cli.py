@@ -1,0 +1,33 @@
+"""The robot-rl command line, run through its real entry point with tiny budgets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import cv2
+
+from robot_rl.cli import main
+
+
+def test_demo_writes_frames_and_prints_metrics(tmp_path, capsys):
+    assert main(["demo", "--episodes", "2", "--frames", "2", "--difficulty", "easy", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| episode" in out and "expert success 2/2" in out
+    frames = sorted((tmp_path / "frames").glob("*.png"))
+    assert len(frames) == 4
+    image = cv2.imread(str(frames[0]))
+    assert image is not None and image.shape == (240, 240 + 320, 3)
+
+
+def test_bad_option_exits_2_with_a_one_line_error():
+    result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "demo", "--image-size", "500"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["robot-rl demo: error: --image-size must be in [32, 224], got 500"]
+
+
+def test_help_lists_defaults():
+    result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "demo", "--help"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0 and "(default: 3)" in result.stdout
