@@ -24,13 +24,14 @@ if TYPE_CHECKING:
     from robot_rl.envs.torchrl_env import PcbInspectEnv, make_env
 
 TASK_NAME = "pcb-inspect"
-GYM_ID = "robot_rl/PcbInspect-v0"
+ENV_VERSION = 0  # bump when dynamics, rendering or rewards change: datasets record it and refuse a mismatch
+GYM_ID = f"robot_rl/PcbInspect-v{ENV_VERSION}"
 
 if GYM_ID not in gym.registry:
     gym.register(id=GYM_ID, entry_point="robot_rl.envs.gym_env:PcbInspectGymEnv")
 
 __all__ = [
-    "DEFECT_TYPES", "DIFFICULTIES", "GYM_ID", "TASK_NAME", "Difficulty", "ExpertConfig", "PcbInspectEnv",
+    "DEFECT_TYPES", "DIFFICULTIES", "ENV_VERSION", "GYM_ID", "TASK_NAME", "Difficulty", "ExpertConfig", "PcbInspectEnv",
     "PcbInspectGymEnv", "PcbInspectTask", "RewardWeights", "ScriptedExpert", "TaskConfig", "Verdict",
     "get_difficulty", "keys", "make_env",
 ]

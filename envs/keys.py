@@ -26,9 +26,6 @@ ACTION = "action"
 POSE = (ACTION, "pose")
 VERDICT = (ACTION, "verdict")
 
-# Optional input of reset(): the seed of the board to inspect (int64 [1]); absent or negative draws one.
-RESET_SEED = "reset_seed"
-
 # The scripted expert's own action, the label behaviour cloning learns from (it differs from the executed action
 # when demonstrations are collected with action noise).
 EXPERT = "expert"

@@ -9,7 +9,8 @@ process nearly doubles the frames/s of a core. ``make_env`` also offers ``Parall
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -37,8 +38,9 @@ class PcbInspectEnv(EnvBase):
     """The PCB inspection task as a TorchRL environment.
 
     Batch size ``[]`` by default, ``[num_envs]`` when ``num_envs`` is given (tasks stepped in this process).
-    Reset input (optional): ``keys.RESET_SEED`` int64 [*B, 1], the seed of the board to inspect; absent or negative
-    draws one from the env's seeded stream (``set_seed``). Action: ``keys.POSE`` float32 [*B, 6] in [-1, 1]
+    Boards: ``episode_seeds`` lists the boards to inspect, in order (task ``i`` of a batch takes
+    ``episode_seeds[i::num_envs]``); once they are used up, or without them, boards come from the env's seeded
+    stream (``set_seed``). Action: ``keys.POSE`` float32 [*B, 6] in [-1, 1]
     (clipped) and ``keys.VERDICT`` int64 [*B]. Output: ``pixels``, ``joint_state``, ``task/...`` (privileged),
     ``info/...``, ``reward_terms/...``, ``reward`` and the done flags.
     """
@@ -47,7 +49,8 @@ class PcbInspectEnv(EnvBase):
 
     def __init__(self, difficulty: str | Difficulty = "default", image_size: int = 84,
                  reward_weights: RewardWeights | Mapping | None = None, num_envs: int | None = None,
-                 device: str | torch.device = "cpu", seed: int | None = None, **task_overrides: Any):
+                 device: str | torch.device = "cpu", seed: int | None = None,
+                 episode_seeds: Sequence[int] | None = None, **task_overrides: Any):
         if num_envs is not None and num_envs < 1:
             raise ValueError(f"PcbInspectEnv: num_envs must be >= 1, got {num_envs}")
         super().__init__(device=device, batch_size=torch.Size([] if num_envs is None else [num_envs]))
@@ -55,6 +58,8 @@ class PcbInspectEnv(EnvBase):
                       for _ in range(num_envs or 1)]
         self._last = [None] * len(self.tasks)  # last StepResult-like outputs, for partial resets and steps
         self._rng = np.random.default_rng(seed)
+        seeds = [int(s) for s in episode_seeds or ()]
+        self._seed_queues = [deque(seeds[i :: len(self.tasks)]) for i in range(len(self.tasks))]
         self._make_specs(image_size)
 
     @property
@@ -104,14 +109,11 @@ class PcbInspectEnv(EnvBase):
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         n = len(self.tasks)
         mask = np.ones(n, bool)
-        seeds = np.full(n, -1, np.int64)
-        if tensordict is not None:
-            if "_reset" in tensordict.keys():
-                mask = tensordict.get("_reset").reshape(n).cpu().numpy()
-            if keys.RESET_SEED in tensordict.keys():
-                seeds = tensordict.get(keys.RESET_SEED).reshape(n).cpu().numpy()
+        if tensordict is not None and "_reset" in tensordict.keys():
+            mask = tensordict.get("_reset").reshape(n).cpu().numpy()
         for i in np.flatnonzero(mask):
-            seed = int(seeds[i]) if seeds[i] >= 0 else int(self._rng.integers(2**31 - 1))
+            queue = self._seed_queues[i]
+            seed = queue.popleft() if queue else int(self._rng.integers(2**31 - 1))
             observation = self.tasks[i].reset(seed)
             self._last[i] = StepResult(observation, 0.0, _NO_TERMS, False, False, _NO_FLAGS)
         return self._pack(self._last, with_reward=False)
@@ -166,25 +168,28 @@ class PcbInspectEnv(EnvBase):
 
 def make_env(num_envs: int = 1, difficulty: str | Difficulty = "default", image_size: int = 84,
              seed: int | None = None, parallel: bool = True, device: str | torch.device = "cpu",
-             **env_kwargs: Any) -> EnvBase:
+             episode_seeds: Sequence[int] | None = None, **env_kwargs: Any) -> EnvBase:
     """Builds the TorchRL PCB inspection env.
 
     One env has batch size ``[]``. Several (``num_envs > 1``) have batch size ``[num_envs]``: with
     ``parallel=True`` each runs in its own ``ParallelEnv`` worker process, started with ``spawn`` (a process forked
     after its parent rendered with Mesa hangs; each worker makes its own renderer on first use); with
     ``parallel=False`` they are stepped in this process. With ``seed``, env ``i`` draws its boards from seed
-    ``seed + i`` (parallel) or all envs share one seeded stream (in process). ``env_kwargs`` go to
+    ``seed + i`` (parallel) or all envs share one seeded stream (in process). ``episode_seeds`` are the boards
+    to inspect first, dealt round-robin: env ``i`` takes ``episode_seeds[i::num_envs]``. ``env_kwargs`` go to
     ``PcbInspectEnv`` (reward_weights, max_steps, ...).
     """
     if num_envs < 1:
         raise ValueError(f"make_env: num_envs must be >= 1, got {num_envs}")
     create = partial(PcbInspectEnv, difficulty=difficulty, image_size=image_size, **env_kwargs)
+    seeds = list(episode_seeds or ())
     if num_envs == 1:
-        env = create(device=device)
+        env = create(device=device, episode_seeds=seeds)
     elif parallel:
-        env = ParallelEnv(num_envs, create, mp_start_method="spawn", device=device)
+        per_worker = [{"episode_seeds": seeds[i::num_envs]} for i in range(num_envs)]
+        env = ParallelEnv(num_envs, create, create_env_kwargs=per_worker, mp_start_method="spawn", device=device)
     else:
-        env = create(num_envs=num_envs, device=device)
+        env = create(num_envs=num_envs, device=device, episode_seeds=seeds)
     if seed is not None:
         env.set_seed(seed)
     return env

@@ -64,23 +64,33 @@ def test_in_process_batch_passes_check_env_specs_and_resets_partially():
 
 def test_parallel_env_batches_several_envs():
     env = make_env(num_envs=2, seed=0)
-    assert env.batch_size == (2,)
-    check_env_specs(env)
-    td = env.rollout(4, break_when_any_done=False)
-    assert td[keys.PIXELS].shape == (2, 4, 3, 84, 84)
-    # Worker i is seeded seed + i: different boards.
-    assert td[keys.EPISODE_SEED][0, 0] != td[keys.EPISODE_SEED][1, 0]
-    env.close()
+    try:
+        assert env.batch_size == (2,)
+        check_env_specs(env)
+        td = env.rollout(4, break_when_any_done=False)
+        assert td[keys.PIXELS].shape == (2, 4, 3, 84, 84)
+        # Each worker has its own seeded stream: different boards.
+        assert td[keys.EPISODE_SEED][0, 0] != td[keys.EPISODE_SEED][1, 0]
+    finally:
+        env.close()
 
 
-def test_reset_seed_selects_the_board():
-    env = PcbInspectEnv(seed=0)
-    first = env.reset(TensorDict({keys.RESET_SEED: torch.tensor([42])}, batch_size=[]))
-    env.rollout(3, break_when_any_done=False)
-    again = env.reset(TensorDict({keys.RESET_SEED: torch.tensor([42])}, batch_size=[]))
-    assert int(first[keys.EPISODE_SEED]) == int(again[keys.EPISODE_SEED]) == 42
+def test_episode_seeds_select_the_boards():
+    env = PcbInspectEnv(seed=0, episode_seeds=[42, 43])
+    first, second = env.reset(), env.reset()
+    assert int(first[keys.EPISODE_SEED]) == 42 and int(second[keys.EPISODE_SEED]) == 43
+    again = PcbInspectEnv(seed=5, episode_seeds=[42]).reset()
     assert torch.equal(first[keys.PIXELS], again[keys.PIXELS])
     assert torch.equal(first[keys.BOARD_POSE], again[keys.BOARD_POSE])
+
+
+def test_parallel_workers_take_episode_seeds_round_robin():
+    env = make_env(num_envs=2, seed=0, episode_seeds=[11, 22, 33])
+    try:
+        assert env.reset()[keys.EPISODE_SEED].reshape(-1).tolist() == [11, 22]
+        assert env.reset()[keys.EPISODE_SEED].reshape(-1).tolist()[0] == 33
+    finally:
+        env.close()
 
 
 def _rollout_gym(seed: int, actions) -> tuple[list, list]:
