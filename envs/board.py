@@ -154,20 +154,21 @@ def _apply_defect(rng: np.random.Generator, layout: BoardLayout, scale: float) -
         candidates[int(rng.integers(len(candidates)))].body_visible = False
     elif layout.defect == "rotated":
         chip = chips[int(rng.integers(len(chips)))]
-        chip.body_dyaw = float(rng.choice([-1, 1]) * rng.uniform(0.45, 0.75) * min(scale, 1.4))
+        chip.body_dyaw = float(rng.choice([-1, 1]) * rng.uniform(0.6, 0.785) * min(scale, 1.0))
     elif layout.defect == "shifted":
         chip = chips[int(rng.integers(len(chips)))]
-        angle = rng.uniform(0, 2 * np.pi)
-        offset = rng.uniform(0.45, 0.65) * min(chip.half[:2]) * scale
-        chip.body_dx, chip.body_dy = float(offset * np.cos(angle)), float(offset * np.sin(angle))
+        # Along one of the chip's axes, by about its half-width: a bare strip of pad shows on one side.
+        axis = int(rng.integers(2))
+        offset = float(rng.choice([-1, 1]) * rng.uniform(0.9, 1.2) * chip.half[axis] * scale)
+        chip.body_dx, chip.body_dy = (offset, 0.0) if axis == 0 else (0.0, offset)
     elif layout.defect in ("solder_blob", "burn_mark"):
         # Foreign matter goes in an empty cell so no component body can hide it.
         cx, cy = layout.free_cells[int(rng.integers(len(layout.free_cells)))]
         x, y = (float(v) for v in rng.uniform(-0.003, 0.003, size=2) + (cx, cy))
         if layout.defect == "solder_blob":
-            layout.blob = (x, y, float(rng.uniform(0.003, 0.004) * scale))
+            layout.blob = (x, y, float(rng.uniform(0.004, 0.005) * scale))
         else:
-            layout.burn = (x, y, float(rng.uniform(0.005, 0.007) * scale))
+            layout.burn = (x, y, float(rng.uniform(0.006, 0.008) * scale))
 
 
 class BoardGeoms:

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 from gymnasium.utils.env_checker import check_env
-from tensordict import TensorDict
 from torchrl.envs.utils import check_env_specs
 
 from robot_rl.envs import GYM_ID, keys, make_env
