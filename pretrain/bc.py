@@ -1,0 +1,238 @@
+"""``robot-rl pretrain``: behaviour cloning of the vision policy on a demonstration dataset.
+
+Reads top to bottom like TorchRL's recipes: data, models, loss, optimizer, logger, then one loop. Every
+``eval_every`` epochs the policy runs closed-loop on held-out boards; checkpoints ``last.pt`` (every epoch) and
+``best.pt`` (best closed-loop success) are written atomically; ``--resume RUN_DIR`` continues a run exactly
+(model, optimizer, scheduler, epoch, RNG states, logger step).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.data import SamplerWithoutReplacement, TensorDictReplayBuffer, TensorStorage
+from tqdm import tqdm
+
+from robot_rl import keys
+from robot_rl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from robot_rl.envs import ENV_VERSION, TASK_NAME
+from robot_rl.envs.difficulty import DIFFICULTIES
+from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.errors import UsageError
+from robot_rl.evaluation import evaluate_policy
+from robot_rl.io import write_json
+from robot_rl.options import load_config, resolve_device, save_config
+from robot_rl.policy import make_actor
+from robot_rl.pretrain.augment import random_shift
+from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
+from robot_rl.pretrain.configs import BCConfig
+from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.run_logger import RunLogger
+
+CHECKPOINT_DIR = "checkpoints"
+CONFIG_FILE = "config.json"
+
+
+def proof_env(difficulty: str, image_size: int) -> PcbInspectEnv:
+    """An env for its specs only (it never renders unless reset)."""
+    return PcbInspectEnv(difficulty=difficulty, image_size=image_size)
+
+
+def held_out_seeds(first: int, count: int, excluded: set[int]) -> list[int]:
+    """``count`` board seeds from ``first`` upwards, skipping any seed the training data contains."""
+    seeds, seed = [], first
+    while len(seeds) < count:
+        if seed not in excluded:
+            seeds.append(seed)
+        seed += 1
+    return seeds
+
+
+def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int) -> TensorDictBase:
+    batch = batch.select(*BATCH_KEYS).to(device, non_blocking=True)
+    if shift_pad:
+        batch.set(keys.PIXELS, random_shift(batch.get(keys.PIXELS), shift_pad))
+    return batch
+
+
+def _replay_buffer(frames: TensorDictBase, batch_size: int) -> TensorDictReplayBuffer:
+    # A TorchRL storage over the memmapped frames: sampled rows are read from disk, nothing else is loaded.
+    return TensorDictReplayBuffer(storage=TensorStorage(frames),
+                                  sampler=SamplerWithoutReplacement(drop_last=True), batch_size=batch_size)
+
+
+class BCRun:
+    """One behaviour-cloning run folder: its config, models, optimizer state and loop."""
+
+    def __init__(self, config: BCConfig, resume: bool = False):
+        self.config, self.run_dir = config, Path(config.run_dir)
+        self.device = resolve_device(config.device)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+
+        # Create data
+        self.dataset = DemoDataset.open(config.data)
+        if config.image_size and config.image_size != self.dataset.image_size:
+            raise UsageError(f"--image-size {config.image_size} does not match the demos in {config.data} "
+                             f"({self.dataset.image_size})")
+        self.difficulty = self.dataset.meta.get("difficulty", "default")
+        if self.difficulty not in DIFFICULTIES:
+            raise UsageError(f"{config.data}: unknown difficulty {self.difficulty!r} in meta.json")
+        train, val = self.dataset.split(config.val_fraction)
+        if train.shape[0] < config.batch_size:
+            raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")
+        self.train_buffer = _replay_buffer(train, config.batch_size)
+        self.val_buffer = _replay_buffer(val, min(config.batch_size, val.shape[0]))
+        self.steps_per_epoch = train.shape[0] // config.batch_size
+        if config.steps_per_epoch:
+            self.steps_per_epoch = min(self.steps_per_epoch, config.steps_per_epoch)
+        self.val_steps = max(1, val.shape[0] // min(config.batch_size, val.shape[0]))
+        self.eval_seeds = held_out_seeds(config.eval_seed, config.eval_episodes, self.dataset.episode_seeds())
+
+        # Create models
+        torch.manual_seed(config.seed)
+        env = proof_env(self.difficulty, self.dataset.image_size)
+        self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config()).to(self.device)
+        self.env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": self.difficulty,
+                         "image_size": self.dataset.image_size}
+
+        # Create loss and optimizer
+        self.loss = BehaviourCloningLoss(self.actor, decision_weight=config.decision_weight)
+        if config.compile:
+            self.actor.module[0].module = torch.compile(self.actor.module[0].module)
+        self.optimizer = torch.optim.AdamW(self.actor.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+            self.optimizer, T_max=config.epochs * self.steps_per_epoch)
+
+        # Create logger; restore state when resuming
+        self.epoch, self.step, self.best_success = 0, 0, -1.0
+        self.logger = RunLogger(self.run_dir)
+        if resume:
+            self._restore()
+        else:
+            save_config(self.run_dir / CONFIG_FILE, config)
+
+    # -- checkpoints ------------------------------------------------------------------------------------------
+    def _checkpoint(self) -> dict:
+        return {
+            "kind": "bc", "config": asdict(self.config), "policy_config": asdict(self.config.policy_config()),
+            "env": self.env_info, "actor": self.actor.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "step": self.step,
+            "best_success": self.best_success, "rng": rng_state(),
+            # Where the samplers are in their current permutations (an epoch can stop before a full pass).
+            "samplers": {"train": dict(self.train_buffer.sampler.state_dict()),
+                         "val": dict(self.val_buffer.sampler.state_dict())},
+        }
+
+    def _restore(self) -> None:
+        state = load_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", map_location=self.device)
+        self.actor.load_state_dict(state["actor"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.epoch, self.step, self.best_success = state["epoch"], state["step"], state["best_success"]
+        self.train_buffer.sampler.load_state_dict(state["samplers"]["train"])
+        self.val_buffer.sampler.load_state_dict(state["samplers"]["val"])
+        set_rng_state(state["rng"])
+        self.logger.truncate_after(self.step)
+
+    # -- loop -------------------------------------------------------------------------------------------------
+    def _autocast(self):
+        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
+
+    def train_epoch(self, progress: bool) -> dict:
+        self.actor.train()
+        bar = tqdm(range(self.steps_per_epoch), desc=f"epoch {self.epoch + 1}/{self.config.epochs}",
+                   disable=not progress, leave=False)
+        sums: dict[str, float] = {}
+        start = time.perf_counter()
+        for _ in bar:
+            batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad)
+            with self._autocast():
+                losses = self.loss(batch)
+                loss = total_loss(losses)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"non-finite BC loss at step {self.step}: {losses.to_dict()}")
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.config.grad_clip)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.step += 1
+            for name, value in losses.detach().items():
+                if not math.isnan(float(value)):
+                    sums[name] = sums.get(name, 0.0) + float(value)
+            samples_per_s = (bar.n + 1) * self.config.batch_size / (time.perf_counter() - start)
+            bar.set_postfix(loss=f"{loss.item():.3f}", samples_per_s=f"{samples_per_s:.0f}")
+        metrics = {f"train/{k}": v / self.steps_per_epoch for k, v in sums.items()}
+        metrics["train/lr"] = self.scheduler.get_last_lr()[0]
+        metrics["train/samples_per_s"] = self.steps_per_epoch * self.config.batch_size / (time.perf_counter() - start)
+        return metrics
+
+    @torch.no_grad()
+    def validate(self) -> dict:
+        self.actor.eval()
+        sums: dict[str, float] = {}
+        for _ in range(self.val_steps):
+            batch = _to_device(self.val_buffer.sample(), self.device, shift_pad=0)
+            with self._autocast():
+                losses = self.loss(batch)
+            for name, value in losses.items():
+                if not math.isnan(float(value)):
+                    sums[name] = sums.get(name, 0.0) + float(value)
+        return {f"val/{k}": v / self.val_steps for k, v in sums.items()}
+
+    def closed_loop(self) -> dict:
+        self.actor.eval()
+        num_envs = self.config.eval_envs or os.cpu_count() or 1
+        metrics, _ = evaluate_policy(self.actor, self.eval_seeds, difficulty=self.difficulty,
+                                     image_size=self.dataset.image_size, num_envs=num_envs, device=self.device)
+        return metrics
+
+    def run(self, progress: bool = True, until_epoch: int | None = None) -> dict:
+        """Trains until ``config.epochs`` (or ``until_epoch``, to stop early and resume later); returns the
+        summary, also written to ``summary.json``."""
+        config, last_eval = self.config, None
+        while self.epoch < min(config.epochs, until_epoch or config.epochs):
+            metrics = self.train_epoch(progress)
+            metrics.update(self.validate())
+            self.epoch += 1
+            due = self.epoch == config.epochs or (config.eval_every and self.epoch % config.eval_every == 0)
+            if due:
+                last_eval = self.closed_loop()
+                metrics.update({f"eval/{k}": last_eval[k] for k in ("success_rate", "verdict_accuracy",
+                                                                      "collisions_per_episode", "episode_length")})
+            metrics["train/epoch"] = self.epoch
+            self.logger.log(metrics, step=self.step)
+            checkpoint = self._checkpoint()
+            if due and last_eval["success_rate"] > self.best_success:
+                self.best_success = checkpoint["best_success"] = last_eval["success_rate"]
+                save_checkpoint(self.run_dir / CHECKPOINT_DIR / "best.pt", checkpoint)
+            save_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", checkpoint)
+            if progress:
+                shown = {k: round(v, 4) for k, v in metrics.items()
+                         if k.startswith(("val/loss", "eval/")) and v is not None}
+                tqdm.write(f"epoch {self.epoch}: {shown}")
+        summary = {"epochs": self.epoch, "steps": self.step, "best_success": self.best_success,
+                   "final_eval": last_eval, "eval_seeds": [self.eval_seeds[0], self.eval_seeds[-1]],
+                   "demos": {"episodes": len(self.dataset.episodes), "frames": self.dataset.frames}}
+        write_json(self.run_dir / "summary.json", summary)
+        return summary
+
+
+def pretrain(config: BCConfig, progress: bool = True) -> dict:
+    """Starts a new run in ``config.run_dir`` (which must not hold one) and trains it."""
+    if (Path(config.run_dir) / CONFIG_FILE).exists():
+        raise UsageError(f"{config.run_dir} already holds a run; use --resume {config.run_dir} or another --run-dir")
+    return BCRun(config).run(progress)
+
+
+def resume(run_dir: str | Path, progress: bool = True) -> dict:
+    """Continues the run in ``run_dir`` from its last checkpoint, with its stored config."""
+    config = load_config(Path(run_dir) / CONFIG_FILE, BCConfig)
+    return BCRun(config, resume=True).run(progress)

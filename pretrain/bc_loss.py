@@ -1,0 +1,79 @@
+"""Behaviour-cloning loss for the composite (pose + verdict) action.
+
+TorchRL's ``BCLoss`` compares one action tensor and runs the actor twice (sample, then distribution); this
+action is a TensorDict of two leaves and the decision term needs the verdict logits, so the same terms (NLL of
+the expert action under the policy's distribution) are computed here from one forward pass:
+
+- ``loss_pose``: negative log-likelihood of the expert pose under the TanhNormal; targets are clamped inside
+  (-1, 1) so atanh stays finite (the expert saturates at +-1 far from its goal).
+- ``loss_verdict``: cross-entropy of the expert verdict (continue / pass / rework) on every frame.
+- ``loss_decision``: on frames with the board in close view (camera below ``view_height`` above it and within
+  ``view_offset`` of its centre, from the stored privileged state), cross-entropy of pass-vs-rework against the
+  defect label: the verdict the expert would give there. The expert decides on one frame per episode; this term
+  teaches the defect classifier from every close view of every board without changing what the policy outputs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from tensordict import TensorDict, TensorDictBase
+from torch import nn
+from torchrl.modules import ProbabilisticActor
+
+from robot_rl import keys
+
+BATCH_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VERDICT, keys.DEFECTIVE,
+              keys.CAMERA_POSE, keys.BOARD_POSE)
+
+
+def close_view(camera_pose: torch.Tensor, board_pose: torch.Tensor, view_height: float = 0.2,
+               view_offset: float = 0.03) -> torch.Tensor:
+    """Frames [B] whose camera is within ``view_height`` (m) above the board and ``view_offset`` (m) of its centre."""
+    height = camera_pose[..., 2] - board_pose[..., 2]
+    offset = (camera_pose[..., :2] - board_pose[..., :2]).norm(dim=-1)
+    return (height < view_height) & (offset < view_offset)
+
+
+class BehaviourCloningLoss(nn.Module):
+    """``forward(batch)`` -> TensorDict of ``loss_*`` terms (summed for the update) and detached metrics."""
+
+    def __init__(self, actor: ProbabilisticActor, decision_weight: float = 1.0, pose_clamp: float = 0.995):
+        super().__init__()
+        self.actor, self.decision_weight, self.pose_clamp = actor, decision_weight, pose_clamp
+
+    def forward(self, batch: TensorDictBase) -> TensorDictBase:
+        dist = self.actor.get_dist(batch)  # also writes the distribution parameters into ``batch``
+        expert_pose = batch.get(keys.EXPERT_POSE)
+        expert_verdict = batch.get(keys.EXPERT_VERDICT)
+        target = TensorDict({keys.POSE: expert_pose.clamp(-self.pose_clamp, self.pose_clamp),
+                             keys.VERDICT: expert_verdict}, batch_size=batch.batch_size)
+        log_prob = dist.log_prob(target)
+        loss_pose = -log_prob.get(keys.POSE_LOG_PROB).mean()
+        loss_verdict = -log_prob.get(keys.VERDICT_LOG_PROB).mean()
+
+        logits = batch.get((*keys.VERDICT_PARAMS, "logits")).float()
+        in_view = close_view(batch.get(keys.CAMERA_POSE), batch.get(keys.BOARD_POSE))
+        defective = batch.get(keys.DEFECTIVE).reshape(-1).long()
+        if in_view.any():
+            decision_logits = logits[in_view][:, 1:]  # pass, rework
+            loss_decision = F.cross_entropy(decision_logits, defective[in_view])
+            decision_accuracy = (decision_logits.argmax(-1) == defective[in_view]).float().mean()
+        else:
+            loss_decision = logits.sum() * 0.0
+            decision_accuracy = torch.tensor(float("nan"), device=logits.device)
+
+        pose_mean = torch.tanh(batch.get((*keys.POSE_PARAMS, "loc")).float())
+        return TensorDict({
+            "loss_pose": loss_pose,
+            "loss_verdict": loss_verdict,
+            "loss_decision": self.decision_weight * loss_decision,
+            "pose_mae": (pose_mean - expert_pose).abs().mean().detach(),
+            "verdict_accuracy": (logits.argmax(-1) == expert_verdict).float().mean().detach(),
+            "decision_accuracy": decision_accuracy.detach(),
+        }, batch_size=[])
+
+
+def total_loss(losses: TensorDictBase) -> torch.Tensor:
+    """Sum of the ``loss_*`` entries (TorchRL's convention for loss outputs)."""
+    return sum(value for key, value in losses.items() if key.startswith("loss_"))

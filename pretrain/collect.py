@@ -1,0 +1,102 @@
+"""``robot-rl collect-demos``: run the scripted expert in several envs and write whole episodes to a dataset.
+
+A TorchRL ``Collector`` yields complete trajectories (``trajs_per_batch``), which are written and committed a
+batch at a time: a killed collection keeps what it committed, and running the same command again resumes the
+run (same seed) with the episodes still missing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+
+import torch
+from tensordict import TensorDictBase
+from torchrl.collectors import Collector
+from tqdm import tqdm
+
+from robot_rl import keys
+from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
+from robot_rl.envs.expert_policy import ExpertPolicy
+from robot_rl.envs.task import TaskConfig
+from robot_rl.errors import UsageError
+from robot_rl.pretrain.configs import CollectConfig
+from robot_rl.pretrain.dataset import DemoDataset, EpisodeRecord
+
+
+def _plan_run(dataset: DemoDataset, config: CollectConfig) -> dict:
+    """The run to do: resume an interrupted one with this seed, or start a new one."""
+    runs = dataset.meta["runs"]
+    seed = config.seed
+    if seed < 0:
+        unfinished = [r for r in runs if not r["complete"]]
+        seed = unfinished[-1]["seed"] if unfinished else 1 + max((r["seed"] for r in runs), default=-1)
+    previous = next((r for r in runs if r["seed"] == seed), None)
+    if previous is None:
+        run = {"seed": seed, "target_episodes": config.episodes, "episodes": 0, "pose_noise": config.pose_noise,
+               "complete": False, "seconds": 0.0}
+        runs.append(run)
+        return run
+    if previous["complete"]:
+        raise UsageError(f"--seed {seed}: this dataset already holds that run's episodes; use another seed")
+    return previous
+
+
+def _episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorDictBase, list[EpisodeRecord]]:
+    """Adds ``episode`` and ``step`` entries to a flat batch of whole trajectories; returns it and their records."""
+    traj_ids = batch.get(("collector", "traj_ids"))
+    starts = torch.cat([torch.tensor([0]), (traj_ids[1:] != traj_ids[:-1]).nonzero().squeeze(-1) + 1])
+    lengths = torch.diff(torch.cat([starts, torch.tensor([batch.shape[0]])]))
+    episode = torch.repeat_interleave(torch.arange(len(starts)) + first_episode, lengths)
+    step = torch.arange(batch.shape[0]) - torch.repeat_interleave(starts, lengths)
+    batch.set(keys.EPISODE, episode)
+    batch.set(keys.STEP, step)
+    ends = starts + lengths - 1
+    seeds = batch.get(keys.EPISODE_SEED)[starts].reshape(-1).tolist()
+    successes = batch.get((keys.NEXT, *keys.SUCCESS))[ends].reshape(-1).tolist()
+    return batch, [EpisodeRecord(-1, int(n), int(s), bool(ok)) for n, s, ok in zip(lengths, seeds, successes)]
+
+
+def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
+    """Collects ``config.episodes`` expert episodes into ``config.out``; returns a summary of the run."""
+    info = {"env": TASK_NAME, "env_version": ENV_VERSION, "image_size": config.image_size,
+            "difficulty": config.difficulty}
+    dataset = DemoDataset.open_for_append(config.out, info)
+    run = _plan_run(dataset, config)
+    remaining = run["target_episodes"] - run["episodes"]
+    num_envs = config.num_envs or os.cpu_count() or 1
+    # Resumed runs draw from a fresh stream, so they do not repeat the boards already collected.
+    env_seed = run["seed"] * 1_000_003 + run["episodes"]
+    env = make_env(num_envs=num_envs, difficulty=config.difficulty, image_size=config.image_size, seed=env_seed,
+                   parallel=num_envs > 1)
+    policy = ExpertPolicy(TaskConfig(image_size=config.image_size), pose_noise=config.pose_noise, seed=env_seed)
+    collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
+                          trajs_per_batch=min(config.episodes_per_commit, remaining), traj_format="cat")
+    start_time, frames = time.perf_counter(), 0
+    bar = tqdm(total=remaining, unit="ep", desc="collect-demos", disable=not progress)
+    try:
+        for batch in collector:
+            batch, records = _episode_records(batch, first_episode=len(dataset.episodes))
+            if len(records) > remaining:  # the last batch may bring more than needed
+                keep = sum(r.length for r in records[:remaining])
+                batch, records = batch[:keep], records[:remaining]
+            dataset.add_episodes(batch, records)
+            run["episodes"] += len(records)
+            run["seconds"] = round(run["seconds"] + time.perf_counter() - start_time, 2)
+            start_time = time.perf_counter()
+            remaining -= len(records)
+            run["complete"] = remaining == 0
+            dataset.commit()
+            frames += batch.shape[0]
+            bar.update(len(records))
+            bar.set_postfix(frames=dataset.frames, fps=f"{frames / max(bar.format_dict['elapsed'], 1e-9):.0f}")
+            if remaining == 0:
+                break
+    finally:
+        bar.close()
+        collector.shutdown()
+        dataset.discard()  # only does something if nothing was ever committed
+    successes = sum(r.success for r in dataset.episodes)
+    return {"dataset": str(dataset.root), "run": dict(run), "episodes": len(dataset.episodes),
+            "frames": dataset.frames, "expert_success": successes / len(dataset.episodes), "config": asdict(config)}

@@ -1,0 +1,258 @@
+"""Demonstration datasets on disk: TensorDict memmaps (TorchRL's on-disk format) plus a ``meta.json`` commit record.
+
+Layout of a dataset folder::
+
+    meta.json         what is committed: frame and episode counts, episode table, env and package versions
+    storage-0001/     memmapped TensorDict, one row per frame, capacity rows (files are sparse past the end)
+
+Writes never touch committed frames. Appending writes new frames past the committed count, then atomically
+replaces ``meta.json``; a run killed before that leaves frames that no reader sees and the next append
+overwrites. When the capacity runs out, the committed frames are copied into a new, larger ``storage-NNNN``
+that ``meta.json`` switches to on commit. A new dataset is built under a temporary name and renamed into place
+on its first commit. So a reader sees the old dataset or the new one, never a mix, and memory stays flat: rows
+are read from the memmaps only when sampled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from robot_rl import keys
+from robot_rl.errors import UsageError
+from robot_rl.io import write_json
+
+FORMAT = "robot_rl-demos"
+FORMAT_VERSION = 1
+META_FILE = "meta.json"
+PACKAGES = ("robot-rl", "torch", "torchrl", "tensordict", "mujoco", "gymnasium")
+# Rows: the observation a decision was made on, the executed and expert actions, what the step returned.
+# The next observation of a frame is the following frame of its episode, so it is not stored twice.
+EXCLUDED_KEYS = (("collector",), (keys.NEXT, keys.PIXELS), (keys.NEXT, keys.JOINT_STATE), (keys.NEXT, keys.TASK))
+# Keys the env may not (yet) produce but the dataset format depends on: checked when a dataset is opened.
+REQUIRED_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VERDICT, keys.EPISODE, keys.STEP,
+                 keys.DEFECTIVE, keys.CAMERA_POSE, keys.BOARD_POSE, (keys.NEXT, keys.DONE), (keys.NEXT, keys.SUCCESS))
+COMPATIBILITY_FIELDS = ("env", "env_version", "image_size")
+
+
+class DatasetError(UsageError):
+    """A dataset folder that is missing, empty, truncated, corrupt or incompatible (message names the file)."""
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+@dataclass
+class EpisodeRecord:
+    start: int  # first frame
+    length: int
+    seed: int  # the board's episode seed
+    success: bool
+
+    def as_list(self) -> list:
+        return [self.start, self.length, self.seed, self.success]
+
+
+class DemoDataset:
+    """A demonstration dataset folder: open it (``open``), or create/append (``open_for_append``)."""
+
+    def __init__(self, root: Path, meta: dict, storage: TensorDictBase | None, build_dir: Path | None = None):
+        self.root, self.meta, self._storage, self._build_dir = root, meta, storage, build_dir
+        self.episodes = [EpisodeRecord(*row) for row in meta["episodes"]]
+
+    # -- reading ----------------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | Path) -> DemoDataset:
+        """Opens a committed dataset, checking it is whole; raises DatasetError naming the culprit file."""
+        root = Path(root)
+        meta = _read_meta(root)
+        storage = _open_storage(root, meta)
+        return cls(root, meta, storage)
+
+    @property
+    def frames(self) -> int:
+        return int(self.meta["frames"])
+
+    @property
+    def image_size(self) -> int:
+        return int(self.meta["image_size"])
+
+    @property
+    def data(self) -> TensorDictBase:
+        """The committed frames: a memmap-backed TensorDict view of shape [frames] (nothing read into RAM)."""
+        return self._storage[: self.frames]
+
+    def episode_seeds(self) -> set[int]:
+        return {e.seed for e in self.episodes}
+
+    def split(self, val_fraction: float) -> tuple[TensorDictBase, TensorDictBase]:
+        """Train and validation frames, split by whole episodes: the last ``val_fraction`` of the episodes
+        (at least one) validate. Episodes are in collection order, which is random in their boards, so a
+        contiguous split is an unbiased one and both halves stay memmap views."""
+        if not 0 < val_fraction < 1:
+            raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+        if len(self.episodes) < 2:
+            raise DatasetError(f"{self.root / META_FILE}: needs at least 2 episodes to split, has "
+                               f"{len(self.episodes)}")
+        n_val = max(1, round(len(self.episodes) * val_fraction))
+        boundary = self.episodes[-n_val].start
+        return self._storage[:boundary], self._storage[boundary : self.frames]
+
+    # -- writing ----------------------------------------------------------------------------------------------
+    @classmethod
+    def open_for_append(cls, root: str | Path, info: dict) -> DemoDataset:
+        """Opens ``root`` for appending, or prepares a new dataset there. ``info`` describes the data to add
+        (env, env_version, image_size, difficulty, ...); a dataset written with another env, env version or
+        image size is refused."""
+        root = Path(root)
+        if root.exists() and any(root.iterdir()):
+            dataset = cls.open(root)
+            for field in COMPATIBILITY_FIELDS:
+                if dataset.meta.get(field) != info.get(field):
+                    raise DatasetError(f"{root / META_FILE}: dataset has {field}={dataset.meta.get(field)!r}, "
+                                       f"the new demos have {field}={info.get(field)!r}; use another folder")
+            dataset._remove_unreferenced_storage()
+            return dataset
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **info, "frames": 0, "capacity": 0,
+                "storage": None, "episodes": [], "runs": [], "packages": package_versions()}
+        root.parent.mkdir(parents=True, exist_ok=True)
+        build_dir = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
+        build_dir.chmod(0o755)  # mkdtemp makes it private; the dataset is an ordinary folder
+        return cls(root, meta, None, build_dir=build_dir)
+
+    @property
+    def _dir(self) -> Path:
+        return self._build_dir or self.root
+
+    def add_episodes(self, frames: TensorDictBase, episodes: list[EpisodeRecord]) -> None:
+        """Writes whole episodes (their frames, contiguous, shape [N]) past the committed end. Not visible to
+        readers until ``commit``. ``episodes`` give lengths, seeds and successes; starts are assigned here."""
+        frames = frames.exclude(*EXCLUDED_KEYS)
+        start = self.frames
+        if start + frames.shape[0] > self.meta["capacity"]:
+            self._grow(start + frames.shape[0], template=frames[0])
+        self._storage[start : start + frames.shape[0]] = frames
+        for episode in episodes:
+            self.meta["episodes"].append([start, episode.length, episode.seed, bool(episode.success)])
+            self.episodes.append(EpisodeRecord(start, episode.length, episode.seed, episode.success))
+            start += episode.length
+        self.meta["frames"] = start
+
+    def commit(self, run: dict | None = None) -> None:
+        """Makes everything added so far visible, atomically (and puts a new dataset in place)."""
+        if run is not None:
+            self.meta["runs"].append(run)
+        self.meta["num_episodes"] = len(self.meta["episodes"])
+        write_json(self._dir / META_FILE, self.meta)
+        if self._build_dir is not None:
+            self._build_dir.rename(self.root)
+            self._build_dir = None
+            self._storage = _open_storage(self.root, self.meta)
+        self._remove_unreferenced_storage()
+
+    def discard(self) -> None:
+        """Drops a dataset that was never committed (its temporary folder)."""
+        if self._build_dir is not None:
+            shutil.rmtree(self._build_dir, ignore_errors=True)
+            self._build_dir = None
+
+    def _grow(self, needed: int, template: TensorDictBase) -> None:
+        # Copy the committed frames into a bigger storage; meta.json switches to it on the next commit.
+        capacity = max(1024, 2 * needed)
+        version = 1 + max((int(p.name.split("-")[1]) for p in self._dir.glob("storage-*")), default=0)
+        name = f"storage-{version:04d}"
+        new = template.expand(capacity).memmap_like(prefix=self._dir / name)
+        if self.frames:
+            new[: self.frames] = self._storage[: self.frames]
+        self._storage, self.meta["storage"], self.meta["capacity"] = new, name, capacity
+
+    def _remove_unreferenced_storage(self) -> None:
+        # Storage folders that meta.json does not name are leftovers of an interrupted grow.
+        for path in self._dir.glob("storage-*"):
+            if path.name != self.meta["storage"]:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _read_meta(root: Path) -> dict:
+    meta_path = root / META_FILE
+    if not root.is_dir():
+        raise DatasetError(f"{root}: no such dataset folder")
+    if not meta_path.is_file():
+        what = "empty folder" if not any(root.iterdir()) else "not a demo dataset"
+        raise DatasetError(f"{meta_path}: missing ({what}; create one with `robot-rl collect-demos`)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DatasetError(f"{meta_path}: corrupt JSON ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise DatasetError(f"{meta_path}: not a robot_rl demo dataset")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise DatasetError(f"{meta_path}: format version {meta.get('format_version')}, this robot_rl reads "
+                           f"{FORMAT_VERSION}")
+    missing = [f for f in ("frames", "capacity", "storage", "episodes", "image_size", "env") if f not in meta]
+    if missing:
+        raise DatasetError(f"{meta_path}: corrupt, missing fields {', '.join(missing)}")
+    if meta["frames"] == 0 or not meta["episodes"]:
+        raise DatasetError(f"{meta_path}: empty dataset (no episodes)")
+    if sum(e[1] for e in meta["episodes"]) != meta["frames"]:
+        raise DatasetError(f"{meta_path}: corrupt, episode lengths do not add up to {meta['frames']} frames")
+    return meta
+
+
+def _check_memmap_sizes(folder: Path) -> None:
+    # Loading a memmap silently extends a short file with zeros, so sizes are checked against tensordict's own
+    # per-folder meta.json (shape and dtype of every leaf) first.
+    try:
+        entries = json.loads((folder / "meta.json").read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise DatasetError(f"{folder / 'meta.json'}: unreadable ({err})") from None
+    for name, entry in entries.items():
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("type") == "TensorDict":
+            _check_memmap_sizes(folder / name)
+        elif "shape" in entry and "dtype" in entry:
+            path = folder / f"{name}.memmap"
+            dtype = getattr(torch, str(entry["dtype"]).removeprefix("torch."), None)
+            if dtype is None:
+                raise DatasetError(f"{folder / 'meta.json'}: unknown dtype {entry['dtype']!r} for {name}")
+            expected = math.prod(entry["shape"]) * torch.empty((), dtype=dtype).element_size()
+            size = path.stat().st_size if path.is_file() else -1
+            if size < expected:
+                raise DatasetError(f"{path}: truncated ({max(size, 0)} of {expected} bytes)" if size >= 0
+                                   else f"{path}: missing")
+
+
+def _open_storage(root: Path, meta: dict) -> TensorDictBase:
+    storage_dir = root / str(meta["storage"])
+    if not (storage_dir / "meta.json").is_file():
+        raise DatasetError(f"{storage_dir / 'meta.json'}: missing (truncated dataset)")
+    _check_memmap_sizes(storage_dir)
+    try:
+        storage = TensorDict.load_memmap(storage_dir)
+    except Exception as err:  # noqa: BLE001 - tensordict raises many kinds on damaged memmaps
+        raise DatasetError(f"{storage_dir}: corrupt storage ({type(err).__name__}: {err})") from None
+    for key in REQUIRED_KEYS:
+        if key not in storage.keys(include_nested=True):
+            raise DatasetError(f"{storage_dir}: corrupt storage, no {key!r} entry")
+    if storage.shape[0] < meta["frames"]:
+        raise DatasetError(f"{storage_dir}: truncated, {storage.shape[0]} rows for {meta['frames']} frames")
+    if storage[keys.PIXELS].shape[-1] != meta["image_size"]:
+        raise DatasetError(f"{storage_dir}: pixels are {storage[keys.PIXELS].shape[-1]} wide, meta.json says "
+                           f"{meta['image_size']}")
+    return storage

@@ -1,0 +1,211 @@
+"""The vision policy: ResNet18 encoder + joint state -> TanhNormal pose and categorical verdict; and its critic.
+
+Shapes, bounds and keys come from the environment's specs (``make_actor(env.observation_spec, ...)``), not
+constants. The actor is one TorchRL ``ProbabilisticActor`` over a ``CompositeDistribution``; BC, PPO, evaluation
+and export all load it from here.
+
+The critic has its own encoder (``share_encoder=False`` by default): PPO's value loss flows through whatever
+encoder the critic uses, and through a shared one it rewrites the behaviour-cloned features while the critic is
+still untrained, which is how fine-tuned BC policies collapse. With separate encoders the critic can warm up
+without touching the actor (at twice the encoder compute).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torchvision
+from tensordict.nn import CompositeDistribution, TensorDictModule
+from torch import nn
+from torch.distributions import Categorical
+from torchrl.data import Composite
+from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
+
+from robot_rl import keys
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Architecture of the actor and critic."""
+
+    hidden: int = 256  # width of the two-layer MLP heads
+    min_scale: float = 0.3  # lower bound of the pose TanhNormal's scale (pre-tanh units)
+    share_encoder: bool = False  # critic reuses the actor's encoder (see module docstring)
+    encoder_weights: str | None = None  # local ResNet18 state dict (e.g. ImageNet weights); random init if None
+
+    def __post_init__(self) -> None:
+        if self.hidden < 1:
+            raise ValueError(f"PolicyConfig.hidden must be >= 1, got {self.hidden}")
+        if self.min_scale <= 0:
+            raise ValueError(f"PolicyConfig.min_scale must be > 0, got {self.min_scale}")
+
+
+def group_norm(channels: int) -> nn.GroupNorm:
+    """GroupNorm with 16 channels per group, the ResNet18 normalization of Diffusion Policy's encoders."""
+    return nn.GroupNorm(channels // 16, channels)
+
+
+class ImageEncoder(nn.Module):
+    """torchvision ResNet18 trunk with GroupNorm: uint8 images [B, 3, H, W] -> float features [B, 512].
+
+    GroupNorm replaces BatchNorm: with BatchNorm the policy's output depends on the batch it runs in, so PPO's
+    importance ratios compare different functions, rollouts shift the running statistics, and a policy trained
+    on batches acts differently on one env. A BatchNorm state dict (e.g. ImageNet weights) loads into it: the
+    affine weights carry over, the running statistics are dropped. Conversion to float and ImageNet
+    normalization happen inside, so uint8 pixels travel to the device and are converted there. Channels-last.
+    """
+
+    def __init__(self, weights: str | None = None):
+        super().__init__()
+        resnet = torchvision.models.resnet18(weights=None, norm_layer=group_norm)
+        if weights is not None:
+            state = torch.load(Path(weights), map_location="cpu", weights_only=True)
+            state = {k: v for k, v in state.items()
+                     if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))}
+            missing, unexpected = resnet.load_state_dict(state, strict=False)
+            if [k for k in missing if not k.startswith("fc.")] or unexpected:
+                raise ValueError(f"{weights}: not a ResNet18 state dict (missing {missing}, unexpected {unexpected})")
+        resnet.fc = nn.Identity()
+        self.trunk = resnet.to(memory_format=torch.channels_last)
+        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1) * 255)
+        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) * 255)
+
+    @staticmethod
+    def output_shape() -> tuple[int]:
+        return (512,)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        batch = pixels.shape[:-3]
+        x = pixels.reshape(-1, *pixels.shape[-3:]).float()
+        x = ((x - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
+        return self.trunk(x).float().reshape(*batch, 512)
+
+
+class ObservationEncoder(nn.Module):
+    """Image features concatenated with the joint state scaled to [-1, 1] by its spec bounds: [*B, 524]."""
+
+    def __init__(self, joint_low: torch.Tensor, joint_high: torch.Tensor, weights: str | None = None):
+        super().__init__()
+        self.image = ImageEncoder(weights)
+        self.register_buffer("joint_centre", (joint_high + joint_low) / 2)
+        self.register_buffer("joint_half_range", (joint_high - joint_low) / 2)
+
+    def output_shape(self) -> tuple[int]:
+        return (self.image.output_shape()[0] + self.joint_centre.numel(),)
+
+    def forward(self, pixels: torch.Tensor, joint_state: torch.Tensor) -> torch.Tensor:
+        joints = (joint_state - self.joint_centre) / self.joint_half_range
+        return torch.cat([self.image(pixels), joints], dim=-1)
+
+
+def _mlp(inputs: int, hidden: int, outputs: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                         nn.Linear(hidden, outputs))
+
+
+class ActorHeads(nn.Module):
+    """Features -> pose loc [*B, P], pose scale [*B, P] (>= min_scale) and verdict logits [*B, V]."""
+
+    def __init__(self, features: int, hidden: int, pose_dim: int, verdicts: int, min_scale: float):
+        super().__init__()
+        self.pose_dim, self.min_scale = pose_dim, min_scale
+        self.net = _mlp(features, hidden, 2 * pose_dim + verdicts)
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out = self.net(features)
+        loc, scale, logits = out.split([self.pose_dim, self.pose_dim, out.shape[-1] - 2 * self.pose_dim], dim=-1)
+        return loc, nn.functional.softplus(scale) + self.min_scale, logits
+
+
+class ActorNetwork(nn.Module):
+    """Pixels and joint state -> distribution parameters (one encoder pass)."""
+
+    def __init__(self, encoder: ObservationEncoder, heads: ActorHeads):
+        super().__init__()
+        self.encoder, self.heads = encoder, heads
+
+    def forward(self, pixels: torch.Tensor, joint_state: torch.Tensor):
+        return self.heads(self.encoder(pixels, joint_state))
+
+
+class CriticNetwork(nn.Module):
+    """Pixels and joint state -> state value [*B, 1]."""
+
+    def __init__(self, encoder: ObservationEncoder, hidden: int):
+        super().__init__()
+        self.encoder = encoder
+        self.head = _mlp(encoder.output_shape()[0], hidden, 1)
+
+    def forward(self, pixels: torch.Tensor, joint_state: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(pixels, joint_state))
+
+
+def _spec_leaf(spec: Composite, key):
+    # Specs of batched envs carry the batch dims; the policy sees one env's shapes.
+    leaf = spec[key]
+    return leaf[(0,) * len(spec.shape)] if spec.shape else leaf
+
+
+def _encoder(observation_spec: Composite, config: PolicyConfig) -> ObservationEncoder:
+    joints = _spec_leaf(observation_spec, keys.JOINT_STATE)
+    return ObservationEncoder(joints.space.low.float(), joints.space.high.float(), config.encoder_weights)
+
+
+def make_actor(observation_spec: Composite, action_spec: Composite,
+               config: PolicyConfig | None = None) -> ProbabilisticActor:
+    """The stochastic actor: writes ``keys.POSE``, ``keys.VERDICT`` and their log-probs (``POSE_LOG_PROB``,
+    ``VERDICT_LOG_PROB``) from ``keys.PIXELS`` and ``keys.JOINT_STATE``. Deterministic mode gives tanh(loc)
+    for the pose and the most likely verdict."""
+    config = config or PolicyConfig()
+    pose_spec, verdict_spec = _spec_leaf(action_spec, keys.POSE), _spec_leaf(action_spec, keys.VERDICT)
+    encoder = _encoder(observation_spec, config)
+    heads = ActorHeads(encoder.output_shape()[0], config.hidden, pose_spec.shape[-1], verdict_spec.space.n,
+                       config.min_scale)
+    network = TensorDictModule(
+        ActorNetwork(encoder, heads),
+        in_keys=[keys.PIXELS, keys.JOINT_STATE],
+        out_keys=[(*keys.POSE_PARAMS, "loc"), (*keys.POSE_PARAMS, "scale"), (*keys.VERDICT_PARAMS, "logits")],
+    )
+    return ProbabilisticActor(
+        network,
+        in_keys=[keys.PARAMS],
+        out_keys=[keys.POSE, keys.VERDICT],
+        distribution_class=CompositeDistribution,
+        distribution_kwargs={
+            "distribution_map": {"pose": TanhNormal, "verdict": Categorical},
+            "name_map": {"pose": keys.POSE, "verdict": keys.VERDICT},
+            "extra_kwargs": {"pose": {"low": pose_spec.space.low, "high": pose_spec.space.high}},
+        },
+        return_log_prob=True,
+    )
+
+
+def make_critic(observation_spec: Composite, config: PolicyConfig | None = None,
+                actor: ProbabilisticActor | None = None) -> ValueOperator:
+    """The value network, writing ``keys.STATE_VALUE``. With ``config.share_encoder`` it reuses ``actor``'s
+    encoder; otherwise it gets its own (initialized from ``actor``'s when given, so BC features carry over)."""
+    config = config or PolicyConfig()
+    if config.share_encoder:
+        if actor is None:
+            raise ValueError("make_critic: share_encoder=True needs the actor whose encoder to share")
+        encoder = actor_encoder(actor)
+    else:
+        encoder = _encoder(observation_spec, config)
+        if actor is not None:
+            encoder.load_state_dict(actor_encoder(actor).state_dict())
+    return ValueOperator(CriticNetwork(encoder, config.hidden), in_keys=[keys.PIXELS, keys.JOINT_STATE],
+                         out_keys=[keys.STATE_VALUE])
+
+
+def actor_network(actor: ProbabilisticActor) -> ActorNetwork:
+    """The plain ``nn.Module`` inside a ``make_actor`` actor (pixels, joint state -> distribution parameters)."""
+    return actor.module[0].module
+
+
+def actor_encoder(actor: ProbabilisticActor) -> ObservationEncoder:
+    return actor_network(actor).encoder

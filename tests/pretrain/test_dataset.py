@@ -1,0 +1,128 @@
+"""Demonstration datasets: write, append, reload, refuse mismatches and damage, survive a killed append."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from robot_rl import keys
+from robot_rl.envs.difficulty import DIFFICULTIES
+from robot_rl.errors import UsageError
+from robot_rl.pretrain.configs import DIFFICULTY_NAMES
+from robot_rl.pretrain.dataset import DatasetError, DemoDataset, EpisodeRecord
+from tests.conftest import IMAGE_SIZE, collect
+
+
+def test_round_trip_keeps_frames_episodes_and_metadata(demos_dir):
+    dataset = DemoDataset.open(demos_dir)
+    meta = dataset.meta
+    assert meta["env"] == "pcb-inspect" and meta["image_size"] == IMAGE_SIZE and meta["difficulty"] == "easy"
+    assert meta["num_episodes"] == len(dataset.episodes) == 12
+    assert dataset.frames == sum(e.length for e in dataset.episodes) == meta["frames"]
+    assert {"torch", "torchrl", "tensordict", "mujoco"} <= set(meta["packages"])
+    data = dataset.data
+    assert data[keys.PIXELS].dtype == torch.uint8 and data[keys.PIXELS].shape == (dataset.frames, 3, 64, 64)
+    assert data.is_memmap() or type(data[keys.PIXELS]).__name__ == "MemoryMappedTensor"
+    for index, episode in enumerate(dataset.episodes):
+        frames = data[episode.start : episode.start + episode.length]
+        assert (frames[keys.EPISODE] == index).all()
+        assert frames[keys.STEP].tolist() == list(range(episode.length))
+        assert frames[keys.NEXT, keys.DONE].reshape(-1).tolist() == [False] * (episode.length - 1) + [True]
+        assert int(frames[keys.EPISODE_SEED][0]) == episode.seed
+    assert sum(e.success for e in dataset.episodes) >= 11  # the expert, with action noise
+
+
+def test_append_adds_episodes_and_refuses_a_repeated_seed(demos_copy):
+    before = DemoDataset.open(demos_copy)
+    first_frames = before.data[keys.PIXELS][:5].clone()
+    summary = collect(demos_copy, episodes=3)
+    after = DemoDataset.open(demos_copy)
+    assert len(after.episodes) == 15 and summary["run"]["seed"] == 1
+    assert torch.equal(after.data[keys.PIXELS][:5], first_frames)
+    assert [r["seed"] for r in after.meta["runs"]] == [0, 1]
+    assert not after.episode_seeds() & {e.seed for e in before.episodes} - before.episode_seeds()
+    with pytest.raises(UsageError, match="already holds that run"):
+        collect(demos_copy, episodes=2, seed=0)
+
+
+def test_append_with_another_image_size_is_refused(demos_copy):
+    with pytest.raises(DatasetError, match="image_size=64.*image_size=48"):
+        collect(demos_copy, episodes=1, image_size=48)
+    assert len(DemoDataset.open(demos_copy).episodes) == 12
+
+
+def test_a_killed_append_leaves_the_committed_dataset_intact(demos_copy):
+    dataset = DemoDataset.open_for_append(demos_copy, {k: DemoDataset.open(demos_copy).meta[k]
+                                                      for k in ("env", "env_version", "image_size")})
+    extra = dataset.data[:10].to_tensordict()
+    dataset.add_episodes(extra, [EpisodeRecord(-1, 10, 123, True)])  # written, never committed: "killed"
+    reopened = DemoDataset.open(demos_copy)
+    assert len(reopened.episodes) == 12 and 123 not in reopened.episode_seeds()
+    collect(demos_copy, episodes=2)  # the next append overwrites the uncommitted rows
+    assert len(DemoDataset.open(demos_copy).episodes) == 14
+
+
+def test_growing_past_the_capacity_switches_storage_atomically(demos_copy):
+    dataset = DemoDataset.open(demos_copy)
+    old_storage = dataset.meta["storage"]
+    frames = dataset.data.to_tensordict()
+    writer = DemoDataset.open_for_append(demos_copy, dataset.meta)
+    repeats = writer.meta["capacity"] // frames.shape[0] + 1
+    for _ in range(repeats):
+        writer.add_episodes(frames, [EpisodeRecord(-1, e.length, e.seed, e.success) for e in dataset.episodes])
+    writer.commit()
+    grown = DemoDataset.open(demos_copy)
+    assert grown.meta["storage"] != old_storage and not (demos_copy / old_storage).exists()
+    assert grown.frames == frames.shape[0] * (repeats + 1)
+    assert torch.equal(grown.data[keys.PIXELS][: frames.shape[0]], frames[keys.PIXELS])
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("missing_folder", "no such dataset folder"),
+    ("empty_folder", "empty folder"),
+    ("corrupt_meta", "corrupt JSON"),
+    ("truncated_meta", "corrupt JSON"),
+    ("wrong_counts", "do not add up"),
+    ("missing_storage", "truncated dataset"),
+    ("truncated_pixels", "truncated"),
+])
+def test_damaged_datasets_are_refused_with_the_culprit_named(demos_copy, tmp_path, damage, message):
+    meta_path = demos_copy / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    storage = demos_copy / meta["storage"]
+    target = demos_copy
+    if damage == "missing_folder":
+        target = tmp_path / "nope"
+    elif damage == "empty_folder":
+        target = tmp_path / "empty"
+        target.mkdir()
+    elif damage == "corrupt_meta":
+        meta_path.write_text("{not json")
+    elif damage == "truncated_meta":
+        meta_path.write_text(meta_path.read_text()[:100])
+    elif damage == "wrong_counts":
+        meta["frames"] += 5
+        meta_path.write_text(json.dumps(meta))
+    elif damage == "missing_storage":
+        (storage / "meta.json").unlink()
+    elif damage == "truncated_pixels":
+        pixels = storage / "pixels.memmap"
+        with open(pixels, "r+b") as f:
+            f.truncate(1000)
+    with pytest.raises(DatasetError, match=message) as error:
+        DemoDataset.open(target)
+    assert str(target) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_split_is_by_whole_episodes(demos_dir):
+    dataset = DemoDataset.open(demos_dir)
+    train, val = dataset.split(0.25)
+    assert train.shape[0] + val.shape[0] == dataset.frames
+    assert set(train[keys.EPISODE].tolist()).isdisjoint(val[keys.EPISODE].tolist())
+    assert len(set(val[keys.EPISODE].tolist())) == 3
+
+
+def test_difficulty_names_match_the_env():
+    assert tuple(DIFFICULTIES) == DIFFICULTY_NAMES

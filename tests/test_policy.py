@@ -1,0 +1,78 @@
+"""The vision policy: shapes and keys from the env specs, log-probs, deterministic mode, critic."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict.nn import InteractionType, set_interaction_type
+
+from robot_rl import keys
+from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.policy import PolicyConfig, actor_encoder, make_actor, make_critic
+
+
+@pytest.fixture(scope="module")
+def env():
+    return PcbInspectEnv(difficulty="easy", image_size=64, num_envs=3, seed=0)
+
+
+def test_actor_outputs_actions_and_log_probs_for_a_batch(env):
+    actor = make_actor(env.observation_spec, env.full_action_spec)
+    td = env.reset()
+    with torch.no_grad():
+        td = actor(td)
+    assert td[keys.POSE].shape == (3, 6) and td[keys.POSE].dtype == torch.float32
+    assert (td[keys.POSE].abs() < 1).all()
+    assert td[keys.VERDICT].shape == (3,) and td[keys.VERDICT].dtype == torch.int64
+    assert td[keys.POSE_LOG_PROB].shape == (3,) and td[keys.VERDICT_LOG_PROB].shape == (3,)
+    recomputed = actor.get_dist(td).log_prob(td.select(keys.POSE, keys.VERDICT))
+    torch.testing.assert_close(recomputed[keys.POSE_LOG_PROB], td[keys.POSE_LOG_PROB])
+    torch.testing.assert_close(recomputed[keys.VERDICT_LOG_PROB], td[keys.VERDICT_LOG_PROB])
+    assert env.action_spec_unbatched[keys.POSE].is_in(td[keys.POSE][0])
+    # The policy never reads the privileged task state.
+    assert not any(key[0] == keys.TASK for key in actor.in_keys if isinstance(key, tuple))
+
+
+def test_deterministic_mode_is_tanh_of_the_mean_and_the_most_likely_verdict(env):
+    actor = make_actor(env.observation_spec, env.full_action_spec)
+    td = env.reset()
+    with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):
+        out = actor(td.clone())
+        again = actor(td.clone())
+    torch.testing.assert_close(out[keys.POSE], torch.tanh(out[(*keys.POSE_PARAMS, "loc")]))
+    assert torch.equal(out[keys.VERDICT], out[(*keys.VERDICT_PARAMS, "logits")].argmax(-1))
+    assert torch.equal(out[keys.POSE], again[keys.POSE])
+
+
+def test_pose_scale_is_bounded_below(env):
+    actor = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(min_scale=0.2))
+    with torch.no_grad():
+        td = actor(env.reset())
+    assert (td[(*keys.POSE_PARAMS, "scale")] >= 0.2).all()
+
+
+def test_critic_has_its_own_encoder_started_from_the_actors(env):
+    actor = make_actor(env.observation_spec, env.full_action_spec)
+    critic = make_critic(env.observation_spec, actor=actor)
+    td = critic(env.reset())
+    assert td[keys.STATE_VALUE].shape == (3, 1)
+    critic_encoder = critic.module.encoder
+    assert critic_encoder is not actor_encoder(actor)
+    for a, c in zip(actor_encoder(actor).parameters(), critic_encoder.parameters()):
+        assert torch.equal(a, c) and a.data_ptr() != c.data_ptr()
+    shared = make_critic(env.observation_spec, PolicyConfig(share_encoder=True), actor=actor)
+    assert shared.module.encoder is actor_encoder(actor)
+
+
+def test_encoder_weights_load_from_a_local_file(env, tmp_path):
+    import torchvision
+
+    reference = torchvision.models.resnet18(weights=None)
+    torch.save(reference.state_dict(), tmp_path / "resnet18.pt")
+    actor = make_actor(env.observation_spec, env.full_action_spec,
+                       PolicyConfig(encoder_weights=str(tmp_path / "resnet18.pt")))
+    loaded = actor_encoder(actor).image.trunk
+    torch.testing.assert_close(loaded.conv1.weight, reference.conv1.weight)
+    torch.save({"not": torch.zeros(1)}, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="not a ResNet18 state dict"):
+        make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(encoder_weights=str(tmp_path / "bad.pt")))
