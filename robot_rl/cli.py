@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from robot_rl.errors import UsageError
 
@@ -20,9 +21,9 @@ def _positive_int(text: str) -> int:
 
 
 def _add_env_options(parser: argparse.ArgumentParser) -> None:
-    from robot_rl.envs.difficulty import DIFFICULTIES
+    from robot_rl.pretrain.configs import DIFFICULTY_NAMES
 
-    parser.add_argument("--difficulty", choices=list(DIFFICULTIES), default="default", help="task difficulty")
+    parser.add_argument("--difficulty", choices=DIFFICULTY_NAMES, default="default", help="task difficulty")
     parser.add_argument("--image-size", type=int, default=84, help="wrist camera image side (pixels, 32-224)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the episode stream")
 
@@ -43,6 +44,59 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_collect_demos(args: argparse.Namespace) -> int:
+    from robot_rl.options import config_from_args
+    from robot_rl.pretrain.collect import collect_demos
+    from robot_rl.pretrain.configs import CollectConfig
+
+    summary = collect_demos(config_from_args(CollectConfig, args))
+    run = summary["run"]
+    print(f"{summary['dataset']}: {summary['episodes']} episodes, {summary['frames']} frames "
+          f"(this run: seed {run['seed']}, {run['episodes']} episodes in {run['seconds']:.0f} s); "
+          f"expert success {summary['expert_success']:.1%}")
+    return 0
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    from robot_rl.options import check_resume_options, config_from_args, load_config
+    from robot_rl.pretrain import bc
+    from robot_rl.pretrain.configs import BCConfig
+
+    if args.resume:
+        stored = load_config(Path(args.resume) / bc.CONFIG_FILE, BCConfig)
+        check_resume_options(stored, args, args.parser, args.resume)
+        summary = bc.resume(args.resume)
+    else:
+        summary = bc.pretrain(config_from_args(BCConfig, args))
+    final = summary["final_eval"] or {}
+    print(f"best closed-loop success {summary['best_success']:.1%}; final: success "
+          f"{final.get('success_rate', 0):.1%}, verdict accuracy {final.get('verdict_accuracy')}, "
+          f"collisions/episode {final.get('collisions_per_episode')}")
+    return 0
+
+
+def _cmd_finetune(args: argparse.Namespace) -> int:
+    from robot_rl.finetune import trainer
+    from robot_rl.finetune.config import FinetuneConfig
+    from robot_rl.options import check_resume_options, config_from_args, load_config
+
+    try:
+        if args.resume:
+            stored = load_config(Path(args.resume) / trainer.CONFIG_FILE, FinetuneConfig)
+            check_resume_options(stored, args, args.parser, args.resume)
+            summary = trainer.resume(args.resume)
+        else:
+            summary = trainer.finetune(config_from_args(FinetuneConfig, args))
+    except trainer.TrainingDiverged as err:
+        print(f"robot-rl finetune: stopped: {err}", file=sys.stderr)
+        return 1
+    curve = summary["curve"]
+    if curve:
+        print(f"{summary['frames']} frames, {summary['iterations']} iterations; closed-loop success "
+              f"{curve[0]['success_rate']:.1%} at the start, {curve[-1]['success_rate']:.1%} at the end")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="robot-rl", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -55,6 +109,28 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--frames", type=_positive_int, default=4, help="PNG frames written per episode")
     demo.add_argument("--out", default="runs/demo", help="output folder")
     demo.set_defaults(func=_cmd_demo)
+
+    from robot_rl.options import add_options
+    from robot_rl.pretrain.configs import BCConfig, CollectConfig
+
+    collect = commands.add_parser("collect-demos", help="record scripted-expert demonstrations to a dataset",
+                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_options(collect, CollectConfig)
+    collect.set_defaults(func=_cmd_collect_demos)
+
+    pretrain = commands.add_parser("pretrain", help="behaviour-clone the vision policy on demonstrations",
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_options(pretrain, BCConfig)
+    pretrain.add_argument("--resume", metavar="RUN_DIR", default="", help="continue the run in RUN_DIR")
+    pretrain.set_defaults(func=_cmd_pretrain, parser=pretrain)
+
+    from robot_rl.finetune.config import FinetuneConfig
+
+    finetune = commands.add_parser("finetune", help="fine-tune the policy with PPO (from BC or from scratch)",
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_options(finetune, FinetuneConfig)
+    finetune.add_argument("--resume", metavar="RUN_DIR", default="", help="continue the run in RUN_DIR")
+    finetune.set_defaults(func=_cmd_finetune, parser=finetune)
     return parser
 
 
