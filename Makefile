@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
-.PHONY: demo test test-slow bench lint sysdeps clean
+.PHONY: demo test test-slow bench bench-bc-vs-scratch lint sysdeps clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
@@ -24,7 +24,7 @@ sysdeps:
 	else echo "warning: no EGL/OSMesa library found; install Mesa's libegl1 and libegl-mesa0" >&2; fi
 
 demo: $(STAMP)
-	$(BIN)/robot-rl demo
+	$(BIN)/robot-rl pipeline --preset quick
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
@@ -34,6 +34,10 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
+	$(BIN)/python benchmarks/bc_throughput.py
+
+bench-bc-vs-scratch: $(STAMP)
+	$(BIN)/python benchmarks/bc_vs_scratch.py --preset cpu
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

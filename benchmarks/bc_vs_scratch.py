@@ -38,17 +38,15 @@ PRESETS = {
     "cpu": {
         "demos": CollectConfig(out="data/bench-cpu-demos", episodes=400, difficulty="easy", image_size=48),
         "bc": BCConfig(run_dir="runs/bench-cpu/bc", epochs=8, batch_size=64, eval_every=4, eval_episodes=40),
-        "ppo": FinetuneConfig(total_frames=12_288, frames_per_batch=512, num_envs=4, ppo_epochs=2,
-                              minibatch_size=128, eval_every=2, eval_episodes=30, critic_warmup=2,
-                              checkpoint_every=4),
+        "ppo": dict(total_frames=12_288, frames_per_batch=512, num_envs=4, ppo_epochs=2, minibatch_size=128,
+                    eval_every=2, eval_episodes=30, critic_warmup=2, checkpoint_every=4),
         "seeds": (0, 1, 2),
     },
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=2000, difficulty="default", image_size=224),
         "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=20, batch_size=256, eval_every=5, eval_episodes=100),
-        "ppo": FinetuneConfig(total_frames=1_000_000, frames_per_batch=8192, num_envs=32, env_workers=32,
-                              ppo_epochs=4, minibatch_size=512, eval_every=5, eval_episodes=100, critic_warmup=3,
-                              checkpoint_every=5),
+        "ppo": dict(total_frames=1_000_000, frames_per_batch=8192, num_envs=32, env_workers=32, ppo_epochs=4,
+                    minibatch_size=512, eval_every=5, eval_episodes=100, critic_warmup=3, checkpoint_every=5),
         "seeds": (0, 1, 2),
     },
 }
@@ -69,14 +67,13 @@ def run_arm(preset: dict, name: str, bc_dir: Path, seed: int, root: Path) -> dic
     done = _finished(run_dir)
     if done is not None:
         return done
-    ppo = preset["ppo"]
-    common = dict(run_dir=str(run_dir), seed=seed)
+    options = {**preset["ppo"], "run_dir": str(run_dir), "seed": seed}
     if name == "bc":
-        config = replace(ppo, init=str(bc_dir), from_scratch=False, **common)
+        config = FinetuneConfig(**options, init=str(bc_dir))
     else:
         demos = preset["demos"]
-        config = replace(ppo, init="", from_scratch=True, anchor_weight=0.0, difficulty=demos.difficulty,
-                         image_size=demos.image_size, **common)
+        config = FinetuneConfig(**options, from_scratch=True, anchor_weight=0.0, difficulty=demos.difficulty,
+                                image_size=demos.image_size)
     if (run_dir / trainer.CONFIG_FILE).exists():
         return trainer.resume(run_dir, progress=False)
     return trainer.finetune(config, progress=False)
@@ -150,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     bc_dir = Path(preset["bc"].run_dir)
     if _finished(bc_dir) is None:
         pretrain(replace(preset["bc"], data=demos.out, device=args.device), progress=False)
-    preset["ppo"] = replace(preset["ppo"], device=args.device)
+    preset["ppo"] = {**preset["ppo"], "device": args.device}
 
     # PPO from BC and from scratch, same budget and hyper-parameters
     curves: dict[str, list[list[dict]]] = {"bc": [], "scratch": []}
@@ -161,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{arm} seed {seed}: success {summary['curve'][0]['success_rate']:.2f} -> "
                   f"{summary['curve'][-1]['success_rate']:.2f} in {summary['frames']} frames", file=sys.stderr)
 
-    ppo = preset["ppo"]
+    ppo = FinetuneConfig(**preset["ppo"], from_scratch=True, anchor_weight=0.0)  # defaults filled in
     result = summarize(curves, ppo.total_frames, ppo.critic_warmup * ppo.frames_per_batch,
                        DemoDataset.open(demos.out).frames)
     rows = [{"arm": "PPO from BC" if name == "bc" else "PPO from scratch",
@@ -175,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nBC-initialized PPO did not reach {THRESHOLD:.0%} within {ppo.total_frames} frames")
     result.update({"preset": args.preset, "seeds": list(seeds), "curves": curves, "machine": describe_machine(),
                    "wall_seconds": round(time.perf_counter() - start), "demo_config": demos.__dict__,
-                   "ppo_config": ppo.__dict__, "bc_config": preset["bc"].__dict__})
+                   "ppo_config": preset["ppo"], "bc_config": preset["bc"].__dict__})
     out = RESULTS / f"bc_vs_scratch_{args.preset}.json"
     write_json(out, result)
     plot(curves, RESULTS / f"bc_vs_scratch_{args.preset}.png",

@@ -43,7 +43,7 @@ class BCConfig:
     batch_size: int = option(64, "frames per gradient step")
     lr: float = option(3e-4, "AdamW peak learning rate (cosine decay to 0)")
     weight_decay: float = option(1e-4, "AdamW weight decay")
-    grad_clip: float = option(1.0, "max gradient norm")
+    grad_clip: float = option(10.0, "max gradient norm")
     val_fraction: float = option(0.1, "fraction of episodes held out for the validation loss")
     shift_pad: int = option(4, "random-shift augmentation, pixels (0 = off)")
     decision_weight: float = option(10.0, "weight of the pass-vs-rework loss on close views of the board")

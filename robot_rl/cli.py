@@ -97,6 +97,39 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from robot_rl.configs import EvaluateConfig
+    from robot_rl.evaluate import evaluate
+    from robot_rl.options import config_from_args
+
+    result = evaluate(config_from_args(EvaluateConfig, args))
+    print((Path(result["out_dir"]) / "report.md").read_text())
+    print(f"report and {len(result['videos'])} videos in {result['out_dir']}")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from robot_rl.configs import ExportConfig
+    from robot_rl.export import export
+    from robot_rl.options import config_from_args
+
+    for name, path in export(config_from_args(ExportConfig, args)).items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def _cmd_pipeline(args: argparse.Namespace) -> int:
+    from robot_rl.pipeline import PRESETS, run_pipeline
+
+    result = run_pipeline(PRESETS[args.preset], args.root or f"runs/pipeline-{args.preset}", device=args.device)
+    metrics = result["metrics"]
+    lo, hi = metrics["success_ci95"]
+    print(f"\nsuccess {metrics['success_rate']:.1%} (95% CI {lo:.1%}-{hi:.1%}) on {metrics['episodes']} boards; "
+          f"report: {result['report']}/report.md, videos: {result['report']}/videos/")
+    print("seconds per stage: " + ", ".join(f"{k} {v:.0f}" for k, v in result["seconds"].items()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="robot-rl", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -131,6 +164,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(finetune, FinetuneConfig)
     finetune.add_argument("--resume", metavar="RUN_DIR", default="", help="continue the run in RUN_DIR")
     finetune.set_defaults(func=_cmd_finetune, parser=finetune)
+
+    from robot_rl.configs import EvaluateConfig, ExportConfig
+
+    evaluate = commands.add_parser("evaluate", help="run a policy on inspection episodes: metrics and videos",
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_options(evaluate, EvaluateConfig)
+    evaluate.set_defaults(func=_cmd_evaluate)
+
+    export = commands.add_parser("export", help="export the actor as TorchScript / torch.export / ONNX",
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_options(export, ExportConfig)
+    export.set_defaults(func=_cmd_export)
+
+    pipeline = commands.add_parser("pipeline", help="collect-demos -> pretrain -> finetune -> evaluate",
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    pipeline.add_argument("--preset", choices=["quick", "full"], default="quick",
+                          help="quick: minutes on 2 CPU cores; full: sized for a GPU")
+    pipeline.add_argument("--root", default="", help="output folder (default: runs/pipeline-PRESET)")
+    pipeline.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    pipeline.set_defaults(func=_cmd_pipeline)
     return parser
 
 

@@ -12,6 +12,7 @@ import torch
 from scipy.stats import binomtest
 from tensordict import TensorDictBase
 from tensordict.nn import InteractionType, set_interaction_type
+from torchrl.envs.utils import step_mdp
 
 from robot_rl import keys
 from robot_rl.envs import make_env
@@ -27,8 +28,9 @@ def run_episodes(env, policy, episodes: int, deterministic: bool = True, keep_pi
     Episode ``k`` runs in env slot ``k % B`` (B = batch size) as its ``k // B``-th episode, so with an env made
     by ``make_env(episode_seeds=seeds)`` episode ``k`` inspects board ``seeds[k]``. Slots that have done their
     share keep stepping until the others finish; their extra episodes are dropped. ``deterministic`` uses the
-    policy's mode (tanh of the pose mean, most likely verdict). ``callback(slot, step)`` sees every kept step.
-    Pixels are dropped from the returned steps unless ``keep_pixels``.
+    policy's mode (tanh of the pose mean, most likely verdict). ``callback(slot, step)`` sees every kept step,
+    pixels included, right after it and before a finished env is reset (so the env still shows that step's
+    outcome). Pixels are dropped from the returned steps unless ``keep_pixels``.
     """
     batched = len(env.batch_size) > 0
     slots = env.batch_size.numel() if batched else 1
@@ -40,20 +42,20 @@ def run_episodes(env, policy, episodes: int, deterministic: bool = True, keep_pi
     while any(len(done) < q for done, q in zip(finished, quota)):
         with torch.no_grad(), set_interaction_type(interaction):
             td = policy(td)
-        td, td_next = env.step_and_maybe_reset(td)
-        kept = td.exclude(keys.PARAMS) if keep_pixels else td.exclude(keys.PARAMS, keys.PIXELS,
-                                                                       (keys.NEXT, keys.PIXELS))
+        td = env.step(td)  # callbacks run before finished envs are reset, so they can render the final state
+        full = td.exclude(keys.PARAMS)
+        kept = full if keep_pixels else full.exclude(keys.PIXELS, (keys.NEXT, keys.PIXELS))
         for i in range(slots):
             if len(finished[i]) == quota[i]:
                 continue
             step = kept[i] if batched else kept
             current[i].append(step)
             if callback is not None:
-                callback(i, step)
+                callback(i, full[i] if batched else full)
             if bool(step.get((keys.NEXT, keys.DONE))):
                 finished[i].append(torch.stack(current[i]))
                 current[i] = []
-        td = td_next
+        td = env.maybe_reset(step_mdp(td))
     return [finished[k % slots][k // slots] for k in range(episodes)]
 
 

@@ -45,28 +45,20 @@ class PolicyConfig:
             raise ValueError(f"PolicyConfig.min_scale must be > 0, got {self.min_scale}")
 
 
-def group_norm(channels: int) -> nn.GroupNorm:
-    """GroupNorm with 16 channels per group, the ResNet18 normalization of Diffusion Policy's encoders."""
-    return nn.GroupNorm(channels // 16, channels)
-
-
 class ImageEncoder(nn.Module):
-    """torchvision ResNet18 trunk with GroupNorm: uint8 images [B, 3, H, W] -> float features [B, 512].
+    """torchvision ResNet18 trunk: uint8 images [B, 3, H, W] -> float features [B, 512].
 
-    GroupNorm replaces BatchNorm: with BatchNorm the policy's output depends on the batch it runs in, so PPO's
-    importance ratios compare different functions, rollouts shift the running statistics, and a policy trained
-    on batches acts differently on one env. A BatchNorm state dict (e.g. ImageNet weights) loads into it: the
-    affine weights carry over, the running statistics are dropped. Conversion to float and ImageNet
-    normalization happen inside, so uint8 pixels travel to the device and are converted there. Channels-last.
+    Conversion to float and ImageNet normalization happen inside, so uint8 pixels travel to the device and are
+    converted there. The trunk runs channels-last. It keeps ResNet18's BatchNorm: with GroupNorm the same network
+    stayed at chance on the defect verdict after 4 epochs where BatchNorm reached 75% in 2. Reinforcement learning
+    runs it in eval mode (see ``freeze_batchnorm``) so that a batch never changes what the policy computes.
     """
 
     def __init__(self, weights: str | None = None):
         super().__init__()
-        resnet = torchvision.models.resnet18(weights=None, norm_layer=group_norm)
+        resnet = torchvision.models.resnet18(weights=None)
         if weights is not None:
             state = torch.load(Path(weights), map_location="cpu", weights_only=True)
-            state = {k: v for k, v in state.items()
-                     if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))}
             missing, unexpected = resnet.load_state_dict(state, strict=False)
             if [k for k in missing if not k.startswith("fc.")] or unexpected:
                 raise ValueError(f"{weights}: not a ResNet18 state dict (missing {missing}, unexpected {unexpected})")
@@ -101,6 +93,21 @@ class ObservationEncoder(nn.Module):
     def forward(self, pixels: torch.Tensor, joint_state: torch.Tensor) -> torch.Tensor:
         joints = (joint_state - self.joint_centre) / self.joint_half_range
         return torch.cat([self.image(pixels), joints], dim=-1)
+
+
+@torch.no_grad()
+def calibrate_batchnorm(module: nn.Module, *inputs: torch.Tensor) -> None:
+    """Sets every BatchNorm's running statistics to those of ``inputs`` (one forward in train mode, cumulative
+    averages), then leaves the module in eval mode. For networks that start RL without BC statistics."""
+    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None
+    module.train()
+    module(*inputs)
+    module.eval()
+    for norm in norms:
+        norm.momentum = 0.1
 
 
 def _mlp(inputs: int, hidden: int, outputs: int) -> nn.Sequential:
@@ -209,3 +216,35 @@ def actor_network(actor: ProbabilisticActor) -> ActorNetwork:
 
 def actor_encoder(actor: ProbabilisticActor) -> ObservationEncoder:
     return actor_network(actor).encoder
+
+
+def checkpoint_policy_config(state: dict) -> PolicyConfig:
+    """The architecture stored in a checkpoint (its weights come from the checkpoint, not from encoder_weights)."""
+    return PolicyConfig(**{**state["policy_config"], "encoder_weights": None})
+
+
+def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[ProbabilisticActor, dict, Path]:
+    """The actor of a BC or PPO checkpoint: ``source`` is a run folder (its best.pt, else last.pt) or a .pt file.
+
+    Returns (actor in eval mode, the checkpoint's env info {difficulty, image_size, ...}, checkpoint path).
+    """
+    from robot_rl.checkpoint import load_checkpoint
+    from robot_rl.envs.torchrl_env import PcbInspectEnv
+    from robot_rl.errors import UsageError
+
+    path = Path(source)
+    if path.is_dir():
+        folder = path / "checkpoints"
+        path = folder / "best.pt" if (folder / "best.pt").is_file() else folder / "last.pt"
+    state = load_checkpoint(path)
+    if state.get("kind") not in ("bc", "ppo") or "actor" not in state:
+        raise UsageError(f"{path}: not a robot_rl policy checkpoint")
+    env_info = dict(state["env"])
+    proof = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"])
+    actor = make_actor(proof.observation_spec, proof.full_action_spec, checkpoint_policy_config(state))
+    try:
+        actor.load_state_dict(state["actor"])
+    except RuntimeError as err:
+        raise UsageError(f"{path}: weights do not fit this robot_rl's policy (written by another version?): "
+                         f"{str(err).splitlines()[1].strip()[:200]}") from None
+    return actor.to(device).eval(), env_info, path

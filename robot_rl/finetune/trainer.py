@@ -37,7 +37,13 @@ from robot_rl.finetune.config import FinetuneConfig
 from robot_rl.finetune.loss import AnchoredClipPPOLoss, anchor_parameters
 from robot_rl.io import write_json
 from robot_rl.options import load_config, resolve_device, save_config
-from robot_rl.policy import PolicyConfig, make_actor, make_critic
+from robot_rl.policy import (
+    PolicyConfig,
+    calibrate_batchnorm,
+    checkpoint_policy_config,
+    make_actor,
+    make_critic,
+)
 from robot_rl.pretrain.bc import held_out_seeds, proof_env
 from robot_rl.run_logger import RunLogger
 
@@ -99,7 +105,7 @@ class PPORun:
         pretrained_state = load_pretrained(config.init) if config.init else None
         if pretrained_state is not None:
             env_info = dict(pretrained_state["env"])
-            policy_config = PolicyConfig(**pretrained_state["policy_config"])
+            policy_config = checkpoint_policy_config(pretrained_state)
             for name in ("difficulty", "image_size"):
                 given = getattr(config, name)
                 if given and given != env_info[name]:
@@ -121,8 +127,12 @@ class PPORun:
             if config.anchor_weight:
                 self.pretrained = copy.deepcopy(self.actor).requires_grad_(False).eval().to(self.device)
         self.critic = make_critic(proof.observation_spec, policy_config, actor=self.actor)
-        self.actor.to(self.device)
-        self.critic.to(self.device)
+        if pretrained_state is None:
+            self._calibrate_batchnorm()
+        # Eval mode throughout: BatchNorm uses fixed statistics, so the policy that collected a batch is the
+        # policy whose log-probs the loss evaluates, whatever minibatch it sits in. Gradients still flow.
+        self.actor.to(self.device).eval()
+        self.critic.to(self.device).eval()
         if config.compile:
             self.actor.module[0].module = torch.compile(self.actor.module[0].module)
             self.critic.module = torch.compile(self.critic.module)
@@ -168,6 +178,14 @@ class PPORun:
             self._restore()
         else:
             save_config(self.run_dir / CONFIG_FILE, config)
+
+    def _calibrate_batchnorm(self) -> None:
+        # A network trained from scratch has no BatchNorm statistics yet: take them from random-action frames.
+        env = make_env(num_envs=8, parallel=False, seed=self.config.seed + 10_007, **self.env_kwargs)
+        frames = env.rollout(16, break_when_any_done=False).reshape(-1)
+        inputs = (frames.get(keys.PIXELS), frames.get(keys.JOINT_STATE))
+        calibrate_batchnorm(self.actor.module[0].module, *inputs)
+        calibrate_batchnorm(self.critic.module, *inputs)
 
     # -- collection -------------------------------------------------------------------------------------------
     def _seed_iteration(self) -> None:
@@ -266,10 +284,8 @@ class PPORun:
         return metrics
 
     def closed_loop(self) -> dict:
-        self.actor.eval()
         metrics, _ = evaluate_policy(self.actor, self.eval_seeds, num_envs=min(8, len(self.eval_seeds)),
                                      device=self.device, **self.env_kwargs)
-        self.actor.train()
         self.curve.append({"frames": self.frames, "iteration": self.iteration, **{
             k: metrics[k] for k in ("success_rate", "verdict_accuracy", "collisions_per_episode", "episode_length")}})
         return metrics

@@ -1,0 +1,136 @@
+"""Behaviour-cloning training throughput and memory.
+
+1. Samples/s of a full BC step (sample rows from the memmapped demos, move them to the device, random-shift
+   augmentation, actor forward, loss, backward, AdamW step) against a bare torchvision ResNet18 training step,
+   at 84x84 and 224x224. Target: the BC step costs at most 20% more than the bare network.
+2. Peak resident memory of a BC run on a dataset and on one 10x larger: it must stay flat, because rows are read
+   from the memmaps only when sampled.
+
+    python benchmarks/bc_throughput.py     # prints tables, writes benchmarks/results/bc_throughput.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torchvision
+
+from robot_rl.hardware import describe_machine
+from robot_rl.io import write_json
+from robot_rl.tables import markdown_table
+
+RESULTS = Path(__file__).parent / "results" / "bc_throughput.json"
+
+
+def bare_resnet(size: int, batch: int, steps: int) -> float:
+    """Training images/s of a bare ResNet18 (random uint8 input converted on the fly, cross-entropy)."""
+    net = torchvision.models.resnet18(weights=None).to(memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    images = torch.randint(0, 255, (batch, 3, size, size), dtype=torch.uint8)
+    labels = torch.randint(0, 1000, (batch,))
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(net(images.float().contiguous(memory_format=torch.channels_last)),
+                                                 labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps * batch / (time.perf_counter() - start)
+
+
+def bc_step_rate(data: str, size: int, batch: int, steps: int) -> float:
+    """Samples/s of the real BC training step on a dataset of ``size`` x ``size`` images."""
+    from robot_rl.pretrain import bc
+    from robot_rl.pretrain.configs import BCConfig
+
+    run = bc.BCRun(BCConfig(data=data, run_dir=f"/tmp/bc-throughput-{size}", batch_size=batch, eval_episodes=1))
+
+    def step():
+        batch_td = bc._to_device(run.train_buffer.sample(), run.device, run.config.shift_pad)
+        loss = bc.total_loss(run.loss(batch_td))
+        run.optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(run.actor.parameters(), run.config.grad_clip)
+        run.optimizer.step()
+
+    step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps * batch / (time.perf_counter() - start)
+
+
+def peak_memory_of_training(data: str, steps: int) -> float:
+    """Peak RSS (MiB) of a child process that opens ``data`` and runs ``steps`` BC steps."""
+    code = (
+        "import sys, resource, torch\n"
+        "from robot_rl.pretrain import bc\n"
+        "from robot_rl.pretrain.configs import BCConfig\n"
+        f"run = bc.BCRun(BCConfig(data={data!r}, run_dir='/tmp/bc-memory', batch_size=32, eval_episodes=1))\n"
+        f"for _ in range({steps}):\n"
+        "    b = bc._to_device(run.train_buffer.sample(), run.device, 4)\n"
+        "    loss = bc.total_loss(run.loss(b)); run.optimizer.zero_grad(); loss.backward(); run.optimizer.step()\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--data-84", default="data/demos", help="84x84 demo dataset (large)")
+    parser.add_argument("--data-84-small", default="data/demos-small",
+                        help="84x84 demo dataset about 10x smaller (memory comparison)")
+    parser.add_argument("--data-224", default="data/demos-224", help="224x224 demo dataset")
+    parser.add_argument("--batch", type=int, default=32, help="images per step")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per figure")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    rows = []
+    for size, data in ((84, args.data_84), (224, args.data_224)):
+        if not Path(data, "meta.json").is_file():
+            print(f"skipping {size}x{size}: no dataset at {data} (robot-rl collect-demos --image-size {size})",
+                  file=sys.stderr)
+            continue
+        bare = bare_resnet(size, args.batch, args.steps)
+        full = bc_step_rate(data, size, args.batch, args.steps)
+        rows.append({"image": f"{size}x{size}", "bare_resnet18_img_per_s": bare, "bc_step_samples_per_s": full,
+                     "bc_overhead": bare / full - 1})
+    print(markdown_table(rows))
+
+    memory = []
+    for data in (args.data_84_small, args.data_84):
+        if Path(data, "meta.json").is_file():
+            from robot_rl.pretrain.dataset import DemoDataset
+
+            frames = DemoDataset.open(data).frames
+            memory.append({"dataset": data, "frames": frames,
+                           "dataset_mib": round(frames * 3 * 84 * 84 / 2**20),
+                           "peak_rss_mib": peak_memory_of_training(data, steps=10)})
+    if memory:
+        print()
+        print(markdown_table(memory))
+    write_json(RESULTS, {"benchmark": "bc_throughput", "machine": describe_machine(), "batch": args.batch,
+                         "throughput": rows, "memory": memory,
+                         "this_process_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    print(f"\nwrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

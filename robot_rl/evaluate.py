@@ -1,0 +1,149 @@
+"""``robot-rl evaluate``: a policy on inspection episodes, with metrics (report.json, report.md) and videos.
+
+Videos are recorded while the metrics' episodes run (the first ``videos`` episodes and every failed one), so
+each MP4 shows exactly an episode that was counted. A video that fails to encode is reported as a warning; the
+metrics are kept.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from robot_rl import keys
+from robot_rl.configs import EvaluateConfig
+from robot_rl.envs import make_env
+from robot_rl.envs.board import DEFECT_TYPES
+from robot_rl.envs.task import Verdict
+from robot_rl.episodes import summarize_episode
+from robot_rl.evaluation import aggregate, run_episodes
+from robot_rl.io import write_json, write_text
+from robot_rl.options import resolve_device
+from robot_rl.policy import load_actor
+from robot_rl.tables import markdown_table
+from robot_rl.video import compose_frame, contact_sheet, write_mp4
+
+
+def caption(index: int, step) -> str:
+    """The text under a video frame: step number, reward, verdict, collision, localized."""
+    nxt = step.get(keys.NEXT)
+    verdict = Verdict(int(step.get(keys.VERDICT))).name.lower()
+    return (f"step {index} | reward {float(nxt.get(keys.REWARD)):+.2f} | verdict {verdict} | "
+            f"collision {'YES' if bool(nxt.get(keys.COLLISION)) else 'no'} | "
+            f"localized {'yes' if bool(nxt.get(keys.LOCALIZED)) else 'no'}")
+
+
+class VideoRecorder:
+    """Collects the frames of each env slot's current episode; ``finish`` encodes the ones worth keeping."""
+
+    def __init__(self, env, config: EvaluateConfig, out_dir: Path, slots: int):
+        self.env, self.config, self.out_dir = env, config, out_dir
+        self.height = config.video_height
+        self.width = self.height * 4 // 3
+        self.frames: list[list[np.ndarray]] = [[] for _ in range(slots)]
+        self.episode_counts = [0] * slots
+        self.slots = slots
+        self.failures_saved = 0
+        self.written: list[str] = []
+
+    def on_step(self, slot: int, step) -> None:
+        from robot_rl.envs.rendering import PLAIN, PRETTY, shared_renderer
+        from robot_rl.envs.scene import SCENE_CAMERA
+
+        task = self.env.tasks[slot]
+        quality = PRETTY if self.config.video_quality == "pretty" else PLAIN
+        scene = shared_renderer(SCENE_CAMERA, self.height, self.width, quality).render(task.scene.model,
+                                                                                         task.scene.data)
+        text = caption(len(self.frames[slot]) + 1, step)
+        self.frames[slot].append(compose_frame(step.get((keys.NEXT, keys.PIXELS)).cpu().numpy(), scene, text))
+        if bool(step.get((keys.NEXT, keys.DONE))):
+            episode = slot + self.episode_counts[slot] * self.slots
+            self.episode_counts[slot] += 1
+            success = bool(step.get((keys.NEXT, keys.SUCCESS)))
+            self._finish(episode, success, self.frames[slot])
+            self.frames[slot] = []
+
+    def _finish(self, episode: int, success: bool, frames: list[np.ndarray]) -> None:
+        if episode >= self.config.episodes:
+            return  # an extra episode of a slot that already did its share
+        keep = episode < self.config.videos
+        if not success and self.failures_saved < self.config.failure_videos:
+            keep = True
+            self.failures_saved += 1
+        if not keep:
+            return
+        path = self.out_dir / "videos" / f"episode{episode:03d}_{'success' if success else 'failure'}.mp4"
+        try:
+            write_mp4(path, frames)
+            if not self.written:
+                contact_sheet(self.out_dir / "contact_sheet.png", frames)
+            self.written.append(str(path.relative_to(self.out_dir)))
+        except Exception as err:  # noqa: BLE001 - any codec failure: warn, keep the metrics
+            warnings.warn(f"{path}: video not written ({type(err).__name__}: {err})", stacklevel=2)
+
+
+def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
+    """A readable report: headline metrics, confusion matrix, reward terms, per-episode table."""
+    lo, hi = metrics["success_ci95"]
+    headline = [
+        {"metric": "episodes", "value": metrics["episodes"]},
+        {"metric": "success rate", "value": f"{metrics['success_rate']:.1%} (95% CI {lo:.1%}-{hi:.1%})"},
+        {"metric": "verdict accuracy", "value": "-" if metrics["verdict_accuracy"] is None
+         else f"{metrics['verdict_accuracy']:.1%} of {metrics['verdicts_given']} verdicts"},
+        {"metric": "collisions per episode", "value": f"{metrics['collisions_per_episode']:.2f}"},
+        {"metric": "steps to localize (localized episodes)", "value": metrics["steps_to_localize"]},
+        {"metric": "episode length", "value": metrics["episode_length"]},
+        {"metric": "return", "value": metrics["return"]},
+        {"metric": "timed out / unstable", "value": f"{metrics['timed_out']} / {metrics['unstable']}"},
+    ]
+    confusion = [{"board": truth, **counts} for truth, counts in metrics["confusion"].items()]
+    terms = [{"reward term": name, "mean per episode": value} for name, value in metrics["reward_terms"].items()]
+    episodes = [{k: s[k] for k in ("episode", "episode_seed", "defect", "verdict", "success", "steps", "return",
+                                   "collision_steps", "steps_to_localize")} for s in summaries]
+    return "\n\n".join([
+        f"# Evaluation of `{info['checkpoint']}`",
+        f"{info['difficulty']} boards, {info['image_size']}x{info['image_size']} pixels, "
+        f"{'stochastic' if info['stochastic'] else 'deterministic'} policy, board seeds "
+        f"{info['seeds'][0]}-{info['seeds'][-1]}.",
+        markdown_table(headline), "## Verdicts (rows: the board; columns: the verdict given)",
+        markdown_table(confusion, ["board", "pass", "rework", "none"]), "## Reward terms", markdown_table(terms),
+        "## Episodes", markdown_table(episodes),
+    ]) + "\n"
+
+
+def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
+    """Runs the evaluation; writes report.json, report.md, videos/ and contact_sheet.png; returns the metrics."""
+    device = resolve_device(config.device)
+    actor, env_info, checkpoint = load_actor(config.checkpoint, device=device)
+    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    out_dir = Path(config.out) if config.out else run_dir / "eval"
+    difficulty = config.difficulty or env_info["difficulty"]
+    seeds = list(range(config.seed, config.seed + config.episodes))
+    num_envs = min(config.num_envs, config.episodes)
+    env = make_env(num_envs=num_envs, difficulty=difficulty, image_size=env_info["image_size"], parallel=False,
+                   episode_seeds=seeds, device=device)
+    recorder = VideoRecorder(env, config, out_dir, num_envs)
+    bar = tqdm(total=config.episodes, unit="ep", desc="evaluate", disable=not progress)
+
+    def on_step(slot, step):
+        recorder.on_step(slot, step)
+        if bool(step.get((keys.NEXT, keys.DONE))):
+            bar.update(1)
+
+    try:
+        rollouts = run_episodes(env, actor, config.episodes, deterministic=not config.stochastic,
+                                callback=on_step)
+    finally:
+        bar.close()
+    summaries = [{"episode": k, **summarize_episode(r)} for k, r in enumerate(rollouts)]
+    metrics = aggregate(summaries)
+    info = {"checkpoint": str(checkpoint), "difficulty": difficulty, "image_size": env_info["image_size"],
+            "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "defect_types": list(DEFECT_TYPES)}
+    write_json(out_dir / "report.json", {"metrics": metrics, "info": info, "config": asdict(config),
+                                         "videos": recorder.written, "episodes": summaries})
+    write_text(out_dir / "report.md", report_markdown(metrics, summaries, info))
+    return {"metrics": metrics, "out_dir": str(out_dir), "videos": recorder.written, "info": info}

@@ -1,0 +1,105 @@
+"""``robot-rl export``: the trained actor as a plain program, for deployment without TorchRL.
+
+Input: ``pixels`` uint8 [B, 3, H, W] and ``joint_state`` float32 [B, 12]. Output: the deterministic action, ``pose``
+float32 [B, 6] (tanh of the pose mean, mapped to the action bounds) and ``verdict`` int64 [B] (0 continue, 1 pass,
+2 rework). Formats: TorchScript (``policy.torchscript.pt``), ``torch.export`` (``policy.pt2``) and ONNX
+(``policy.onnx``, when the ``onnx`` package is installed). ``policy.json`` describes the interface.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from robot_rl.configs import ExportConfig
+from robot_rl.envs.task import Verdict
+from robot_rl.io import atomic_path, write_json
+from robot_rl.policy import actor_network, load_actor
+
+FILES = {"torchscript": "policy.torchscript.pt", "export": "policy.pt2", "onnx": "policy.onnx"}
+
+
+class DeployedPolicy(nn.Module):
+    """The actor network reduced to its deterministic action: (pixels, joint_state) -> (pose, verdict)."""
+
+    def __init__(self, network: nn.Module, low: torch.Tensor, high: torch.Tensor):
+        super().__init__()
+        self.network = network
+        self.register_buffer("low", low.float())
+        self.register_buffer("high", high.float())
+
+    def forward(self, pixels: torch.Tensor, joint_state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loc, _, logits = self.network(pixels, joint_state)
+        pose = self.low + (torch.tanh(loc) + 1) * (self.high - self.low) / 2
+        return pose, logits.argmax(-1)
+
+
+def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]:
+    """The deterministic plain-torch policy of a checkpoint, with its env info and checkpoint path."""
+    actor, env_info, path = load_actor(checkpoint)
+    pose_kwargs = actor.module[1].distribution_kwargs["extra_kwargs"]["pose"]
+    policy = DeployedPolicy(actor_network(actor), torch.as_tensor(pose_kwargs["low"]),
+                            torch.as_tensor(pose_kwargs["high"])).eval()
+    return policy, env_info, path
+
+
+def example_inputs(image_size: int, batch: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    return (torch.randint(0, 256, (batch, 3, image_size, image_size), dtype=torch.uint8),
+            torch.zeros(batch, 12, dtype=torch.float32))
+
+
+def export_torchscript(policy: DeployedPolicy, inputs, path: Path) -> None:
+    with torch.no_grad():
+        traced = torch.jit.trace(policy, inputs)
+    with atomic_path(path) as tmp:
+        torch.jit.save(traced, str(tmp))
+
+
+def export_program(policy: DeployedPolicy, inputs, path: Path) -> None:
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    program = torch.export.export(policy, inputs, dynamic_shapes={"pixels": {0: batch}, "joint_state": {0: batch}})
+    with atomic_path(path) as tmp:
+        torch.export.save(program, tmp)
+
+
+def export_onnx(policy: DeployedPolicy, inputs, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        torch.onnx.export(policy, inputs, str(tmp), input_names=["pixels", "joint_state"],
+                          output_names=["pose", "verdict"], dynamic_axes={"pixels": {0: "batch"},
+                                                                           "joint_state": {0: "batch"}},
+                          dynamo=False)
+
+
+def export(config: ExportConfig) -> dict:
+    """Writes the requested formats and ``policy.json``; returns {format: path} of what was written."""
+    policy, env_info, checkpoint = deployed_policy(config.checkpoint)
+    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    out_dir = Path(config.out) if config.out else run_dir / "export"
+    formats = list(FILES) if config.format == "all" else [config.format]
+    inputs = example_inputs(env_info["image_size"])
+    written = {}
+    for name in formats:
+        if name == "onnx" and importlib.util.find_spec("onnx") is None:
+            message = "ONNX export needs the onnx package (pip install onnx)"
+            if config.format == "onnx":
+                from robot_rl.errors import UsageError
+
+                raise UsageError(f"--format onnx: {message}")
+            warnings.warn(f"{message}; skipped", stacklevel=2)
+            continue
+        path = out_dir / FILES[name]
+        {"torchscript": export_torchscript, "export": export_program, "onnx": export_onnx}[name](policy, inputs, path)
+        written[name] = str(path)
+    size = env_info["image_size"]
+    write_json(out_dir / "policy.json", {
+        "checkpoint": str(checkpoint), "env": env_info, "files": {k: Path(v).name for k, v in written.items()},
+        "inputs": {"pixels": f"uint8 [B, 3, {size}, {size}], RGB, wrist camera",
+                   "joint_state": "float32 [B, 12]: 6 joint angles (rad), 6 joint velocities (rad/s)"},
+        "outputs": {"pose": "float32 [B, 6] in [-1, 1]: camera translation (x 3 cm) and rotation (x 0.15 rad)",
+                    "verdict": "int64 [B]: " + ", ".join(f"{v.value} {v.name.lower()}" for v in Verdict)},
+    })
+    return written

@@ -1,0 +1,116 @@
+"""Evaluation reports and videos, policy export, and the one-command pipeline, on tiny budgets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from robot_rl.cli import main
+from robot_rl.configs import EvaluateConfig, ExportConfig
+from robot_rl.evaluate import evaluate
+from robot_rl.export import FILES, deployed_policy, export
+from robot_rl.video import read_mp4
+
+
+def test_evaluate_writes_reports_and_playable_videos(bc_run_dir, tmp_path):
+    out = tmp_path / "eval"
+    result = evaluate(EvaluateConfig(checkpoint=str(bc_run_dir), out=str(out), episodes=3, num_envs=2, videos=1,
+                                     failure_videos=3, video_height=120, video_quality="fast"), progress=False)
+    report = json.loads((out / "report.json").read_text())
+    metrics = report["metrics"]
+    assert metrics["episodes"] == 3 and len(report["episodes"]) == 3
+    confusion = metrics["confusion"]
+    assert sum(sum(row.values()) for row in confusion.values()) == 3
+    assert sum(confusion["clean"].values()) == sum(e["defect"] == "none" for e in report["episodes"])
+    assert 0.0 <= metrics["success_ci95"][0] <= metrics["success_rate"] <= metrics["success_ci95"][1] <= 1.0
+    assert "| success rate" in (out / "report.md").read_text()
+    failures = [e for e in report["episodes"] if not e["success"]]
+    assert len(result["videos"]) == len({0} | {e["episode"] for e in failures})
+    for relative in result["videos"]:
+        episode = next(e for e in report["episodes"] if f"episode{e['episode']:03d}_" in relative)
+        frames, height, width, codec = read_mp4(out / relative)
+        assert codec == "h264" and frames == episode["steps"]
+        assert (height, width) == (120 + 28, 120 + 160)
+    assert (out / "contact_sheet.png").stat().st_size > 1000
+
+
+def test_a_video_that_cannot_be_encoded_warns_and_keeps_the_metrics(bc_run_dir, tmp_path, monkeypatch):
+    import robot_rl.evaluate as module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no encoder")
+
+    monkeypatch.setattr(module, "write_mp4", broken)
+    with pytest.warns(UserWarning, match="video not written"):
+        result = evaluate(EvaluateConfig(checkpoint=str(bc_run_dir), out=str(tmp_path / "eval"), episodes=1,
+                                         num_envs=1, videos=1, video_height=64, video_quality="fast"),
+                          progress=False)
+    assert result["videos"] == [] and (tmp_path / "eval" / "report.json").is_file()
+
+
+def test_export_round_trip_matches_the_actor_on_real_observations(bc_run_dir, tmp_path):
+    written = export(ExportConfig(checkpoint=str(bc_run_dir), out=str(tmp_path / "export"), format="all"))
+    assert {"torchscript", "export"} <= set(written)
+    policy, env_info, _ = deployed_policy(bc_run_dir)
+    from robot_rl.envs.torchrl_env import PcbInspectEnv
+
+    env = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], num_envs=3, seed=4)
+    td = env.rollout(4, break_when_any_done=False).reshape(-1)
+    pixels, joints = td["pixels"], td["joint_state"]
+    with torch.no_grad():
+        reference_pose, reference_verdict = policy(pixels, joints)
+        programs = [torch.jit.load(written["torchscript"]), torch.export.load(written["export"]).module()]
+        for program in programs:
+            pose, verdict = program(pixels, joints)
+            assert (pose - reference_pose).abs().max().item() < 1e-5
+            assert torch.equal(verdict, reference_verdict)
+    # The plain program's action is the TorchRL actor's deterministic action.
+    from tensordict.nn import InteractionType, set_interaction_type
+
+    from robot_rl.policy import load_actor
+
+    actor, _, _ = load_actor(bc_run_dir)
+    with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):
+        acted = actor(td.select("pixels", "joint_state").clone())
+    assert (acted["action", "pose"] - reference_pose).abs().max().item() < 1e-5
+    assert torch.equal(acted["action", "verdict"], reference_verdict)
+    meta = json.loads((tmp_path / "export" / "policy.json").read_text())
+    assert meta["files"]["torchscript"] == FILES["torchscript"]
+
+
+def test_pipeline_runs_end_to_end_and_skips_finished_stages(tmp_path, capsys):
+    from robot_rl.pipeline import PRESETS, run_pipeline
+
+    tiny = PRESETS["quick"].updated(
+        collect={"episodes": 4, "num_envs": 1},
+        pretrain={"epochs": 1, "batch_size": 8, "steps_per_epoch": 2, "eval_episodes": 1, "eval_envs": 1,
+                  "hidden": 16, "threads": 2},
+        finetune={"total_frames": 32, "frames_per_batch": 32, "num_envs": 2, "minibatch_size": 16, "ppo_epochs": 1,
+                  "eval_every": 0, "eval_episodes": 1, "threads": 2},
+        evaluate={"episodes": 2, "num_envs": 2, "videos": 1, "failure_videos": 1, "video_height": 64,
+                  "video_quality": "fast"},
+    )
+    result = run_pipeline(tiny, tmp_path / "pipe", progress=False)
+    assert (tmp_path / "pipe" / "eval" / "report.md").is_file()
+    assert list((tmp_path / "pipe" / "eval" / "videos").glob("*.mp4"))
+    assert result["metrics"]["episodes"] == 2
+    lines = []
+    run_pipeline(tiny, tmp_path / "pipe", progress=False, log=lines.append)
+    assert all("skipped" in line for line in lines), lines
+
+
+def test_every_command_documents_its_defaults():
+    import subprocess
+    import sys
+
+    for command in ("collect-demos", "pretrain", "finetune", "evaluate", "export", "pipeline"):
+        out = subprocess.run([sys.executable, "-m", "robot_rl.cli", command, "--help"], capture_output=True,
+                             text=True, timeout=60).stdout
+        assert "(default:" in out, command
+
+
+def test_evaluate_rejects_a_missing_checkpoint(tmp_path, capsys):
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "nothing")]) == 2
+    assert "no such checkpoint" in capsys.readouterr().err
