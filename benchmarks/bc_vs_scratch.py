@@ -45,7 +45,7 @@ PRESETS = {
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=2000, difficulty="default", image_size=224),
         "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=20, batch_size=256, eval_every=5, eval_episodes=100),
-        "ppo": dict(total_frames=1_000_000, frames_per_batch=8192, num_envs=32, env_workers=32, ppo_epochs=4,
+        "ppo": dict(total_frames=1_000_000, frames_per_batch=8192, num_envs=32, workers=32, ppo_epochs=4,
                     minibatch_size=512, eval_every=5, eval_episodes=100, critic_warmup=3, checkpoint_every=5),
         "seeds": (0, 1, 2),
     },

@@ -14,6 +14,8 @@ import ctypes.util
 import importlib
 import os
 import sys
+import threading
+import time
 from dataclasses import dataclass
 
 _BACKEND_LIBRARIES = {"egl": ("EGL",), "osmesa": ("OSMesa",)}
@@ -84,6 +86,47 @@ def _check_process() -> None:
         raise RuntimeError(_FORKED_HINT)
 
 
+class _RenderWatchdog:
+    """Ends the process with a clear message when one render call hangs (it cannot be interrupted from Python).
+
+    EGL on NVIDIA with several renderers per process or several processes has been reported to hang on H200s
+    with driver 580 (MuJoCo issue 3444). One daemon thread per process checks, once a second, how long the
+    current render has been running; a render costs the hot path two attribute writes.
+    """
+
+    def __init__(self, timeout: float):
+        self.timeout, self.started, self.what = timeout, None, ""
+        self._thread = None
+
+    def __enter__(self):
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._watch, name="robot_rl-render-watchdog", daemon=True)
+            self._thread.start()
+        self.started = time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        self.started = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(1.0, self.timeout / 4))
+            started = self.started
+            if started is not None and time.monotonic() - started > self.timeout:
+                sys.stderr.write(
+                    f"robot_rl: a MuJoCo render ({self.what}) has not returned after {self.timeout:.0f} s; the GL "
+                    f"driver ({os.environ.get('MUJOCO_GL')}) is stuck (EGL with several renderers can hang on "
+                    "NVIDIA driver 580, MuJoCo issue 3444). Try MUJOCO_GL=osmesa, fewer env workers per GPU, "
+                    "or another driver. Exiting.\n")
+                sys.stderr.flush()
+                os._exit(RENDER_HUNG_EXIT_CODE)
+
+
+RENDER_HUNG_EXIT_CODE = 75
+# Seconds a single render may take before the process is ended (ROBOT_RL_RENDER_TIMEOUT overrides).
+_watchdog = _RenderWatchdog(float(os.environ.get("ROBOT_RL_RENDER_TIMEOUT", "120")))
+
+
 ARM_GROUP = 1  # the moving arm: behind the wrist camera's image plane, skipped by fast renderers
 ROOM_GROUP = 2  # the floor and table legs: never seen by the wrist camera, skipped by fast renderers
 
@@ -146,11 +189,13 @@ class CameraRenderer:
                  vis.quality.numstacks)
         vis.global_.offwidth, vis.global_.offheight = self.width, self.height
         vis.quality.offsamples, vis.quality.numslices, vis.quality.numstacks = q.offsamples, q.numslices, q.numstacks
+        _watchdog.what = f"creating the GL context for camera {self.camera!r}"
         try:
-            self._gl = gl_context.GLContext(self.width, self.height)
-            self._gl.make_current()
-            self._context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
-            mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)
+            with _watchdog:
+                self._gl = gl_context.GLContext(self.width, self.height)
+                self._gl.make_current()
+                self._context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
+                mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._context)
         except Exception as err:  # noqa: BLE001 - GL failures surface as many exception types
             raise RuntimeError(f"MuJoCo could not create a {os.environ.get('MUJOCO_GL')} GL context ({err}); "
                                f"{_NO_BACKEND_HINT}") from err
@@ -168,11 +213,14 @@ class CameraRenderer:
             self._create(model)
         elif _context_owner_pid != os.getpid():
             raise RuntimeError(_FORKED_HINT)
-        self._gl.make_current()
         self._view.fixedcamid = model.camera(self.camera).id
-        mujoco.mjv_updateScene(model, data, self._option, None, self._view, mujoco.mjtCatBit.mjCAT_ALL, self._scene)
-        mujoco.mjr_render(self._rect, self._scene, self._context)
-        mujoco.mjr_readPixels(self._pixels, None, self._rect, self._context)
+        _watchdog.what = f"camera {self.camera!r}, {self.width}x{self.height}"
+        with _watchdog:
+            self._gl.make_current()
+            mujoco.mjv_updateScene(model, data, self._option, None, self._view, mujoco.mjtCatBit.mjCAT_ALL,
+                                   self._scene)
+            mujoco.mjr_render(self._rect, self._scene, self._context)
+            mujoco.mjr_readPixels(self._pixels, None, self._rect, self._context)
         return np.flipud(self._pixels).copy()  # OpenGL's rows run bottom-up
 
     def close(self) -> None:

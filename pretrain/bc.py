@@ -103,7 +103,8 @@ class BCRun:
                          "image_size": self.dataset.image_size}
 
         # Create loss and optimizer
-        self.loss = BehaviourCloningLoss(self.actor, decision_weight=config.decision_weight)
+        self.loss = BehaviourCloningLoss(self.actor, decision_weight=config.decision_weight,
+                                         verdict_weight=config.verdict_weight)
         if config.compile:
             self.actor.module[0].module = torch.compile(self.actor.module[0].module)
         self.optimizer = torch.optim.AdamW(self.actor.parameters(), lr=config.lr, weight_decay=config.weight_decay)

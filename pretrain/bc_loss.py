@@ -6,7 +6,9 @@ the expert action under the policy's distribution) are computed here from one fo
 
 - ``loss_pose``: negative log-likelihood of the expert pose under the TanhNormal; targets are clamped inside
   (-1, 1) so atanh stays finite (the expert saturates at +-1 far from its goal).
-- ``loss_verdict``: cross-entropy of the expert verdict (continue / pass / rework) on every frame.
+- ``loss_verdict``: cross-entropy of the expert verdict (continue / pass / rework) on every frame, the rare
+  verdict frames (one per episode) weighted ``verdict_weight`` times a "continue" frame: unweighted, the
+  deterministic policy's most likely verdict at the inspection pose stays "continue" and episodes time out.
 - ``loss_decision``: on frames with the board in close view (camera below ``view_height`` above it and within
   ``view_offset`` of its centre, from the stored privileged state), cross-entropy of pass-vs-rework against the
   defect label: the verdict the expert would give there. The expert decides on one frame per episode; this term
@@ -38,9 +40,11 @@ def close_view(camera_pose: torch.Tensor, board_pose: torch.Tensor, view_height:
 class BehaviourCloningLoss(nn.Module):
     """``forward(batch)`` -> TensorDict of ``loss_*`` terms (summed for the update) and detached metrics."""
 
-    def __init__(self, actor: ProbabilisticActor, decision_weight: float = 1.0, pose_clamp: float = 0.995):
+    def __init__(self, actor: ProbabilisticActor, decision_weight: float = 1.0, verdict_weight: float = 1.0,
+                 pose_clamp: float = 0.995):
         super().__init__()
         self.actor, self.decision_weight, self.pose_clamp = actor, decision_weight, pose_clamp
+        self.verdict_weight = verdict_weight
 
     def forward(self, batch: TensorDictBase) -> TensorDictBase:
         dist = self.actor.get_dist(batch)  # also writes the distribution parameters into ``batch``
@@ -50,7 +54,8 @@ class BehaviourCloningLoss(nn.Module):
                              keys.VERDICT: expert_verdict}, batch_size=batch.batch_size)
         log_prob = dist.log_prob(target)
         loss_pose = -log_prob.get(keys.POSE_LOG_PROB).mean()
-        loss_verdict = -log_prob.get(keys.VERDICT_LOG_PROB).mean()
+        weights = torch.where(expert_verdict != 0, self.verdict_weight, 1.0)
+        loss_verdict = -(weights * log_prob.get(keys.VERDICT_LOG_PROB)).sum() / weights.sum()
 
         logits = batch.get((*keys.VERDICT_PARAMS, "logits")).float()
         in_view = close_view(batch.get(keys.CAMERA_POSE), batch.get(keys.BOARD_POSE))

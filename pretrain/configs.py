@@ -46,7 +46,8 @@ class BCConfig:
     grad_clip: float = option(10.0, "max gradient norm")
     val_fraction: float = option(0.1, "fraction of episodes held out for the validation loss")
     shift_pad: int = option(4, "random-shift augmentation, pixels (0 = off)")
-    decision_weight: float = option(10.0, "weight of the pass-vs-rework loss on close views of the board")
+    decision_weight: float = option(100.0, "weight of the pass-vs-rework loss on close views of the board")
+    verdict_weight: float = option(5.0, "weight of a verdict frame against a 'continue' frame in the verdict loss")
     eval_every: int = option(5, "closed-loop check every N epochs (0 = only at the end)")
     eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
     eval_seed: int = option(10_000_000, "first board seed of the closed-loop checks")
@@ -67,6 +68,7 @@ class BCConfig:
             ("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
             ("grad_clip", self.grad_clip > 0, "> 0"), ("val_fraction", 0 < self.val_fraction < 1, "in (0, 1)"),
             ("shift_pad", self.shift_pad >= 0, ">= 0"), ("decision_weight", self.decision_weight >= 0, ">= 0"),
+            ("verdict_weight", self.verdict_weight > 0, "> 0"),
             ("eval_every", self.eval_every >= 0, ">= 0"), ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("eval_envs", self.eval_envs >= 0, ">= 0"), ("image_size", self.image_size >= 0, ">= 0"),
             ("hidden", self.hidden >= 1, ">= 1"), ("min_scale", self.min_scale > 0, "> 0"),

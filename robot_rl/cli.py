@@ -87,7 +87,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
             summary = trainer.resume(args.resume)
         else:
             summary = trainer.finetune(config_from_args(FinetuneConfig, args))
-    except trainer.TrainingDiverged as err:
+    except (trainer.TrainingDiverged, trainer.CollectionFailed) as err:
         print(f"robot-rl finetune: stopped: {err}", file=sys.stderr)
         return 1
     curve = summary["curve"]

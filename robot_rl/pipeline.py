@@ -47,7 +47,7 @@ PRESETS = {
     "full": Preset(
         collect=dict(episodes=1200, difficulty="default", image_size=84),
         pretrain=dict(epochs=12, batch_size=64, eval_every=3, eval_episodes=100),
-        finetune=dict(total_frames=500_000, frames_per_batch=4096, num_envs=16, env_workers=16, ppo_epochs=4,
+        finetune=dict(total_frames=500_000, frames_per_batch=4096, num_envs=16, workers=16, ppo_epochs=4,
                       minibatch_size=256, eval_every=5, eval_episodes=100),
         evaluate=dict(episodes=200, num_envs=8, videos=8),
     ),

@@ -114,3 +114,17 @@ def test_every_command_documents_its_defaults():
 def test_evaluate_rejects_a_missing_checkpoint(tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(tmp_path / "nothing")]) == 2
     assert "no such checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_gpu_benchmark_script_runs_on_cpu(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "gpu.json"
+    result = subprocess.run([sys.executable, "benchmarks/gpu_benchmark.py", "--device", "cpu", "--sizes", "48",
+                             "--bc-batch", "8", "--iterations", "1", "--workers", "1", "--ppo-frames", "128",
+                             "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["rows"][0]["bound"] in report["parts_ms_per_frame"]["48"]

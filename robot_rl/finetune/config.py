@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from robot_rl.options import option, validate
 from robot_rl.pretrain.configs import DIFFICULTY_NAMES
 
+COLLECTORS = ("direct", "process", "ray")
+
 
 @dataclass(frozen=True)
 class FinetuneConfig:
@@ -19,8 +21,13 @@ class FinetuneConfig:
     image_size: int = option(0, "image side in pixels; 0 = the BC run's (84 for --from-scratch)")
     total_frames: int = option(200_000, "environment frames to collect")
     frames_per_batch: int = option(1024, "frames collected per PPO iteration")
-    num_envs: int = option(4, "envs collecting together")
-    env_workers: int = option(0, "processes stepping the envs (0 = in this process; N > 0 = ParallelEnv)")
+    num_envs: int = option(4, "envs collecting together (per learner rank)")
+    collector: str = option("direct", "collection backend: direct (this process), process (worker processes, "
+                            "MultiSyncCollector) or ray (Ray actors, local or on a cluster)")
+    workers: int = option(0, "direct: ParallelEnv processes stepping num_envs / workers envs each (0 = step "
+                          "them here); process/ray: collector workers, each with its envs and a policy copy")
+    ray_address: str = option("", "ray: cluster address ('' starts a local Ray instance)")
+    worker_device: str = option("cpu", "process/ray: device of the workers' policy copies")
     ppo_epochs: int = option(4, "passes over each batch")
     minibatch_size: int = option(128, "frames per gradient step")
     lr: float = option(3e-5, "actor learning rate (linearly annealed to 0)")
@@ -56,7 +63,10 @@ class FinetuneConfig:
             ("frames_per_batch", self.frames_per_batch >= 1, ">= 1"),
             ("num_envs", self.num_envs >= 1 and self.frames_per_batch % self.num_envs == 0,
              ">= 1 and divide --frames-per-batch"),
-            ("env_workers", self.env_workers in (0, self.num_envs), "0 (in process) or equal to --num-envs"),
+            ("collector", self.collector in COLLECTORS, f"one of {', '.join(COLLECTORS)}"),
+            ("workers", self.workers >= 0 and (self.workers == 0 or self.num_envs % self.workers == 0),
+             ">= 0 and divide --num-envs"),
+            ("workers", self.collector == "direct" or self.workers >= 1, ">= 1 with --collector process or ray"),
             ("ppo_epochs", self.ppo_epochs >= 1, ">= 1"),
             ("minibatch_size", 1 <= self.minibatch_size <= self.frames_per_batch, "in [1, --frames-per-batch]"),
             ("lr", self.lr >= 0, ">= 0"), ("critic_lr", self.critic_lr > 0, "> 0"),

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.collectors import Collector
 from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from torchrl.objectives.value import GAE
 from tqdm import tqdm
@@ -33,16 +32,21 @@ from robot_rl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set
 from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
 from robot_rl.errors import UsageError
 from robot_rl.evaluation import aggregate, evaluate_policy
+from robot_rl.finetune import distributed
+from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.finetune.config import FinetuneConfig
 from robot_rl.finetune.loss import AnchoredClipPPOLoss, anchor_parameters
 from robot_rl.io import write_json
 from robot_rl.options import load_config, resolve_device, save_config
 from robot_rl.policy import (
     PolicyConfig,
+    actor_network,
     calibrate_batchnorm,
     checkpoint_policy_config,
     make_actor,
     make_critic,
+    rewrap_actor,
+    rewrap_critic,
 )
 from robot_rl.pretrain.bc import held_out_seeds, proof_env
 from robot_rl.run_logger import RunLogger
@@ -54,6 +58,10 @@ ANCHOR_OFF_BELOW = 1e-3  # anchor weights below this are treated as zero (and co
 
 class TrainingDiverged(RuntimeError):
     """A loss or gradient became NaN or inf; the update was not applied."""
+
+
+class CollectionFailed(RuntimeError):
+    """A collection worker died (killed, crashed); the run stopped with its last checkpoint intact."""
 
 
 def load_pretrained(run_dir: str | Path) -> dict:
@@ -96,10 +104,14 @@ class PPORun:
 
     def __init__(self, config: FinetuneConfig, resume: bool = False):
         self.config, self.run_dir = config, Path(config.run_dir)
-        self.device = resolve_device(config.device)
+        self.dist = distributed.from_environment()
+        self.is_main = self.dist is None or self.dist.is_main
+        self.device = self.dist.device() if self.dist and config.device in ("auto", "cuda") \
+            else resolve_device(config.device)
         if config.threads:
             torch.set_num_threads(config.threads)
-        torch.manual_seed(config.seed)
+        torch.manual_seed(config.seed)  # the same initial weights on every rank
+        self.seed = config.seed + (self.dist.rank * 1_000_003 if self.dist else 0)  # collection seeds differ
 
         # Resolve the starting point
         pretrained_state = load_pretrained(config.init) if config.init else None
@@ -137,24 +149,30 @@ class PPORun:
             self.actor.module[0].module = torch.compile(self.actor.module[0].module)
             self.critic.module = torch.compile(self.critic.module)
 
-        # Create collector: envs on the CPU (in process or in worker processes), policy on the learner device
-        self.env = make_env(num_envs=config.num_envs, parallel=config.env_workers > 0, seed=config.seed,
-                            **self.env_kwargs)
+        # Several learners: the loss runs DDP-wrapped copies of the networks (same parameters), everything else
+        # (collection, advantages, evaluation, checkpoints) the plain ones.
+        self.train_actor, self.train_critic = self.actor, self.critic
+        if self.dist is not None:
+            self.train_actor = rewrap_actor(self.actor, self.dist.wrap(actor_network(self.actor)))
+            self.train_critic = rewrap_critic(self.critic, self.dist.wrap(self.critic.module))
+        torch.manual_seed(self.seed)
+
+        # Create collector: envs on the CPU (here, in env workers, in collector processes or Ray actors)
         self.iteration, self.frames = 0, 0
-        self.collector = Collector(
-            self.env, self.actor, frames_per_batch=config.frames_per_batch, total_frames=-1,
-            reset_at_each_iter=True, policy_device=self.device, env_device="cpu", storing_device=self.device,
-            pre_collect_hook=self._seed_iteration,
-        )
+        self.collector, self.env = make_collector(config, self.actor, self.env_kwargs, self.device, self.seed,
+                                                  pre_collect_hook=self._seed_iteration)
+        if config.collector != "direct":
+            push_weights(self.collector, self.actor)  # workers start from the learner's weights
 
         # Create loss, advantage and buffer
         # vmap (GAE's default for evaluating root and next states together) cannot run channels-last convolutions.
         self.advantage = GAE(gamma=config.gamma, lmbda=config.gae_lambda, value_network=self.critic,
                              average_gae=False, deactivate_vmap=True)
         self.loss = AnchoredClipPPOLoss(
-            self.actor, self.critic, clip_epsilon=config.clip_epsilon, entropy_coeff=config.entropy_coeff,
-            critic_coeff=config.critic_coeff, clip_value=config.clip_value or None, normalize_advantage=True,
-            anchor_weight=0.0)
+            self.train_actor, self.train_critic, clip_epsilon=config.clip_epsilon,
+            entropy_coeff=config.entropy_coeff, critic_coeff=config.critic_coeff,
+            clip_value=config.clip_value or None, normalize_advantage=True, anchor_weight=0.0,
+            functional=False)  # the networks run as modules, so a DDP wrapper sees every forward
         self.buffer = TensorDictReplayBuffer(
             storage=LazyTensorStorage(config.frames_per_batch, device=self.device),
             sampler=SamplerWithoutReplacement(drop_last=True), batch_size=config.minibatch_size)
@@ -169,8 +187,8 @@ class PPORun:
         self.critic_scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.critic_optimizer, lambda it: max(0.0, 1.0 - it / config.iterations) if config.anneal_lr else 1.0)
 
-        # Create logger; restore state when resuming
-        self.logger = RunLogger(self.run_dir)
+        # Create logger (rank 0); restore state when resuming
+        self.logger = RunLogger(self.run_dir) if self.is_main else None
         self.eval_seeds = held_out_seeds(config.eval_seed, config.eval_episodes, set())
         self.curve: list[dict] = []  # closed-loop success against frames
         self._stop_requested = False
@@ -190,7 +208,8 @@ class PPORun:
     # -- collection -------------------------------------------------------------------------------------------
     def _seed_iteration(self) -> None:
         # Fresh, reproducible boards each iteration: a resumed run collects what the uninterrupted one would.
-        self.env.set_seed(self.config.seed * 1_000_003 + self.iteration * 7919)
+        # (Direct backend only: process and Ray workers run ahead of the learner.)
+        self.env.set_seed(self.seed * 1_000_003 + self.iteration * 7919)
 
     # -- checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint(self) -> dict:
@@ -205,7 +224,8 @@ class PPORun:
         }
 
     def save(self) -> None:
-        save_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", self._checkpoint())
+        if self.is_main:
+            save_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", self._checkpoint())
 
     def _restore(self) -> None:
         state = load_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", map_location=self.device)
@@ -217,7 +237,8 @@ class PPORun:
         self.critic_scheduler.load_state_dict(state["critic_scheduler"])
         self.iteration, self.frames, self.curve = state["iteration"], state["frames"], list(state["curve"])
         set_rng_state(state["rng"])
-        self.logger.truncate_after(self.frames)
+        if self.logger is not None:
+            self.logger.truncate_after(self.frames)
 
     # -- one iteration ----------------------------------------------------------------------------------------
     def _autocast(self):
@@ -229,14 +250,23 @@ class PPORun:
         weight = self.config.anchor_weight * self.config.anchor_decay**updates_done
         return weight if self.pretrained is not None and weight >= ANCHOR_OFF_BELOW else 0.0
 
+    def _all_finite(self, value: torch.Tensor) -> bool:
+        # Every rank must take the same branch, or the ranks that call backward wait forever for the others.
+        finite = torch.isfinite(value.detach()).all().float().reshape(1)
+        if self.dist is not None:
+            import torch.distributed as dist
+
+            dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+        return bool(finite.item())
+
     def _step(self, optimizer, parameters, loss: torch.Tensor, what: str) -> float:
-        if not torch.isfinite(loss):
+        if not self._all_finite(loss):
             raise TrainingDiverged(f"iteration {self.iteration + 1}: {what} loss is {loss.item()}; update skipped, "
                                    f"last checkpoint kept ({self.run_dir / CHECKPOINT_DIR / 'last.pt'})")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(parameters, self.config.grad_clip)
-        if not torch.isfinite(norm):
+        if not self._all_finite(norm):
             raise TrainingDiverged(f"iteration {self.iteration + 1}: {what} gradient norm is {norm.item()}; update "
                                    f"skipped, last checkpoint kept ({self.run_dir / CHECKPOINT_DIR / 'last.pt'})")
         optimizer.step()
@@ -304,18 +334,18 @@ class PPORun:
         previous = signal.signal(signal.SIGINT, self._request_stop) if _main_thread() else None
         bar = tqdm(total=last, initial=self.iteration, desc="finetune", unit="it", disable=not progress)
         try:
-            if self.iteration == 0 and not self.curve:
+            if self.iteration == 0 and not self.curve and self.is_main:
                 self._log(self._eval_metrics())  # the starting point of the learning curve
             iterator = iter(self.collector)
             while self.iteration < last and not self._stop_requested:
                 start = time.perf_counter()
-                batch = next(iterator)
+                batch = self._collect(iterator)
                 collect_seconds = time.perf_counter() - start
                 metrics = self.update(batch)
                 self.iteration += 1
-                self.frames += batch.numel()
-                self.collector.update_policy_weights_()
-                episodes = episode_metrics(batch)
+                self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
+                push_weights(self.collector, self.actor)
+                episodes = episode_metrics(batch.reshape(-1, batch.shape[-1]))
                 if episodes:
                     stats = aggregate(episodes)
                     metrics.update({"train/success_rate": stats["success_rate"],
@@ -325,7 +355,8 @@ class PPORun:
                     metrics.update({f"reward/{k}": v for k, v in stats["reward_terms"].items()})
                 metrics["train/frames_per_s"] = batch.numel() / collect_seconds
                 metrics["train/iteration_seconds"] = time.perf_counter() - start
-                if (config.eval_every and self.iteration % config.eval_every == 0) or self.iteration == last:
+                due = (config.eval_every and self.iteration % config.eval_every == 0) or self.iteration == last
+                if due and self.is_main:
                     metrics.update(self._eval_metrics())
                 self._log(metrics)
                 if self.iteration % config.checkpoint_every == 0 or self.iteration == last:
@@ -340,8 +371,20 @@ class PPORun:
                 signal.signal(signal.SIGINT, previous)
         summary = {"iterations": self.iteration, "frames": self.frames, "curve": self.curve,
                    "init": config.init or "scratch", "env": self.env_info}
-        write_json(self.run_dir / "summary.json", summary)
+        if self.is_main:
+            write_json(self.run_dir / "summary.json", summary)
         return summary
+
+    def _collect(self, iterator) -> TensorDictBase:
+        try:
+            return next(iterator)
+        except (RuntimeError, EOFError, BrokenPipeError, ConnectionError) as err:
+            if self.config.collector == "direct" and self.config.workers == 0:
+                raise
+            raise CollectionFailed(
+                f"iteration {self.iteration + 1}: a {self.config.collector} collection worker failed "
+                f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'no message'}); run stopped, "
+                f"last checkpoint kept ({self.run_dir / CHECKPOINT_DIR / 'last.pt'})") from err
 
     def _eval_metrics(self) -> dict:
         stats = self.closed_loop()
@@ -350,10 +393,16 @@ class PPORun:
                 "eval/episode_length": stats["episode_length"]}
 
     def _log(self, metrics: dict) -> None:
-        self.logger.log(metrics, step=self.frames)
+        if self.logger is not None:
+            self.logger.log(metrics, step=self.frames)
 
     def close(self) -> None:
-        self.collector.shutdown()
+        try:
+            self.collector.shutdown(timeout=20)
+        except TypeError:  # backends whose shutdown takes no timeout
+            self.collector.shutdown()
+        except Exception as err:  # noqa: BLE001 - a dead worker can make shutdown complain; the run is over
+            tqdm.write(f"collector shutdown: {type(err).__name__}: {err}")
 
 
 def _main_thread() -> bool:

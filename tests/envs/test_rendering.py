@@ -69,3 +69,19 @@ def test_missing_gl_backend_gives_an_install_hint():
             print("error:", err)
     """)
     assert "no headless OpenGL found" in result.stdout and "apt install" in result.stdout, result.stderr[-2000:]
+
+
+def test_a_stuck_render_ends_the_process_with_a_clear_message():
+    result = run_python("""
+        import time, mujoco
+        from robot_rl.envs.task import PcbInspectTask
+        task = PcbInspectTask("easy")
+        task.reset(0)
+        mujoco.mjr_render = lambda *args: time.sleep(30)  # a GL driver that never returns
+        task.step([0, 0, 0, 0, 0, 0], 0)
+        print("not reached")
+    """, ROBOT_RL_RENDER_TIMEOUT="2")
+    from robot_rl.envs.rendering import RENDER_HUNG_EXIT_CODE
+
+    assert result.returncode == RENDER_HUNG_EXIT_CODE, (result.returncode, result.stderr[-2000:])
+    assert "has not returned after 2 s" in result.stderr and "not reached" not in result.stdout

@@ -1,0 +1,67 @@
+"""The PPO collector, one option for three of TorchRL's collection backends.
+
+- ``direct``: a ``Collector`` in this process; envs stepped here, or ``num_envs / workers`` in each of
+  ``workers`` ``ParallelEnv`` processes; the policy on the learner device (pixels cross to it as uint8).
+- ``process``: ``Collector(backend="process")``, i.e. a ``MultiSyncCollector``: worker processes each stepping
+  their share of the envs with a policy copy, results through shared memory, weights pushed after each update.
+- ``ray``: ``Collector(backend="ray")``, TorchRL's ``RayCollector``: the same workers as Ray actors, on this
+  machine or a cluster (``ray_address``).
+
+Every worker process creates its own renderer on first use (renderers are per process).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+from torchrl.collectors import Collector
+from torchrl.envs import ParallelEnv
+
+from robot_rl.envs import make_env
+from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.finetune.config import FinetuneConfig
+
+
+def make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: torch.device, seed: int,
+                   pre_collect_hook=None):
+    """Builds the collector of ``config.collector``; returns (collector, direct env or None)."""
+    # A finite total: TorchRL's Ray collector yields nothing for -1 ("unbounded"). The trainer stops by itself.
+    common = dict(frames_per_batch=config.frames_per_batch, total_frames=2 * config.total_frames,
+                  reset_at_each_iter=True, storing_device=device, env_device="cpu",
+                  auto_register_policy_transforms=False)  # the policy needs no env transforms
+    per_worker = config.num_envs // max(config.workers, 1)
+    create = partial(PcbInspectEnv, num_envs=per_worker if per_worker > 1 else None, **env_kwargs)
+    if config.collector == "direct":
+        if config.workers:  # batch [workers, envs per worker], stepped in spawned processes
+            env = ParallelEnv(config.workers, create, mp_start_method="spawn")
+            env.set_seed(seed)
+        else:
+            env = make_env(num_envs=config.num_envs, parallel=False, seed=seed, **env_kwargs)
+        collector = Collector(env, policy, policy_device=device, pre_collect_hook=pre_collect_hook, **common)
+        return collector, env
+    options = {}
+    if config.collector == "ray":
+        init = {"address": config.ray_address} if config.ray_address else {
+            "num_cpus": config.workers, "include_dashboard": False, "_node_ip_address": "127.0.0.1"}
+        # Weights go through Ray's object store (push_weights below) rather than TorchRL's default Ray scheme,
+        # whose gloo rendezvous between the driver and the actors timed out on this machine.
+        options = {"ray_init_config": init, "remote_configs": {"num_cpus": 1, "num_gpus": 0},
+                   "weight_sync_schemes": {}}
+    collector = Collector([create] * config.workers, policy, backend=config.collector, sync=True,
+                          policy_device=torch.device(config.worker_device), backend_options=options or None,
+                          **common)
+    collector.set_seed(seed)
+    return collector, None
+
+
+def push_weights(collector, policy) -> None:
+    """Sends ``policy``'s current weights to every collector worker."""
+    if hasattr(collector, "remote_collectors"):  # Ray
+        import ray
+        from tensordict import TensorDict
+
+        weights = ray.put(TensorDict.from_module(policy).data.to("cpu"))
+        ray.get([worker.update_policy_weights_.remote(weights) for worker in collector.remote_collectors])
+    else:
+        collector.update_policy_weights_()
