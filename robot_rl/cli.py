@@ -130,6 +130,17 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_command(commands, name: str, help_text: str, config_cls: type, func, resumable: bool = False) -> None:
+    """A subcommand whose options are the fields of ``config_cls`` (plus ``--resume RUN_DIR``)."""
+    from robot_rl.options import add_options
+
+    command = commands.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_options(command, config_cls)
+    if resumable:
+        command.add_argument("--resume", metavar="RUN_DIR", default="", help="continue the run in RUN_DIR")
+    command.set_defaults(func=func, parser=command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="robot-rl", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -143,39 +154,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="runs/demo", help="output folder")
     demo.set_defaults(func=_cmd_demo)
 
-    from robot_rl.options import add_options
+    from robot_rl.configs import EvaluateConfig, ExportConfig
+    from robot_rl.finetune.config import FinetuneConfig
     from robot_rl.pretrain.configs import BCConfig, CollectConfig
 
-    collect = commands.add_parser("collect-demos", help="record scripted-expert demonstrations to a dataset",
-                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_options(collect, CollectConfig)
-    collect.set_defaults(func=_cmd_collect_demos)
-
-    pretrain = commands.add_parser("pretrain", help="behaviour-clone the vision policy on demonstrations",
-                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_options(pretrain, BCConfig)
-    pretrain.add_argument("--resume", metavar="RUN_DIR", default="", help="continue the run in RUN_DIR")
-    pretrain.set_defaults(func=_cmd_pretrain, parser=pretrain)
-
-    from robot_rl.finetune.config import FinetuneConfig
-
-    finetune = commands.add_parser("finetune", help="fine-tune the policy with PPO (from BC or from scratch)",
-                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_options(finetune, FinetuneConfig)
-    finetune.add_argument("--resume", metavar="RUN_DIR", default="", help="continue the run in RUN_DIR")
-    finetune.set_defaults(func=_cmd_finetune, parser=finetune)
-
-    from robot_rl.configs import EvaluateConfig, ExportConfig
-
-    evaluate = commands.add_parser("evaluate", help="run a policy on inspection episodes: metrics and videos",
-                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_options(evaluate, EvaluateConfig)
-    evaluate.set_defaults(func=_cmd_evaluate)
-
-    export = commands.add_parser("export", help="export the actor as TorchScript / torch.export / ONNX",
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_options(export, ExportConfig)
-    export.set_defaults(func=_cmd_export)
+    _add_command(commands, "collect-demos", "record scripted-expert demonstrations to a dataset", CollectConfig,
+                 _cmd_collect_demos)
+    _add_command(commands, "pretrain", "behaviour-clone the vision policy on demonstrations", BCConfig,
+                 _cmd_pretrain, resumable=True)
+    _add_command(commands, "finetune", "fine-tune the policy with PPO (from BC or from scratch)", FinetuneConfig,
+                 _cmd_finetune, resumable=True)
+    _add_command(commands, "evaluate", "run a policy on inspection episodes: metrics and videos", EvaluateConfig,
+                 _cmd_evaluate)
+    _add_command(commands, "export", "export the actor as TorchScript / torch.export / ONNX", ExportConfig,
+                 _cmd_export)
 
     pipeline = commands.add_parser("pipeline", help="collect-demos -> pretrain -> finetune -> evaluate",
                                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)

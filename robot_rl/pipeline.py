@@ -59,6 +59,18 @@ def _summary(run_dir: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def _train_stage(label: str, run_dir: Path, start, resume, make_config, progress: bool, log) -> None:
+    """A training stage: skipped when its run folder is finished, resumed when interrupted, started otherwise."""
+    if _summary(run_dir) is not None:
+        log(f"{label}: {run_dir} is finished, skipped")
+    elif (run_dir / "config.json").is_file():
+        log(f"{label}: resuming {run_dir}")
+        resume(run_dir, progress=progress)
+    else:
+        log(f"{label} -> {run_dir}")
+        start(make_config(), progress=progress)
+
+
 def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progress: bool = True,
                  log=print) -> dict:
     """Runs (or resumes) every stage under ``root``; returns where each stage wrote and the final metrics."""
@@ -80,27 +92,13 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     timings["collect-demos"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    if _summary(bc_dir) is not None:
-        log(f"[2/4] pretrain: {bc_dir} is finished, skipped")
-    elif (bc_dir / bc.CONFIG_FILE).is_file():
-        log(f"[2/4] pretrain: resuming {bc_dir}")
-        bc.resume(bc_dir, progress=progress)
-    else:
-        log(f"[2/4] pretrain -> {bc_dir}")
-        bc.pretrain(BCConfig(**{**preset.pretrain, "data": str(data), "run_dir": str(bc_dir), "device": device}),
-                    progress=progress)
+    _train_stage("[2/4] pretrain", bc_dir, bc.pretrain, bc.resume, lambda: BCConfig(
+        **{**preset.pretrain, "data": str(data), "run_dir": str(bc_dir), "device": device}), progress, log)
     timings["pretrain"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    if _summary(ppo_dir) is not None:
-        log(f"[3/4] finetune: {ppo_dir} is finished, skipped")
-    elif (ppo_dir / trainer.CONFIG_FILE).is_file():
-        log(f"[3/4] finetune: resuming {ppo_dir}")
-        trainer.resume(ppo_dir, progress=progress)
-    else:
-        log(f"[3/4] finetune -> {ppo_dir}")
-        trainer.finetune(FinetuneConfig(**{**preset.finetune, "init": str(bc_dir), "run_dir": str(ppo_dir),
-                                           "device": device}), progress=progress)
+    _train_stage("[3/4] finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: FinetuneConfig(
+        **{**preset.finetune, "init": str(bc_dir), "run_dir": str(ppo_dir), "device": device}), progress, log)
     timings["finetune"] = time.perf_counter() - start
 
     start = time.perf_counter()
