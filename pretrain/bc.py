@@ -27,6 +27,7 @@ from robot_rl.envs.torchrl_env import PcbInspectEnv
 from robot_rl.errors import UsageError
 from robot_rl.evaluation import evaluate_policy
 from robot_rl.io import write_json
+from robot_rl.options import RUN_CONFIG_FILE as CONFIG_FILE
 from robot_rl.options import load_config, resolve_device, save_config
 from robot_rl.policy import make_actor
 from robot_rl.pretrain.augment import random_shift
@@ -36,7 +37,6 @@ from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_logger import RunLogger
 
 CHECKPOINT_DIR = "checkpoints"
-CONFIG_FILE = "config.json"
 
 
 def proof_env(difficulty: str, image_size: int) -> PcbInspectEnv:

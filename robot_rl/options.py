@@ -11,6 +11,8 @@ from typing import Any
 
 from robot_rl.errors import UsageError
 
+RUN_CONFIG_FILE = "config.json"  # the resolved config of a run folder (pretrain, finetune)
+
 
 def option(default: Any, help: str) -> Any:  # noqa: A002 - mirrors argparse's name
     """A dataclass field with its command-line help."""

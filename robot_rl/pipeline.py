@@ -16,6 +16,7 @@ from pathlib import Path
 from robot_rl.configs import EvaluateConfig
 from robot_rl.finetune import trainer
 from robot_rl.finetune.config import FinetuneConfig
+from robot_rl.options import RUN_CONFIG_FILE
 from robot_rl.pretrain import bc
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.configs import BCConfig, CollectConfig
@@ -63,7 +64,7 @@ def _train_stage(label: str, run_dir: Path, start, resume, make_config, progress
     """A training stage: skipped when its run folder is finished, resumed when interrupted, started otherwise."""
     if _summary(run_dir) is not None:
         log(f"{label}: {run_dir} is finished, skipped")
-    elif (run_dir / "config.json").is_file():
+    elif (run_dir / RUN_CONFIG_FILE).is_file():
         log(f"{label}: resuming {run_dir}")
         resume(run_dir, progress=progress)
     else:

@@ -37,6 +37,7 @@ from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.finetune.config import FinetuneConfig
 from robot_rl.finetune.loss import AnchoredClipPPOLoss, anchor_parameters
 from robot_rl.io import write_json
+from robot_rl.options import RUN_CONFIG_FILE as CONFIG_FILE
 from robot_rl.options import load_config, resolve_device, save_config
 from robot_rl.policy import (
     PolicyConfig,
@@ -52,7 +53,6 @@ from robot_rl.pretrain.bc import held_out_seeds, proof_env
 from robot_rl.run_logger import RunLogger
 
 CHECKPOINT_DIR = "checkpoints"
-CONFIG_FILE = "config.json"
 ANCHOR_OFF_BELOW = 1e-3  # anchor weights below this are treated as zero (and cost no forward pass)
 
 
