@@ -28,8 +28,9 @@ def make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: tor
     """Builds the collector of ``config.collector``; returns (collector, direct env or None)."""
     # A finite total: TorchRL's Ray collector yields nothing for -1 ("unbounded"). The trainer stops by itself.
     common = dict(frames_per_batch=config.frames_per_batch, total_frames=2 * config.total_frames,
-                  reset_at_each_iter=True, storing_device=device, env_device="cpu",
-                  auto_register_policy_transforms=False)  # the policy needs no env transforms
+                  reset_at_each_iter=True, storing_device=device, env_device="cpu")
+    if config.collector != "ray":  # (RayCollector does not take this option)
+        common["auto_register_policy_transforms"] = False  # the policy needs no env transforms
     per_worker = config.num_envs // max(config.workers, 1)
     create = partial(PcbInspectEnv, num_envs=per_worker if per_worker > 1 else None, **env_kwargs)
     if config.collector == "direct":

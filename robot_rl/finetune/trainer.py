@@ -378,9 +378,9 @@ class PPORun:
     def _collect(self, iterator) -> TensorDictBase:
         try:
             return next(iterator)
-        except (RuntimeError, EOFError, BrokenPipeError, ConnectionError) as err:
+        except Exception as err:  # noqa: BLE001 - a dying worker surfaces as many exception types
             if self.config.collector == "direct" and self.config.workers == 0:
-                raise
+                raise  # no workers: a genuine error of this process
             raise CollectionFailed(
                 f"iteration {self.iteration + 1}: a {self.config.collector} collection worker failed "
                 f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'no message'}); run stopped, "
