@@ -3,7 +3,7 @@
 Input: ``pixels`` uint8 [B, 3, H, W] and ``joint_state`` float32 [B, 12]. Output: the deterministic action, ``pose``
 float32 [B, 6] (tanh of the pose mean, mapped to the action bounds) and ``verdict`` int64 [B] (0 continue, 1 pass,
 2 rework). Formats: TorchScript (``policy.torchscript.pt``), ``torch.export`` (``policy.pt2``) and ONNX
-(``policy.onnx``, when the ``onnx`` package is installed). ``policy.json`` describes the interface.
+(``policy.onnx``, with the ``onnx`` extra: onnx, onnxscript, onnxruntime). ``policy.json`` describes the interface.
 """
 
 from __future__ import annotations
@@ -59,19 +59,23 @@ def export_torchscript(policy: DeployedPolicy, inputs, path: Path) -> None:
         torch.jit.save(traced, str(tmp))
 
 
-def export_program(policy: DeployedPolicy, inputs, path: Path) -> None:
+def exported_program(policy: DeployedPolicy, inputs) -> torch.export.ExportedProgram:
+    """``torch.export`` of the policy with a dynamic batch dimension."""
     batch = torch.export.Dim("batch", min=1, max=4096)
-    program = torch.export.export(policy, inputs, dynamic_shapes={"pixels": {0: batch}, "joint_state": {0: batch}})
+    return torch.export.export(policy, inputs, dynamic_shapes={"pixels": {0: batch}, "joint_state": {0: batch}})
+
+
+def export_program(policy: DeployedPolicy, inputs, path: Path) -> None:
     with atomic_path(path) as tmp:
-        torch.export.save(program, tmp)
+        torch.export.save(exported_program(policy, inputs), tmp)
 
 
 def export_onnx(policy: DeployedPolicy, inputs, path: Path) -> None:
+    # The torch.export-based exporter (onnxscript); the TorchScript-based one is deprecated.
+    onnx_program = torch.onnx.export(exported_program(policy, inputs), input_names=["pixels", "joint_state"],
+                                     output_names=["pose", "verdict"], dynamo=True, verbose=False)
     with atomic_path(path) as tmp:
-        torch.onnx.export(policy, inputs, str(tmp), input_names=["pixels", "joint_state"],
-                          output_names=["pose", "verdict"], dynamic_axes={"pixels": {0: "batch"},
-                                                                           "joint_state": {0: "batch"}},
-                          dynamo=False)
+        onnx_program.save(str(tmp))
 
 
 def export(config: ExportConfig) -> dict:
@@ -83,8 +87,8 @@ def export(config: ExportConfig) -> dict:
     inputs = example_inputs(env_info["image_size"])
     written = {}
     for name in formats:
-        if name == "onnx" and importlib.util.find_spec("onnx") is None:
-            message = "ONNX export needs the onnx package (pip install onnx)"
+        if name == "onnx" and not all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript")):
+            message = "ONNX export needs the onnx and onnxscript packages (pip install 'robot_rl[onnx]')"
             if config.format == "onnx":
                 from robot_rl.errors import UsageError
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import onnxruntime
 import pytest
 import torch
 
@@ -52,7 +53,7 @@ def test_a_video_that_cannot_be_encoded_warns_and_keeps_the_metrics(bc_run_dir, 
 
 def test_export_round_trip_matches_the_actor_on_real_observations(bc_run_dir, tmp_path):
     written = export(ExportConfig(checkpoint=str(bc_run_dir), out=str(tmp_path / "export"), format="all"))
-    assert {"torchscript", "export"} <= set(written)
+    assert set(written) == {"torchscript", "export", "onnx"}  # the test extra installs onnx and onnxruntime
     policy, env_info, _ = deployed_policy(bc_run_dir)
     from robot_rl.envs.torchrl_env import PcbInspectEnv
 
@@ -66,6 +67,10 @@ def test_export_round_trip_matches_the_actor_on_real_observations(bc_run_dir, tm
             pose, verdict = program(pixels, joints)
             assert (pose - reference_pose).abs().max().item() < 1e-5
             assert torch.equal(verdict, reference_verdict)
+    session = onnxruntime.InferenceSession(written["onnx"])
+    pose, verdict = session.run(None, {"pixels": pixels.numpy(), "joint_state": joints.numpy()})
+    assert abs(pose - reference_pose.numpy()).max() < 1e-5
+    assert (verdict == reference_verdict.numpy()).all()
     # The plain program's action is the TorchRL actor's deterministic action.
     from tensordict.nn import InteractionType, set_interaction_type
 
