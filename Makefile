@@ -35,6 +35,7 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
 	$(BIN)/python benchmarks/bc_throughput.py
+	$(BIN)/python benchmarks/collector_scaling.py
 
 bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --preset cpu
