@@ -39,8 +39,8 @@ class Preset:
 
 PRESETS = {
     "quick": Preset(
-        collect=dict(episodes=100, difficulty="easy", image_size=48),
-        pretrain=dict(epochs=4, batch_size=64, eval_every=0, eval_episodes=20, hidden=128),
+        collect=dict(episodes=300, difficulty="easy", image_size=48),
+        pretrain=dict(epochs=10, batch_size=64, eval_every=0, eval_episodes=20),
         finetune=dict(total_frames=1024, frames_per_batch=256, num_envs=4, ppo_epochs=2, minibatch_size=64,
                       eval_every=2, eval_episodes=20, critic_warmup=1, checkpoint_every=1),
         evaluate=dict(episodes=20, num_envs=4, videos=2, failure_videos=4),
