@@ -6,7 +6,7 @@ hyper-parameters. Writes ``benchmarks/results/bc_vs_scratch_<preset>.json`` and 
 min-max spread over seeds), and prints frames-to-threshold for both arms and their ratio. Where scratch never
 reaches the threshold inside the budget, the ratio is a lower bound (budget / BC frames) and is reported as one.
 
-    python benchmarks/bc_vs_scratch.py --preset cpu     # about 45 minutes on 2 CPU cores (84x84)
+    python benchmarks/bc_vs_scratch.py --preset cpu     # about an hour on 2 CPU cores (84x84)
     python benchmarks/bc_vs_scratch.py --preset gpu     # 224x224, default difficulty, for a CUDA machine
 """
 
@@ -153,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     if not (Path(demos.out) / "meta.json").is_file():
         collect_demos(demos, progress=False)
     bc_dir = Path(preset["bc"].run_dir)
+    bc_config = replace(preset["bc"], data=demos.out, device=args.device)
     if _finished(bc_dir) is None:
-        pretrain(replace(preset["bc"], data=demos.out, device=args.device), progress=False)
+        pretrain(bc_config, progress=False)
     preset["ppo"] = {**preset["ppo"], "device": args.device}
 
     # PPO from BC and from scratch, same budget and hyper-parameters
@@ -170,8 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     result = summarize(curves, ppo.total_frames, ppo.critic_warmup * ppo.frames_per_batch,
                        DemoDataset.open(demos.out).frames)
     rows = [{"arm": "PPO from BC" if name == "bc" else "PPO from scratch",
-             "frames_to_90%": arm["frames_to_threshold"], "start_success": arm["start_success"],
-             "final_success": arm["final_success"]} for name, arm in result["arms"].items()]
+             "frames_to_90%": arm["frames_to_threshold"],
+             **{key: [round(v, 2) for v in arm[key]] for key in ("start_success", "final_success")}}
+            for name, arm in result["arms"].items()]
     print(markdown_table(rows))
     if result["ratio_counting_demo_frames"] is not None and result["ratio"] is None:
         print(f"\n{result['ratio_kind']}; counting the {result['demo_frames']} demonstration frames as BC's: "
@@ -184,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nBC-initialized PPO did not reach {THRESHOLD:.0%} within {ppo.total_frames} frames")
     result.update({"preset": args.preset, "seeds": list(seeds), "curves": curves, "machine": describe_machine(),
                    "wall_seconds": round(time.perf_counter() - start), "demo_config": demos.__dict__,
-                   "ppo_config": preset["ppo"], "bc_config": preset["bc"].__dict__})
+                   "ppo_config": preset["ppo"], "bc_config": bc_config.__dict__})
     out = RESULTS / f"bc_vs_scratch_{args.preset}.json"
     write_json(out, result)
     plot(curves, RESULTS / f"bc_vs_scratch_{args.preset}.png",
