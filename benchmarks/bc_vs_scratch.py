@@ -175,15 +175,16 @@ def main(argv: list[str] | None = None) -> int:
              **{key: [round(v, 2) for v in arm[key]] for key in ("start_success", "final_success")}}
             for name, arm in result["arms"].items()]
     print(markdown_table(rows))
-    if result["ratio_counting_demo_frames"] is not None and result["ratio"] is None:
-        print(f"\n{result['ratio_kind']}; counting the {result['demo_frames']} demonstration frames as BC's: "
-              f"{result['ratio_counting_demo_frames']:.2f}x")
-    elif result["ratio"] is not None:
+    if result["ratio"] is not None:
         qualifier = "" if result["ratio_kind"] == "exact" else " (lower bound)"
-        print(f"\nscratch / BC frames to {THRESHOLD:.0%}: {result['ratio']:.1f}x{qualifier}; counting the "
-              f"{result['demo_frames']} demonstration frames as BC's: {result['ratio_counting_demo_frames']:.2f}x")
+        print(f"\nscratch / BC frames to {THRESHOLD:.0%}: {result['ratio']:.1f}x{qualifier}")
+    elif result["ratio_kind"] is not None:
+        print(f"\n{result['ratio_kind']}")
     else:
         print(f"\nBC-initialized PPO did not reach {THRESHOLD:.0%} within {ppo.total_frames} frames")
+    if result["ratio_counting_demo_frames"] is not None:
+        print(f"counting the {result['demo_frames']} demonstration frames as BC's: "
+              f"{result['ratio_counting_demo_frames']:.2f}x")
     result.update({"preset": args.preset, "seeds": list(seeds), "curves": curves, "machine": describe_machine(),
                    "wall_seconds": round(time.perf_counter() - start), "demo_config": demos.__dict__,
                    "ppo_config": preset["ppo"], "bc_config": bc_config.__dict__})
