@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from robot_rl.envs.torchrl_env import PcbInspectEnv, make_env
 
 TASK_NAME = "pcb-inspect"
-ENV_VERSION = 0  # bump when dynamics, rendering or rewards change: datasets record it and refuse a mismatch
+# Bump when dynamics, rendering, rewards or flags change: datasets record it and refuse a mismatch.
+# 1: success is a correct verdict given while the board is localized (0 counted any correct verdict).
+ENV_VERSION = 1
 GYM_ID = f"robot_rl/PcbInspect-v{ENV_VERSION}"
 
 if GYM_ID not in gym.registry:

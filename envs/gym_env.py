@@ -1,4 +1,4 @@
-"""Gymnasium front-end of the PCB inspection task, registered as ``robot_rl/PcbInspect-v0``."""
+"""Gymnasium front-end of the PCB inspection task, registered as ``robot_rl/PcbInspect-v1``."""
 
 from __future__ import annotations
 

@@ -176,8 +176,10 @@ class PcbInspectTask:
             # The verdict judges the board as seen now; the arm does not move on this step.
             correct = (verdict == Verdict.REWORK) == self.layout.defective
             terms["verdict"] = w.correct_verdict if correct else w.wrong_verdict
-            flags["success"] = correct
             flags["localized"] = self.localized()
+            # Success needs the board inspected: a correct verdict given from elsewhere is a lucky guess (the
+            # reward still pays it; episode summaries count it as a guess).
+            flags["success"] = correct and flags["localized"]
             terminated = True
             observation = self._repeat_observation()
             next_potential = 0.0  # absorbing state: zero potential keeps the shaping policy-invariant

@@ -70,7 +70,8 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
         summary = bc.pretrain(config_from_args(BCConfig, args))
     final = summary["final_eval"] or {}
     print(f"best closed-loop success {summary['best_success']:.1%}; final: success "
-          f"{final.get('success_rate', 0):.1%}, verdict accuracy {final.get('verdict_accuracy')}, "
+          f"{final.get('success_rate', 0):.1%}, guesses {final.get('guesses')}, verdict accuracy "
+          f"{final.get('verdict_accuracy')}, "
           f"collisions/episode {final.get('collisions_per_episode')}")
     return 0
 

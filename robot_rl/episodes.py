@@ -12,7 +12,8 @@ from robot_rl.envs.task import Verdict
 def summarize_episode(rollout: TensorDictBase) -> dict:
     """Metrics of one finished episode, from its rollout (batch shape ``[T]``, as ``env.rollout`` returns).
 
-    Returns episode seed, defect, verdict given (``none`` if the episode ended without one), success, steps,
+    Returns episode seed, defect, verdict given (``none`` if the episode ended without one), success (a correct
+    verdict while localized), guess (a verdict given while not localized, right or wrong), correct verdict, steps,
     return, steps with a collision, first step localized (1-based, ``None`` if never), timed-out and unstable
     flags, and the sum of each reward term.
     """
@@ -27,6 +28,8 @@ def summarize_episode(rollout: TensorDictBase) -> dict:
         "defect": DEFECT_TYPES[int(rollout.get(keys.DEFECT_TYPE)[0])],
         "verdict": Verdict(int(rollout.get(keys.VERDICT)[-1])).name.lower() if terminated else "none",
         "success": bool(nxt.get(keys.SUCCESS)[-1]),
+        "guess": terminated and not bool(nxt.get(keys.LOCALIZED)[-1]),
+        "correct_verdict": terminated and float(nxt.get(keys.reward_term("verdict"))[-1]) > 0,
         "steps": rollout.shape[0],
         "return": float(nxt.get(keys.REWARD).sum()),
         "collision_steps": int(nxt.get(keys.COLLISION).sum()),

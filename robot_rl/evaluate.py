@@ -91,7 +91,10 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
     lo, hi = metrics["success_ci95"]
     headline = [
         {"metric": "episodes", "value": metrics["episodes"]},
-        {"metric": "success rate", "value": f"{metrics['success_rate']:.1%} (95% CI {lo:.1%}-{hi:.1%})"},
+        {"metric": "success rate (correct verdict, board localized)",
+         "value": f"{metrics['success_rate']:.1%} (95% CI {lo:.1%}-{hi:.1%}, {metrics['episodes']} boards)"},
+        {"metric": "guesses (verdict without the board localized)",
+         "value": f"{metrics['guesses']} of {metrics['episodes']} episodes"},
         {"metric": "verdict accuracy", "value": "-" if metrics["verdict_accuracy"] is None
          else f"{metrics['verdict_accuracy']:.1%} of {metrics['verdicts_given']} verdicts"},
         {"metric": "collisions per episode", "value": f"{metrics['collisions_per_episode']:.2f}"},
@@ -102,8 +105,8 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
     ]
     confusion = [{"board": truth, **counts} for truth, counts in metrics["confusion"].items()]
     terms = [{"reward term": name, "mean per episode": value} for name, value in metrics["reward_terms"].items()]
-    episodes = [{k: s[k] for k in ("episode", "episode_seed", "defect", "verdict", "success", "steps", "return",
-                                   "collision_steps", "steps_to_localize")} for s in summaries]
+    episodes = [{k: s[k] for k in ("episode", "episode_seed", "defect", "verdict", "success", "guess", "steps",
+                                   "return", "collision_steps", "steps_to_localize")} for s in summaries]
     return "\n\n".join([
         f"# Evaluation of `{info['checkpoint']}`",
         f"{info['difficulty']} boards, {info['image_size']}x{info['image_size']} pixels, "

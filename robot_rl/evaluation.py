@@ -70,7 +70,9 @@ def _rate(successes: int, total: int) -> dict:
 def aggregate(summaries: Sequence[dict]) -> dict:
     """Metrics over episode summaries (see ``summarize_episode``).
 
-    success rate (+ 95% CI), verdict accuracy over episodes that gave a verdict, confusion matrix of verdicts
+    success rate (+ Wilson 95% CI; success = a correct verdict while the board is localized), guess rate (episodes
+    that gave a verdict without having the board localized), verdict accuracy over episodes that gave a verdict
+    (guesses included), confusion matrix of verdicts
     (rows: clean/defective board; columns: pass/rework/no verdict), collisions per episode, steps to localize,
     return and each reward term (means), timed-out and unstable episode counts.
     """
@@ -86,7 +88,9 @@ def aggregate(summaries: Sequence[dict]) -> dict:
         "episodes": n,
         "success_rate": success["rate"],
         "success_ci95": success["ci95"],
-        "verdict_accuracy": _rate(sum(s["success"] for s in judged), len(judged))["rate"],
+        "guess_rate": _rate(sum(s["guess"] for s in summaries), n)["rate"],
+        "guesses": sum(s["guess"] for s in summaries),
+        "verdict_accuracy": _rate(sum(s["correct_verdict"] for s in judged), len(judged))["rate"],
         "verdicts_given": len(judged),
         "confusion": confusion,
         "collisions_per_episode": mean([s["collision_steps"] for s in summaries]),
@@ -97,6 +101,7 @@ def aggregate(summaries: Sequence[dict]) -> dict:
         "return": mean([s["return"] for s in summaries]),
         "reward_terms": {name: mean([s["reward_terms"][name] for s in summaries]) for name in keys.REWARD_TERM_NAMES},
         "timed_out": sum(s["timed_out"] for s in summaries),
+        "timed_out_rate": sum(s["timed_out"] for s in summaries) / n if n else None,
         "unstable": sum(s["unstable"] for s in summaries),
     }
 

@@ -12,12 +12,13 @@ without touching the actor (at twice the encoder compute).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torchvision
-from tensordict.nn import CompositeDistribution, TensorDictModule
+from tensordict.nn import CompositeDistribution, TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torch import nn
 from torch.distributions import Categorical
 from torchrl.data import Composite
@@ -129,7 +130,10 @@ class ActorHeads(nn.Module):
         self.net = _mlp(features, hidden, 2 * pose_dim + verdicts)
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        out = self.net(features)
+        # Always fp32, even under autocast: PPO's ratio compares these log-probs with those stored at collection
+        # (which runs without autocast); bf16 heads would make a first-minibatch ratio differ from 1.
+        with torch.autocast(features.device.type, enabled=False):
+            out = self.net(features.float())
         loc, scale, logits = out.split([self.pose_dim, self.pose_dim, out.shape[-1] - 2 * self.pose_dim], dim=-1)
         return loc, nn.functional.softplus(scale) + self.min_scale, logits
 
@@ -181,12 +185,13 @@ def make_actor(observation_spec: Composite, action_spec: Composite,
     return _probabilistic_actor(ActorNetwork(encoder, heads), pose_spec.space.low, pose_spec.space.high)
 
 
-def _probabilistic_actor(network: nn.Module, low: torch.Tensor, high: torch.Tensor) -> ProbabilisticActor:
-    module = TensorDictModule(
-        network,
-        in_keys=[keys.PIXELS, keys.JOINT_STATE],
-        out_keys=[(*keys.POSE_PARAMS, "loc"), (*keys.POSE_PARAMS, "scale"), (*keys.VERDICT_PARAMS, "logits")],
-    )
+PARAM_KEYS = [(*keys.POSE_PARAMS, "loc"), (*keys.POSE_PARAMS, "scale"), (*keys.VERDICT_PARAMS, "logits")]
+
+
+def _probabilistic_actor(network: nn.Module, low: torch.Tensor, high: torch.Tensor,
+                         in_keys=(keys.PIXELS, keys.JOINT_STATE)) -> ProbabilisticActor:
+    module = network if isinstance(network, TensorDictModuleBase) else \
+        TensorDictModule(network, in_keys=list(in_keys), out_keys=PARAM_KEYS)
     return ProbabilisticActor(
         module,
         in_keys=[keys.PARAMS],
@@ -201,10 +206,55 @@ def _probabilistic_actor(network: nn.Module, low: torch.Tensor, high: torch.Tens
     )
 
 
+@torch.no_grad()
+def set_continue_probability(actor: ProbabilisticActor, probability: float) -> None:
+    """Biases a fresh verdict head so that 'continue' has ``probability`` (the answers share the rest equally)
+    whatever the features: a freshly initialized 3-way head answers on two steps of three, so from-scratch
+    episodes would end before the camera could find the board."""
+    heads = actor_network(actor).heads
+    last = heads.net[-1]
+    verdicts = last.out_features - 2 * heads.pose_dim
+    rows = slice(2 * heads.pose_dim, None)
+    last.weight[rows] *= 0.01  # near-constant verdicts at first: exploration is the pose's job
+    answers = verdicts - 1
+    last.bias[rows] = 0.0
+    last.bias[2 * heads.pose_dim] = math.log(probability * answers / (1 - probability))
+
+
 def rewrap_actor(actor: ProbabilisticActor, network: nn.Module) -> ProbabilisticActor:
     """The same actor around another network module (e.g. its network wrapped in DistributedDataParallel)."""
+    return _probabilistic_actor(network, *_pose_bounds(actor))
+
+
+def make_feature_actor(features: int, action_spec: Composite, config: PolicyConfig | None = None) -> ProbabilisticActor:
+    """An actor whose observation is already a feature vector ``keys.FEATURES`` [*B, features]: the policy heads
+    alone (for envs that emit features, e.g. the toy env of the PPO tests)."""
+    config = config or PolicyConfig()
+    pose_spec, verdict_spec = _spec_leaf(action_spec, keys.POSE), _spec_leaf(action_spec, keys.VERDICT)
+    heads = ActorHeads(features, config.hidden, pose_spec.shape[-1], verdict_spec.space.n, config.min_scale)
+    return _probabilistic_actor(heads, pose_spec.space.low, pose_spec.space.high, in_keys=(keys.FEATURES,))
+
+
+def _pose_bounds(actor: ProbabilisticActor) -> tuple[torch.Tensor, torch.Tensor]:
     bounds = actor.module[1].distribution_kwargs["extra_kwargs"]["pose"]
-    return _probabilistic_actor(network, bounds["low"], bounds["high"])
+    return bounds["low"], bounds["high"]
+
+
+def heads_actor(actor: ProbabilisticActor, heads: nn.Module | None = None) -> ProbabilisticActor:
+    """The same policy reading cached ``keys.FEATURES`` instead of pixels: ``actor``'s heads (or ``heads``, e.g.
+    a DDP wrapper of them) as a ProbabilisticActor. Shares parameters with ``actor``; with a frozen encoder PPO
+    trains through it, so no PPO epoch runs the ResNet."""
+    return _probabilistic_actor(heads if heads is not None else actor_network(actor).heads, *_pose_bounds(actor),
+                                in_keys=(keys.FEATURES,))
+
+
+def feature_writing_actor(actor: ProbabilisticActor) -> ProbabilisticActor:
+    """``actor`` as a collection policy that also writes ``keys.FEATURES`` (the encoder output) into each step,
+    so the learner can reuse them. Shares parameters with ``actor``; samples the same actions."""
+    network = actor_network(actor)
+    encode = TensorDictModule(network.encoder, in_keys=[keys.PIXELS, keys.JOINT_STATE], out_keys=[keys.FEATURES])
+    heads = TensorDictModule(network.heads, in_keys=[keys.FEATURES], out_keys=PARAM_KEYS)
+    return _probabilistic_actor(TensorDictSequential(encode, heads), *_pose_bounds(actor))
 
 
 def rewrap_critic(critic: ValueOperator, network: nn.Module) -> ValueOperator:

@@ -27,6 +27,8 @@ def test_evaluate_writes_reports_and_playable_videos(bc_run_dir, tmp_path):
     assert sum(confusion["clean"].values()) == sum(e["defect"] == "none" for e in report["episodes"])
     assert 0.0 <= metrics["success_ci95"][0] <= metrics["success_rate"] <= metrics["success_ci95"][1] <= 1.0
     assert "| success rate" in (out / "report.md").read_text()
+    assert metrics["guesses"] == sum(e["guess"] for e in report["episodes"])
+    assert not any(e["success"] and e["guess"] for e in report["episodes"])  # success needs the board localized
     failures = [e for e in report["episodes"] if not e["success"]]
     assert len(result["videos"]) == len({0} | {e["episode"] for e in failures})
     for relative in result["videos"]:
@@ -35,6 +37,24 @@ def test_evaluate_writes_reports_and_playable_videos(bc_run_dir, tmp_path):
         assert codec == "h264" and frames == episode["steps"]
         assert (height, width) == (120 + 28, 120 + 160)
     assert (out / "contact_sheet.png").stat().st_size > 1000
+
+
+def test_a_verdict_without_looking_is_a_guess_and_never_a_success():
+    from tensordict.nn import TensorDictModule
+
+    from robot_rl import keys
+    from robot_rl.evaluation import evaluate_policy
+
+    def answer_rework_at_once(joint_state):
+        batch = joint_state.shape[:-1]
+        return torch.zeros(*batch, 6), torch.full(batch, 2, dtype=torch.int64)
+
+    policy = TensorDictModule(answer_rework_at_once, in_keys=[keys.JOINT_STATE], out_keys=[keys.POSE, keys.VERDICT])
+    metrics, summaries = evaluate_policy(policy, seeds=list(range(8)), difficulty="easy", image_size=48, num_envs=4)
+    assert metrics["guesses"] == 8 and metrics["guess_rate"] == 1.0 and metrics["success_rate"] == 0.0
+    defective = sum(s["defect"] != "none" for s in summaries)
+    assert sum(s["correct_verdict"] for s in summaries) == defective  # right by luck on the defective boards
+    assert metrics["verdict_accuracy"] == defective / 8
 
 
 def test_a_video_that_cannot_be_encoded_warns_and_keeps_the_metrics(bc_run_dir, tmp_path, monkeypatch):

@@ -30,9 +30,11 @@ class FinetuneConfig:
     worker_device: str = option("cpu", "process/ray: device of the workers' policy copies")
     ppo_epochs: int = option(4, "passes over each batch")
     minibatch_size: int = option(128, "frames per gradient step")
-    lr: float = option(3e-5, "actor learning rate (linearly annealed to 0)")
-    critic_lr: float = option(3e-4, "critic learning rate (linearly annealed to 0)")
-    anneal_lr: bool = option(True, "anneal both learning rates linearly over the run")
+    lr: float = option(1e-4, "learning rate of the actor's heads")
+    encoder_lr: float = option(0.0, "learning rate of the actor's image encoder; 0 = frozen: features computed once "
+                               "per collected frame and reused by every PPO epoch")
+    critic_lr: float = option(1e-3, "learning rate of the (privileged-state) critic")
+    anneal_lr: bool = option(False, "anneal the learning rates linearly to 0 over the run")
     clip_epsilon: float = option(0.2, "PPO ratio clip")
     entropy_coeff: float = option(1e-3, "entropy bonus weight")
     critic_coeff: float = option(0.5, "value loss weight")
@@ -42,16 +44,22 @@ class FinetuneConfig:
     grad_clip: float = option(1.0, "max gradient norm (actor and critic separately)")
     critic_warmup: int = option(3, "first iterations update only the critic (actor frozen)")
     anchor_weight: float = option(1.0, "weight of KL(pretrained || current) at the first actor update (0 = off)")
-    anchor_decay: float = option(0.95, "per-iteration decay of the anchor weight (DAPG: 1.0 x 0.95^k)")
+    anchor_decay: float = option(0.8, "per-iteration decay of the anchor weight (DAPG uses 0.95)")
+    anchor_verdict: bool = option(False, "anchor the verdict head too (default: the pose only)")
+    mask_verdict_pose: bool = option(True, "leave the pose's log-prob out of the ratio on steps that give a verdict")
+    verdict_ce_weight: float = option(1.0, "weight of the verdict cross-entropy whose labels the verdict reward "
+                                      "reveals (0 = off)")
+    continue_prob: float = option(0.0, "--from-scratch: initial probability of 'continue' (verdict head bias), so "
+                                  "early episodes last long enough to explore; 0 = leave the head as initialized")
     shaping: float = option(0.0, "weight of the env's potential-based shaping term")
     eval_every: int = option(5, "closed-loop check every N iterations (0 = only at the end)")
-    eval_episodes: int = option(40, "episodes per closed-loop check (held-out boards)")
+    eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
     eval_seed: int = option(20_000_000, "first board seed of the closed-loop checks")
     checkpoint_every: int = option(5, "checkpoint every N iterations (and on Ctrl-C)")
     device: str = option("auto", "learner device: auto, cpu, cuda or cuda:N")
     compile: bool = option(False, "torch.compile the actor and critic networks")
     seed: int = option(0, "seed of collection, sampling and initialization")
-    hidden: int = option(256, "MLP width (--from-scratch; a BC init keeps its own)")
+    hidden: int = option(256, "MLP width of the critic, and of the actor with --from-scratch (a BC init keeps its own)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
 
     def __post_init__(self) -> None:
@@ -69,7 +77,10 @@ class FinetuneConfig:
             ("workers", self.collector == "direct" or self.workers >= 1, ">= 1 with --collector process or ray"),
             ("ppo_epochs", self.ppo_epochs >= 1, ">= 1"),
             ("minibatch_size", 1 <= self.minibatch_size <= self.frames_per_batch, "in [1, --frames-per-batch]"),
-            ("lr", self.lr >= 0, ">= 0"), ("critic_lr", self.critic_lr > 0, "> 0"),
+            ("lr", self.lr >= 0, ">= 0"), ("encoder_lr", self.encoder_lr >= 0, ">= 0"),
+            ("critic_lr", self.critic_lr > 0, "> 0"),
+            ("verdict_ce_weight", self.verdict_ce_weight >= 0, ">= 0"),
+            ("continue_prob", 0 <= self.continue_prob < 1, "in [0, 1)"),
             ("clip_epsilon", 0 < self.clip_epsilon < 1, "in (0, 1)"),
             ("entropy_coeff", self.entropy_coeff >= 0, ">= 0"),
             ("critic_coeff", self.critic_coeff > 0, "> 0"), ("clip_value", self.clip_value >= 0, ">= 0"),
@@ -84,6 +95,12 @@ class FinetuneConfig:
         ])
         if self.anchor_weight and self.from_scratch:
             raise ValueError("--anchor-weight needs a pretrained policy; use 0 with --from-scratch")
+        if self.continue_prob and not self.from_scratch:
+            raise ValueError("--continue-prob sets up a fresh verdict head; use it with --from-scratch")
+
+    @property
+    def frozen_encoder(self) -> bool:
+        return self.encoder_lr == 0
 
     @property
     def iterations(self) -> int:

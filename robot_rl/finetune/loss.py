@@ -1,10 +1,20 @@
-"""PPO's clipped loss plus a decaying KL anchor toward the pretrained policy (DAPG-style), for composite actions.
+"""PPO's clipped loss for the composite (pose, verdict) action, with what fine-tuning a BC policy needs.
 
-The anchor is KL(pretrained || current), summed over the pose (the KL of two TanhNormals equals the KL of their
-pre-tanh Normals: tanh is a bijection) and the verdict (categorical). The pretrained policy's parameters on a
-batch are computed once per iteration (``anchor_parameters``); the current policy's come from the distribution
-``ClipPPOLoss`` already builds, caught in ``_get_cur_log_prob`` (the extension point TorchRL documents there), so
-the anchor costs no extra forward pass of the actor.
+``ClipPPOLoss`` does the surrogate, value and entropy terms. What this subclass adds, and why (none of it is in
+TorchRL, which knows nothing of what the action leaves mean):
+
+- **Pose ignored on verdict steps** (``mask_verdict_pose``): a step that gives a verdict ends the episode and the
+  arm does not move, so the sampled pose there is noise. Without the mask its log-prob joins the verdict's in one
+  ratio, and one clip throttles both heads: a verdict whose probability must move far is clipped by the pose.
+- **Verdict cross-entropy from the reward** (``verdict_ce_weight``): the verdict reward of a two-class decision
+  (+1 correct, -1 wrong) reveals the right class, so every verdict step is a labelled example for the
+  pass-vs-rework logits, with no extra labels. A policy-gradient step on a confidently wrong verdict moves its
+  logits by about p(chosen), almost nothing; the cross-entropy moves them by (1 - p(right)). It acts on the two
+  answer logits only, so it never pushes the policy to answer earlier (that is the surrogate's job).
+- **A decaying KL anchor** toward the pretrained policy (DAPG-style), ``weight * KL(pretrained || current)`` on the
+  pose, and on the verdict too only if ``anchor_verdict`` (the verdicts are what fine-tuning must change).
+  The current policy's distribution is caught in ``_get_cur_log_prob`` (TorchRL's documented extension point),
+  so the anchor costs no extra forward pass.
 """
 
 from __future__ import annotations
@@ -19,47 +29,88 @@ from robot_rl import keys
 
 
 @torch.no_grad()
-def anchor_parameters(pretrained: ProbabilisticActor, batch: TensorDictBase) -> TensorDictBase:
-    """The frozen pretrained policy's distribution parameters on ``batch`` (under ``keys.ANCHOR``)."""
-    params = pretrained.module[0](batch.select(*pretrained.module[0].in_keys).clone(False))
-    return TensorDict({
-        keys.ANCHOR_POSE_LOC: params.get((*keys.POSE_PARAMS, "loc")).float(),
-        keys.ANCHOR_POSE_SCALE: params.get((*keys.POSE_PARAMS, "scale")).float(),
-        keys.ANCHOR_VERDICT_LOGITS: params.get((*keys.VERDICT_PARAMS, "logits")).float(),
-    }, batch_size=batch.batch_size)
+def anchor_parameters(pretrained: ProbabilisticActor, batch: TensorDictBase, chunk: int = 1024) -> TensorDictBase:
+    """The frozen pretrained policy's distribution parameters on ``batch`` (under ``keys.ANCHOR``), computed
+    ``chunk`` frames at a time so a large batch of images never runs as one network call."""
+    network = pretrained.module[0]
+    parts = []
+    for start in range(0, batch.shape[0], chunk):
+        params = network(batch[start:start + chunk].select(*network.in_keys).clone(False))
+        parts.append(TensorDict({
+            keys.ANCHOR_POSE_LOC: params.get((*keys.POSE_PARAMS, "loc")).float(),
+            keys.ANCHOR_POSE_SCALE: params.get((*keys.POSE_PARAMS, "scale")).float(),
+            keys.ANCHOR_VERDICT_LOGITS: params.get((*keys.VERDICT_PARAMS, "logits")).float(),
+        }, batch_size=params.batch_size))
+    return torch.cat(parts)
 
 
-class AnchoredClipPPOLoss(ClipPPOLoss):
-    """``ClipPPOLoss`` that also reports ``loss_anchor = weight * KL(pretrained || current)`` when the batch
-    carries anchor parameters and ``anchor_weight > 0``."""
+def verdict_targets(verdict: torch.Tensor, verdict_reward: torch.Tensor) -> torch.Tensor:
+    """The right answer of each verdict step as an index into (pass, rework): the chosen verdict if it was
+    rewarded, the other one if it was penalized. ``verdict`` int64 [B] in {1, 2}, ``verdict_reward`` [B]."""
+    chosen = verdict - 1
+    return torch.where(verdict_reward > 0, chosen, 1 - chosen)
 
-    def __init__(self, *args, anchor_weight: float = 0.0, **kwargs):
+
+class FinetunePPOLoss(ClipPPOLoss):
+    """``ClipPPOLoss`` plus the pose mask, the reward-derived verdict cross-entropy and the KL anchor (see the
+    module docstring). Reports ``loss_verdict_ce``, ``loss_anchor`` and ``anchor_kl`` when they are active."""
+
+    def __init__(self, *args, anchor_weight: float = 0.0, anchor_verdict: bool = False,
+                 mask_verdict_pose: bool = True, verdict_ce_weight: float = 0.0, **kwargs):
         super().__init__(*args, **kwargs)
-        self.anchor_weight = anchor_weight
+        self.anchor_weight, self.anchor_verdict = anchor_weight, anchor_verdict
+        self.mask_verdict_pose, self.verdict_ce_weight = mask_verdict_pose, verdict_ce_weight
         self._current_dist = None
+        self._pose_kept = None
 
     def _get_cur_log_prob(self, tensordict, params=None):
         log_prob, dist, is_composite = super()._get_cur_log_prob(tensordict, params=params)
         if params is None:  # the current policy (not a proximal/target copy)
             self._current_dist = dist
+        if self._pose_kept is not None:
+            log_prob.set(keys.POSE_LOG_PROB, log_prob.get(keys.POSE_LOG_PROB) * self._pose_kept)
         return log_prob, dist, is_composite
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         self._current_dist = None
-        out = super().forward(tensordict)
-        if self.anchor_weight > 0 and keys.ANCHOR in tensordict.keys() and self._current_dist is not None:
-            kl = self._anchor_kl(self._current_dist, tensordict)
-            out.set("loss_anchor", self.anchor_weight * kl.mean())
-            out.set("anchor_kl", kl.detach().mean())
-        self._current_dist = None
+        verdict = tensordict.get(keys.VERDICT)
+        if self.mask_verdict_pose:
+            # The stored log-prob gets the same mask, so the ratio of a verdict step is the verdict's alone.
+            self._pose_kept = (verdict == 0).float()
+            tensordict = tensordict.clone(False)
+            tensordict.set(keys.POSE_LOG_PROB, tensordict.get(keys.POSE_LOG_PROB) * self._pose_kept)
+        try:
+            out = super().forward(tensordict)
+        finally:
+            self._pose_kept = None
+        dist, self._current_dist = self._current_dist, None
+        if dist is None:
+            return out
+        if self.verdict_ce_weight > 0:
+            answered = verdict != 0
+            if answered.any():
+                logits = dist.dists[keys.VERDICT].logits[answered][:, 1:]  # (pass, rework)
+                reward = tensordict.get((keys.NEXT, *keys.reward_term("verdict"))).reshape(verdict.shape)
+                targets = verdict_targets(verdict[answered], reward[answered])
+                ce = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum") / verdict.numel()
+            else:
+                ce = dist.dists[keys.VERDICT].logits.sum() * 0.0  # keeps the graph (DDP expects every parameter)
+            out.set("loss_verdict_ce", self.verdict_ce_weight * ce)
+        if keys.ANCHOR in tensordict.keys():
+            pose_kl, verdict_kl = (kl.mean() for kl in self._anchor_kl(dist, tensordict))
+            out.set("anchor_kl", (pose_kl + verdict_kl).detach())  # KL to the start, both heads, for the logs
+            if self.anchor_weight > 0:
+                out.set("loss_anchor", self.anchor_weight * (pose_kl + verdict_kl if self.anchor_verdict else pose_kl))
         return out
 
     @staticmethod
-    def _anchor_kl(dist, tensordict: TensorDictBase) -> torch.Tensor:
+    def _anchor_kl(dist, tensordict: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
+        """KL(pretrained || current) per frame [B], of the pose (the pre-tanh Normals': tanh is a bijection) and
+        of the verdict."""
         pose, verdict = dist.dists[keys.POSE], dist.dists[keys.VERDICT]
         current_normal = pose.root_dist
         anchor_normal = Normal(tensordict.get(keys.ANCHOR_POSE_LOC), tensordict.get(keys.ANCHOR_POSE_SCALE))
-        pose_kl = kl_divergence(anchor_normal, Normal(current_normal.loc, current_normal.scale)).sum(-1)
+        pose_kl = kl_divergence(anchor_normal, Normal(current_normal.loc.float(), current_normal.scale.float()))
         verdict_kl = kl_divergence(Categorical(logits=tensordict.get(keys.ANCHOR_VERDICT_LOGITS)),
-                                   Categorical(logits=verdict.logits))
-        return pose_kl + verdict_kl
+                                   Categorical(logits=verdict.logits.float()))
+        return pose_kl.sum(-1), verdict_kl

@@ -1,12 +1,16 @@
 """``robot-rl finetune``: PPO on the inspection task, from a behaviour-cloning checkpoint or from scratch.
 
-One screen of structure, like TorchRL's PPO recipes: models, collector, loss, buffer, optimizers, logger, then one
-loop. What keeps the behaviour-cloned skill through the first updates:
+One screen of structure, like TorchRL's PPO recipes: models, collector, learner (loss, buffer, optimizers), logger,
+then one loop. What lets PPO lift an imperfect behaviour-cloned policy without collapsing it (README, "Fine-tuning
+design", has the ablation):
 
-- a critic warm-up: the first ``critic_warmup`` iterations fit the value function only, actor frozen, so the
-  first policy gradients use advantages from a critic that already knows the task;
-- a KL anchor toward the pretrained policy, weight ``anchor_weight * anchor_decay**k`` at the k-th actor update;
-- a separate critic encoder (started from the actor's), so value gradients never rewrite the actor's features.
+- a frozen image encoder by default (``encoder_lr 0``): the BC features stay intact, PPO trains the heads on
+  features cached at collection, and 2 CPU cores can afford the frames;
+- an asymmetric critic that reads the privileged task state (``critic.py``), warmed up alone for the first
+  ``critic_warmup`` iterations, so the first policy gradients use advantages from a critic that knows the task;
+- the loss terms of ``loss.py``: pose log-prob masked on verdict steps, the verdict cross-entropy that the verdict
+  reward labels, a KL anchor on the pose that decays within a few iterations;
+- constant learning rates (annealing to 0 in a short run leaves the actor where it started).
 
 Every iteration starts its envs from fresh boards seeded by (seed, iteration), so a resumed run collects exactly
 what the uninterrupted one would have; checkpoints hold every state needed to continue the curve.
@@ -23,19 +27,21 @@ from pathlib import Path
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
-from torchrl.objectives.value import GAE
+from torchrl.modules import ValueOperator
 from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
+from robot_rl.episodes import summarize_episode
 from robot_rl.errors import UsageError
 from robot_rl.evaluation import aggregate, evaluate_policy
 from robot_rl.finetune import distributed
 from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.finetune.config import FinetuneConfig
-from robot_rl.finetune.loss import AnchoredClipPPOLoss, anchor_parameters
+from robot_rl.finetune.critic import CRITIC_KEYS, make_privileged_critic
+from robot_rl.finetune.learner import PPOLearner, TrainingDiverged
+from robot_rl.finetune.loss import FinetunePPOLoss
 from robot_rl.io import write_json
 from robot_rl.options import RUN_CONFIG_FILE as CONFIG_FILE
 from robot_rl.options import load_config, resolve_device, save_config
@@ -44,20 +50,20 @@ from robot_rl.policy import (
     actor_network,
     calibrate_batchnorm,
     checkpoint_policy_config,
+    feature_writing_actor,
+    heads_actor,
     make_actor,
-    make_critic,
     rewrap_actor,
-    rewrap_critic,
+    set_continue_probability,
 )
 from robot_rl.pretrain.bc import held_out_seeds, proof_env
 from robot_rl.run_logger import RunLogger
 
 CHECKPOINT_DIR = "checkpoints"
-ANCHOR_OFF_BELOW = 1e-3  # anchor weights below this are treated as zero (and cost no forward pass)
-
-
-class TrainingDiverged(RuntimeError):
-    """A loss or gradient became NaN or inf; the update was not applied."""
+# What each closed-loop check records in the learning curve (and the logs, as eval/<name>).
+CURVE_METRICS = ("success_rate", "success_ci95", "guess_rate", "verdict_accuracy", "collisions_per_episode",
+                 "episode_length", "timed_out_rate")
+__all__ = ["CollectionFailed", "FinetunePPOLoss", "PPORun", "TrainingDiverged", "finetune", "resume"]
 
 
 class CollectionFailed(RuntimeError):
@@ -77,24 +83,14 @@ def load_pretrained(run_dir: str | Path) -> dict:
 
 
 def episode_metrics(batch: TensorDictBase) -> list[dict]:
-    """Summaries of the episodes that finished in a collected batch [envs, T] (episodes start at t = 0, since
-    every iteration resets its envs): success, verdict given, steps, return, collisions, reward terms."""
-    nxt = batch.get(keys.NEXT)
-    done = nxt.get(keys.DONE).squeeze(-1)
+    """Summaries (``robot_rl.episodes.summarize_episode``) of the episodes that finished in a collected batch
+    [envs, T]; episodes start at t = 0, since every iteration resets its envs. Unfinished tails are left out."""
+    done = batch.get((keys.NEXT, keys.DONE)).squeeze(-1)
     summaries = []
     for env in range(done.shape[0]):
         start = 0
         for end in done[env].nonzero().squeeze(-1).tolist():
-            span = slice(start, end + 1)
-            terms = {n: float(nxt.get(keys.reward_term(n))[env, span].sum()) for n in keys.REWARD_TERM_NAMES}
-            summaries.append({
-                "success": bool(nxt.get(keys.SUCCESS)[env, end]), "steps": end + 1 - start,
-                "verdict": "pass" if terms["verdict"] != 0 else "none",  # only "was a verdict given" matters here
-                "defect": "none", "return": float(nxt.get(keys.REWARD)[env, span].sum()),
-                "collision_steps": int(nxt.get(keys.COLLISION)[env, span].sum()),
-                "steps_to_localize": None, "timed_out": bool(nxt.get(keys.TRUNCATED)[env, end]),
-                "unstable": bool(nxt.get(keys.UNSTABLE)[env, span].any()), "reward_terms": terms,
-            })
+            summaries.append(summarize_episode(batch[env, start:end + 1]))
             start = end + 1
     return summaries
 
@@ -130,62 +126,60 @@ class PPORun:
         self.env_kwargs = {"difficulty": env_info["difficulty"], "image_size": env_info["image_size"],
                            "reward_weights": {"shaping": config.shaping}, "shaping_gamma": config.gamma}
 
-        # Create models
+        # Create models: the actor (BC weights or fresh), the privileged-state critic
         proof = proof_env(env_info["difficulty"], env_info["image_size"])
         self.actor = make_actor(proof.observation_spec, proof.full_action_spec, policy_config)
         self.pretrained = None
         if pretrained_state is not None:
             self.actor.load_state_dict(pretrained_state["actor"])
-            if config.anchor_weight:
-                self.pretrained = copy.deepcopy(self.actor).requires_grad_(False).eval().to(self.device)
-        self.critic = make_critic(proof.observation_spec, policy_config, actor=self.actor)
-        if pretrained_state is None:
+            self.pretrained = copy.deepcopy(self.actor).requires_grad_(False).eval().to(self.device)
+        else:
             self._calibrate_batchnorm()
+            if config.continue_prob:
+                set_continue_probability(self.actor, config.continue_prob)
+        self.critic = make_privileged_critic(proof.observation_spec, config.hidden)
         # Eval mode throughout: BatchNorm uses fixed statistics, so the policy that collected a batch is the
         # policy whose log-probs the loss evaluates, whatever minibatch it sits in. Gradients still flow.
         self.actor.to(self.device).eval()
         self.critic.to(self.device).eval()
+        network = actor_network(self.actor)
+        if config.frozen_encoder:
+            network.encoder.requires_grad_(False)
         if config.compile:
-            self.actor.module[0].module = torch.compile(self.actor.module[0].module)
-            self.critic.module = torch.compile(self.critic.module)
+            network.encoder = torch.compile(network.encoder)
 
-        # Several learners: the loss runs DDP-wrapped copies of the networks (same parameters), everything else
+        # What collects (writes features when the encoder is frozen) and what the loss trains. With several
+        # learners the loss runs DDP-wrapped copies of the trained networks (same parameters); everything else
         # (collection, advantages, evaluation, checkpoints) the plain ones.
-        self.train_actor, self.train_critic = self.actor, self.critic
-        if self.dist is not None:
-            self.train_actor = rewrap_actor(self.actor, self.dist.wrap(actor_network(self.actor)))
-            self.train_critic = rewrap_critic(self.critic, self.dist.wrap(self.critic.module))
+        wrap = self.dist.wrap if self.dist is not None else (lambda module: module)
+        if config.frozen_encoder:
+            self.collection_policy = feature_writing_actor(self.actor)
+            loss_actor = heads_actor(self.actor, wrap(network.heads))
+            anchor_actor = heads_actor(self.pretrained) if self.pretrained is not None else None
+            groups = [{"params": list(network.heads.parameters()), "lr": config.lr}]
+        else:
+            self.collection_policy = self.actor
+            loss_actor = rewrap_actor(self.actor, wrap(network)) if self.dist is not None else self.actor
+            # The image anchor runs a ResNet over the batch: only worth it while its weight counts.
+            anchor_actor = self.pretrained if config.anchor_weight else None
+            groups = [{"params": list(network.heads.parameters()), "lr": config.lr},
+                      {"params": list(network.encoder.parameters()), "lr": config.encoder_lr}]
+        loss_critic = self.critic if self.dist is None else \
+            ValueOperator(wrap(self.critic.module), in_keys=CRITIC_KEYS, out_keys=[keys.STATE_VALUE])
         torch.manual_seed(self.seed)
 
         # Create collector: envs on the CPU (here, in env workers, in collector processes or Ray actors)
         self.iteration, self.frames = 0, 0
-        self.collector, self.env = make_collector(config, self.actor, self.env_kwargs, self.device, self.seed,
-                                                  pre_collect_hook=self._seed_iteration)
+        self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.device,
+                                                  self.seed, pre_collect_hook=self._seed_iteration)
         if config.collector != "direct":
-            push_weights(self.collector, self.actor)  # workers start from the learner's weights
+            push_weights(self.collector, self.collection_policy)  # workers start from the learner's weights
 
-        # Create loss, advantage and buffer
-        # vmap (GAE's default for evaluating root and next states together) cannot run channels-last convolutions.
-        self.advantage = GAE(gamma=config.gamma, lmbda=config.gae_lambda, value_network=self.critic,
-                             average_gae=False, deactivate_vmap=True)
-        self.loss = AnchoredClipPPOLoss(
-            self.train_actor, self.train_critic, clip_epsilon=config.clip_epsilon,
-            entropy_coeff=config.entropy_coeff, critic_coeff=config.critic_coeff,
-            clip_value=config.clip_value or None, normalize_advantage=True, anchor_weight=0.0,
-            functional=False)  # the networks run as modules, so a DDP wrapper sees every forward
-        self.buffer = TensorDictReplayBuffer(
-            storage=LazyTensorStorage(config.frames_per_batch, device=self.device),
-            sampler=SamplerWithoutReplacement(drop_last=True), batch_size=config.minibatch_size)
-
-        # Create optimizers (separate, so the critic warm-up cannot move the actor)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.lr)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
-        # Linear annealing over each optimizer's own updates (the actor's start after the critic warm-up).
-        actor_updates = max(1, config.iterations - config.critic_warmup)
-        self.actor_scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.actor_optimizer, lambda it: max(0.0, 1.0 - it / actor_updates) if config.anneal_lr else 1.0)
-        self.critic_scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.critic_optimizer, lambda it: max(0.0, 1.0 - it / config.iterations) if config.anneal_lr else 1.0)
+        # Create learner: GAE, loss, buffer, optimizers
+        self.learner = PPOLearner(config, loss_actor, loss_critic, groups, anchor_actor=anchor_actor,
+                                  device=self.device, autocast=self.device.type == "cuda",
+                                  check_finite=self._all_finite)
+        self.loss = self.learner.loss
 
         # Create logger (rank 0); restore state when resuming
         self.logger = RunLogger(self.run_dir) if self.is_main else None
@@ -201,9 +195,7 @@ class PPORun:
         # A network trained from scratch has no BatchNorm statistics yet: take them from random-action frames.
         env = make_env(num_envs=8, parallel=False, seed=self.config.seed + 10_007, **self.env_kwargs)
         frames = env.rollout(16, break_when_any_done=False).reshape(-1)
-        inputs = (frames.get(keys.PIXELS), frames.get(keys.JOINT_STATE))
-        calibrate_batchnorm(self.actor.module[0].module, *inputs)
-        calibrate_batchnorm(self.critic.module, *inputs)
+        calibrate_batchnorm(actor_network(self.actor).encoder, frames.get(keys.PIXELS), frames.get(keys.JOINT_STATE))
 
     # -- collection -------------------------------------------------------------------------------------------
     def _seed_iteration(self) -> None:
@@ -216,10 +208,7 @@ class PPORun:
         return {
             "kind": "ppo", "config": asdict(self.config), "env": self.env_info,
             "policy_config": asdict(self.policy_config), "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(), "actor_optimizer": self.actor_optimizer.state_dict(),
-            "critic_optimizer": self.critic_optimizer.state_dict(),
-            "actor_scheduler": self.actor_scheduler.state_dict(),
-            "critic_scheduler": self.critic_scheduler.state_dict(), "iteration": self.iteration,
+            "critic": self.critic.state_dict(), "learner": self.learner.state_dict(), "iteration": self.iteration,
             "frames": self.frames, "curve": self.curve, "rng": rng_state(),
         }
 
@@ -231,24 +220,16 @@ class PPORun:
         state = load_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", map_location=self.device)
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        self.actor_scheduler.load_state_dict(state["actor_scheduler"])
-        self.critic_scheduler.load_state_dict(state["critic_scheduler"])
+        self.learner.load_state_dict(state["learner"])
         self.iteration, self.frames, self.curve = state["iteration"], state["frames"], list(state["curve"])
         set_rng_state(state["rng"])
         if self.logger is not None:
             self.logger.truncate_after(self.frames)
 
     # -- one iteration ----------------------------------------------------------------------------------------
-    def _autocast(self):
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
-
     def anchor_weight(self) -> float:
         """The KL anchor's weight at this iteration (decays from the first actor update on)."""
-        updates_done = max(0, self.iteration - self.config.critic_warmup)
-        weight = self.config.anchor_weight * self.config.anchor_decay**updates_done
-        return weight if self.pretrained is not None and weight >= ANCHOR_OFF_BELOW else 0.0
+        return self.learner.anchor_weight(self.iteration)
 
     def _all_finite(self, value: torch.Tensor) -> bool:
         # Every rank must take the same branch, or the ranks that call backward wait forever for the others.
@@ -259,65 +240,19 @@ class PPORun:
             dist.all_reduce(finite, op=dist.ReduceOp.MIN)
         return bool(finite.item())
 
-    def _step(self, optimizer, parameters, loss: torch.Tensor, what: str) -> float:
-        if not self._all_finite(loss):
-            raise TrainingDiverged(f"iteration {self.iteration + 1}: {what} loss is {loss.item()}; update skipped, "
-                                   f"last checkpoint kept ({self.run_dir / CHECKPOINT_DIR / 'last.pt'})")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(parameters, self.config.grad_clip)
-        if not self._all_finite(norm):
-            raise TrainingDiverged(f"iteration {self.iteration + 1}: {what} gradient norm is {norm.item()}; update "
-                                   f"skipped, last checkpoint kept ({self.run_dir / CHECKPOINT_DIR / 'last.pt'})")
-        optimizer.step()
-        return float(norm)
-
     def update(self, batch: TensorDictBase) -> dict:
-        """GAE, then ``ppo_epochs`` passes of minibatch updates; returns the mean of each logged quantity."""
-        config = self.config
-        warmup = self.iteration < config.critic_warmup
-        with torch.no_grad(), self._autocast():
-            self.advantage(batch)
-        anchor = self.anchor_weight()
-        self.loss.anchor_weight = anchor
-        flat = batch.exclude((keys.NEXT, keys.PIXELS)).reshape(-1)
-        if anchor and not warmup:
-            flat.update(anchor_parameters(self.pretrained, flat))
-        self.buffer.empty()
-        self.buffer.extend(flat)
-        sums: dict[str, float] = {}
-        steps = config.ppo_epochs * (config.frames_per_batch // config.minibatch_size)
-        for _ in range(steps):
-            minibatch = self.buffer.sample()
-            with self._autocast():
-                if warmup:  # value-only update: the actor is neither run nor stepped
-                    critic_loss, _, explained = self.loss.loss_critic(minibatch)
-                    out = {"loss_critic": critic_loss.mean(), "explained_variance": explained}
-                else:
-                    out = dict(self.loss(minibatch).items())
-            critic_total = out["loss_critic"]
-            actor_total = sum(v for k, v in out.items() if k.startswith("loss_") and k != "loss_critic")
-            if not warmup:
-                out["grad_norm_actor"] = self._step(self.actor_optimizer, self.actor.parameters(), actor_total,
-                                                    "actor")
-            out["grad_norm_critic"] = self._step(self.critic_optimizer, self.critic.parameters(), critic_total,
-                                                 "critic")
-            for name, value in out.items():
-                if value is not None and not isinstance(value, TensorDictBase):
-                    sums[name] = sums.get(name, 0.0) + float(torch.as_tensor(value).detach())
-        if not warmup:
-            self.actor_scheduler.step()
-        self.critic_scheduler.step()
-        metrics = {f"train/{k}": v / steps for k, v in sums.items()}
-        metrics.update({"train/anchor_weight": anchor if not warmup else 0.0, "train/critic_warmup": float(warmup),
-                        "train/lr_actor": self.actor_scheduler.get_last_lr()[0]})
-        return metrics
+        """One PPO update on a collected batch (see ``PPOLearner.update``)."""
+        try:
+            return self.learner.update(batch, self.iteration)
+        except TrainingDiverged as err:
+            raise TrainingDiverged(f"{err}, last checkpoint kept ({self.run_dir / CHECKPOINT_DIR / 'last.pt'})") \
+                from None
 
     def closed_loop(self) -> dict:
         metrics, _ = evaluate_policy(self.actor, self.eval_seeds, num_envs=min(8, len(self.eval_seeds)),
                                      device=self.device, **self.env_kwargs)
         self.curve.append({"frames": self.frames, "iteration": self.iteration, **{
-            k: metrics[k] for k in ("success_rate", "verdict_accuracy", "collisions_per_episode", "episode_length")}})
+            k: metrics[k] for k in CURVE_METRICS}})
         return metrics
 
     # -- loop -------------------------------------------------------------------------------------------------
@@ -344,14 +279,13 @@ class PPORun:
                 metrics = self.update(batch)
                 self.iteration += 1
                 self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
-                push_weights(self.collector, self.actor)
+                push_weights(self.collector, self.collection_policy)
                 episodes = episode_metrics(batch.reshape(-1, batch.shape[-1]))
-                if episodes:
+                if episodes:  # sampled actions (exploration), next to the deterministic eval/ figures
                     stats = aggregate(episodes)
-                    metrics.update({"train/success_rate": stats["success_rate"],
-                                    "train/collisions_per_episode": stats["collisions_per_episode"],
-                                    "train/episode_length": stats["episode_length"],
-                                    "train/episode_return": stats["return"], "train/episodes": len(episodes)})
+                    metrics.update({f"train/{name}": stats[name] for name in (
+                        "success_rate", "guess_rate", "collisions_per_episode", "episode_length", "timed_out_rate")})
+                    metrics.update({"train/episode_return": stats["return"], "train/episodes": len(episodes)})
                     metrics.update({f"reward/{k}": v for k, v in stats["reward_terms"].items()})
                 metrics["train/frames_per_s"] = batch.numel() / collect_seconds
                 metrics["train/iteration_seconds"] = time.perf_counter() - start
@@ -388,9 +322,7 @@ class PPORun:
 
     def _eval_metrics(self) -> dict:
         stats = self.closed_loop()
-        return {"eval/success_rate": stats["success_rate"], "eval/verdict_accuracy": stats["verdict_accuracy"],
-                "eval/collisions_per_episode": stats["collisions_per_episode"],
-                "eval/episode_length": stats["episode_length"]}
+        return {f"eval/{name}": stats[name] for name in CURVE_METRICS if name != "success_ci95"}
 
     def _log(self, metrics: dict) -> None:
         if self.logger is not None:

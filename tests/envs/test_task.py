@@ -48,12 +48,14 @@ def test_reward_total_equals_the_sum_of_its_terms(rng):
 def test_correct_and_wrong_verdicts_end_the_episode_with_their_weights():
     weights = RewardWeights(correct_verdict=2.0, wrong_verdict=-3.0)
     for defect, right, wrong in (("none", Verdict.PASS, Verdict.REWORK), ("burn_mark", Verdict.REWORK, Verdict.PASS)):
-        for verdict, expected, success in ((right, 2.0, True), (wrong, -3.0, False)):
+        for verdict, expected in ((right, 2.0), (wrong, -3.0)):
             env = PcbInspectGymEnv(reward_weights=weights)
             env.reset(options={"episode_seed": 5, "defect": defect})
             _, reward, terminated, truncated, info = env.step({"pose": ZERO, "verdict": int(verdict)})
             assert terminated and not truncated
-            assert info["reward_terms"]["verdict"] == expected and info["success"] is success
+            assert info["reward_terms"]["verdict"] == expected
+            # From the home pose the board is not localized: even a correct verdict is a guess, not a success.
+            assert not info["localized"] and info["success"] is False
             with pytest.raises(RuntimeError, match="after the episode ended"):
                 env.step({"pose": ZERO, "verdict": 0})
 

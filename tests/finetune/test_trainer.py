@@ -28,8 +28,9 @@ def csv_steps(run_dir, name) -> list[int]:
 
 LOGGED = ["train/loss_objective", "train/loss_critic", "train/loss_entropy", "train/entropy", "train/kl_approx",
           "train/clip_fraction", "train/loss_anchor", "train/anchor_kl", "train/success_rate",
-          "train/collisions_per_episode", "train/episode_length", "train/frames_per_s", "eval/success_rate",
-          "eval/verdict_accuracy", "eval/collisions_per_episode"] + [
+          "train/collisions_per_episode", "train/episode_length", "train/frames_per_s", "train/guess_rate",
+          "train/loss_verdict_ce", "train/explained_variance", "train/max_ratio", "eval/success_rate",
+          "eval/guess_rate", "eval/verdict_accuracy", "eval/collisions_per_episode", "eval/episode_length"] + [
           f"reward/{term}" for term in ("verdict", "localization", "collision", "shaping")]
 
 
@@ -90,14 +91,14 @@ def test_a_nan_loss_stops_the_update_and_keeps_the_last_checkpoint(tmp_path, mon
     try:
         run.run(progress=False, until_iteration=1)
         saved = (tmp_path / "ppo" / "checkpoints" / "last.pt").read_bytes()
-        original = trainer.AnchoredClipPPOLoss.forward
+        original = trainer.FinetunePPOLoss.forward
 
         def poisoned(self, tensordict):
             out = original(self, tensordict)
             out.set("loss_objective", out.get("loss_objective") * float("nan"))
             return out
 
-        monkeypatch.setattr(trainer.AnchoredClipPPOLoss, "forward", poisoned)
+        monkeypatch.setattr(trainer.FinetunePPOLoss, "forward", poisoned)
         actor_before = {k: v.clone() for k, v in run.actor.state_dict().items()}
         with pytest.raises(trainer.TrainingDiverged, match="actor loss is nan"):
             run.run(progress=False, until_iteration=2)

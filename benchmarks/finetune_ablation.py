@@ -1,0 +1,90 @@
+"""Ablation of the fine-tuning design: each lever of ``robot-rl finetune`` switched off (or back to the old
+setting) in turn, PPO from the same few-demo BC policy as ``bc_vs_scratch.py --preset cpu``.
+
+Every variant runs the BC arm's budget with the same seeds and held-out boards; the table gives start and final
+success (Wilson 95% CI, 50 boards), final guesses and frames to the benchmark's threshold tau (the same rule:
+BC start + half the distance to 100%). Finished runs are reused. Writes ``benchmarks/results/finetune_ablation.json``.
+
+    python benchmarks/finetune_ablation.py            # after bc_vs_scratch.py --preset cpu (reuses its BC run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from bc_vs_scratch import (
+    PRESETS,
+    RESULTS,
+    frames_to_threshold,
+    ppo_config,
+    prepare_bc,
+    run_ppo,
+    start_success,
+    threshold_rule,
+)
+
+from robot_rl.hardware import describe_machine
+from robot_rl.io import write_json
+from robot_rl.tables import markdown_table
+
+# name -> FinetuneConfig overrides; "full" is the design as shipped.
+VARIANTS = {
+    "full": {},
+    "no verdict cross-entropy": {"verdict_ce_weight": 0.0},
+    "pose log-prob kept on verdict steps": {"mask_verdict_pose": False},
+    "anchor on the verdict too": {"anchor_verdict": True},
+    "no anchor": {"anchor_weight": 0.0},
+    "no shaping": {"shaping": 0.0},
+    "old learning rates (3e-5, annealed to 0)": {"lr": 3e-5, "anneal_lr": True},
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="PPO seeds per variant")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    preset = PRESETS["cpu"]
+    start = time.perf_counter()
+    bc_dir, _ = prepare_bc(preset, args.device)
+    root = Path(preset["bc"].run_dir).parent / "ablation"
+    demos = preset["demos"]
+    reference = ppo_config(preset, "bc", args.seeds[0], root, bc_dir, args.device)
+    start_metrics = start_success(bc_dir, reference, demos.difficulty, demos.image_size, args.device)
+    threshold = threshold_rule(start_metrics["success_rate"])
+
+    rows, results = [], {}
+    for name in args.variants:
+        results[name] = []
+        for seed in args.seeds:
+            slug = name.split(" (")[0].replace(" ", "-")
+            config = ppo_config(preset, "bc", seed, root / slug, bc_dir, args.device, **VARIANTS[name])
+            t0 = time.perf_counter()
+            curve = run_ppo(config)["curve"]
+            final = curve[-1]
+            results[name].append({"seed": seed, "overrides": VARIANTS[name], "curve": curve,
+                                  "frames_to_threshold": frames_to_threshold(curve, threshold),
+                                  "seconds": round(time.perf_counter() - t0)})
+            rows.append({"variant": name, "seed": seed, "start": f"{curve[0]['success_rate']:.0%}",
+                         "final": f"{final['success_rate']:.0%}",
+                         "final 95% CI": "{:.0%}-{:.0%}".format(*final["success_ci95"]),
+                         "final guesses": f"{final['guess_rate']:.0%}",
+                         f"frames to {threshold:.0%}": results[name][-1]["frames_to_threshold"]})
+            print(f"{name} seed {seed}: {curve[0]['success_rate']:.0%} -> {final['success_rate']:.0%}",
+                  file=sys.stderr)
+    print(markdown_table(rows))
+    out = RESULTS / "finetune_ablation.json"
+    write_json(out, {"threshold": threshold, "threshold_rule": "BC start + (1 - BC start) / 2",
+                     "bc_start": start_metrics["success_rate"], "budget_frames": reference.total_frames,
+                     "variants": results, "table": rows, "machine": describe_machine(),
+                     "wall_seconds": round(time.perf_counter() - start)})
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
