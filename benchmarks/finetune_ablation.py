@@ -35,10 +35,12 @@ VARIANTS = {
     "full": {},
     "no verdict cross-entropy": {"verdict_ce_weight": 0.0},
     "pose log-prob kept on verdict steps": {"mask_verdict_pose": False},
-    "anchor on the verdict too": {"anchor_verdict": True},
+    "anchor on the pose only, decaying 0.8^k": {"anchor_pose_only": True, "anchor_decay": 0.8},
     "no anchor": {"anchor_weight": 0.0},
+    "BC's pose noise (scale floor 0.3)": {"pose_min_scale": 0.3},
     "no shaping": {"shaping": 0.0},
     "old learning rates (3e-5, annealed to 0)": {"lr": 3e-5, "anneal_lr": True},
+    "end-to-end encoder (lr 1e-5)": {"encoder_lr": 1e-5},
 }
 
 
@@ -61,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.variants:
         results[name] = []
         for seed in args.seeds:
-            slug = name.split(" (")[0].replace(" ", "-")
-            config = ppo_config(preset, "bc", seed, root / slug, bc_dir, args.device, **VARIANTS[name])
+            slug = "".join(c if c.isalnum() else "-" for c in name.split(" (")[0].split(",")[0]).strip("-")
+            # "full" is the benchmark's own BC+PPO run of that seed (the same config): reused, not repeated.
+            runs = root.parent if name == "full" else root / slug
+            config = ppo_config(preset, "bc", seed, runs, bc_dir, args.device, **VARIANTS[name])
             t0 = time.perf_counter()
             curve = run_ppo(config)["curve"]
             final = curve[-1]

@@ -44,13 +44,15 @@ class FinetuneConfig:
     grad_clip: float = option(1.0, "max gradient norm (actor and critic separately)")
     critic_warmup: int = option(3, "first iterations update only the critic (actor frozen)")
     anchor_weight: float = option(1.0, "weight of KL(pretrained || current) at the first actor update (0 = off)")
-    anchor_decay: float = option(0.8, "per-iteration decay of the anchor weight (DAPG uses 0.95)")
-    anchor_verdict: bool = option(False, "anchor the verdict head too (default: the pose only)")
+    anchor_decay: float = option(0.95, "per-iteration decay of the anchor weight (DAPG's 0.95^k)")
+    anchor_pose_only: bool = option(False, "anchor the pose head only, leaving the verdicts free")
     mask_verdict_pose: bool = option(True, "leave the pose's log-prob out of the ratio on steps that give a verdict")
     verdict_ce_weight: float = option(1.0, "weight of the verdict cross-entropy whose labels the verdict reward "
                                       "reveals (0 = off)")
     continue_prob: float = option(0.0, "--from-scratch: initial probability of 'continue' (verdict head bias), so "
                                   "early episodes last long enough to explore; 0 = leave the head as initialized")
+    pose_min_scale: float = option(0.1, "lower bound of the pose TanhNormal's scale while fine-tuning (pre-tanh); "
+                                   "0 = the policy's own (BC's 0.3 makes most sampled episodes fail)")
     shaping: float = option(0.0, "weight of the env's potential-based shaping term")
     eval_every: int = option(5, "closed-loop check every N iterations (0 = only at the end)")
     eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
@@ -81,6 +83,7 @@ class FinetuneConfig:
             ("critic_lr", self.critic_lr > 0, "> 0"),
             ("verdict_ce_weight", self.verdict_ce_weight >= 0, ">= 0"),
             ("continue_prob", 0 <= self.continue_prob < 1, "in [0, 1)"),
+            ("pose_min_scale", self.pose_min_scale >= 0, ">= 0"),
             ("clip_epsilon", 0 < self.clip_epsilon < 1, "in (0, 1)"),
             ("entropy_coeff", self.entropy_coeff >= 0, ">= 0"),
             ("critic_coeff", self.critic_coeff > 0, "> 0"), ("clip_value", self.clip_value >= 0, ">= 0"),

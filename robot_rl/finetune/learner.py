@@ -57,7 +57,7 @@ class PPOLearner:
             loss_actor, critic, clip_epsilon=config.clip_epsilon, entropy_coeff=config.entropy_coeff,
             critic_coeff=config.critic_coeff, clip_value=config.clip_value or None, normalize_advantage=True,
             mask_verdict_pose=config.mask_verdict_pose, verdict_ce_weight=config.verdict_ce_weight,
-            anchor_verdict=config.anchor_verdict,
+            anchor_verdict=not config.anchor_pose_only,
             functional=False)  # the networks run as modules, so a DDP wrapper sees every forward
         self.buffer = TensorDictReplayBuffer(
             storage=LazyTensorStorage(config.frames_per_batch, device=self.device),

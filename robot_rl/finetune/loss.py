@@ -10,9 +10,11 @@ TorchRL, which knows nothing of what the action leaves mean):
   (+1 correct, -1 wrong) reveals the right class, so every verdict step is a labelled example for the
   pass-vs-rework logits, with no extra labels. A policy-gradient step on a confidently wrong verdict moves its
   logits by about p(chosen), almost nothing; the cross-entropy moves them by (1 - p(right)). It acts on the two
-  answer logits only, so it never pushes the policy to answer earlier (that is the surrogate's job).
+  answer logits only, so it never pushes the policy to answer earlier (that is the surrogate's job), and only on
+  verdicts given with the board localized (when the batch has the env's ``localized`` flag): learning to guess
+  better from afar would make guessing pay and pull the policy away from inspecting.
 - **A decaying KL anchor** toward the pretrained policy (DAPG-style), ``weight * KL(pretrained || current)`` on the
-  pose, and on the verdict too only if ``anchor_verdict`` (the verdicts are what fine-tuning must change).
+  pose and the verdict, or on the pose only (``anchor_verdict=False``), leaving the verdicts free to change.
   The current policy's distribution is caught in ``_get_cur_log_prob`` (TorchRL's documented extension point),
   so the anchor costs no extra forward pass.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from torch.distributions import Categorical, Normal, kl_divergence
+from torch.distributions import Normal, kl_divergence
 from torchrl.modules import ProbabilisticActor
 from torchrl.objectives import ClipPPOLoss
 
@@ -55,7 +57,7 @@ class FinetunePPOLoss(ClipPPOLoss):
     """``ClipPPOLoss`` plus the pose mask, the reward-derived verdict cross-entropy and the KL anchor (see the
     module docstring). Reports ``loss_verdict_ce``, ``loss_anchor`` and ``anchor_kl`` when they are active."""
 
-    def __init__(self, *args, anchor_weight: float = 0.0, anchor_verdict: bool = False,
+    def __init__(self, *args, anchor_weight: float = 0.0, anchor_verdict: bool = True,
                  mask_verdict_pose: bool = True, verdict_ce_weight: float = 0.0, **kwargs):
         super().__init__(*args, **kwargs)
         self.anchor_weight, self.anchor_verdict = anchor_weight, anchor_verdict
@@ -88,6 +90,9 @@ class FinetunePPOLoss(ClipPPOLoss):
             return out
         if self.verdict_ce_weight > 0:
             answered = verdict != 0
+            localized = tensordict.get((keys.NEXT, *keys.LOCALIZED), None)
+            if localized is not None:  # judge views of the board only: never learn to guess better from afar
+                answered = answered & localized.reshape(verdict.shape)
             if answered.any():
                 logits = dist.dists[keys.VERDICT].logits[answered][:, 1:]  # (pass, rework)
                 reward = tensordict.get((keys.NEXT, *keys.reward_term("verdict"))).reshape(verdict.shape)
@@ -111,6 +116,9 @@ class FinetunePPOLoss(ClipPPOLoss):
         current_normal = pose.root_dist
         anchor_normal = Normal(tensordict.get(keys.ANCHOR_POSE_LOC), tensordict.get(keys.ANCHOR_POSE_SCALE))
         pose_kl = kl_divergence(anchor_normal, Normal(current_normal.loc.float(), current_normal.scale.float()))
-        verdict_kl = kl_divergence(Categorical(logits=tensordict.get(keys.ANCHOR_VERDICT_LOGITS)),
-                                   Categorical(logits=verdict.logits.float()))
+        # From log-softmax, not torch's Categorical KL: that one is inf wherever a probability underflows to 0,
+        # which a confident BC verdict head (logit gaps near 100) reaches.
+        anchor_log_p = tensordict.get(keys.ANCHOR_VERDICT_LOGITS).float().log_softmax(-1)
+        current_log_p = verdict.logits.float().log_softmax(-1)
+        verdict_kl = (anchor_log_p.exp() * (anchor_log_p - current_log_p)).sum(-1)
         return pose_kl.sum(-1), verdict_kl

@@ -8,8 +8,10 @@ design", has the ablation):
   features cached at collection, and 2 CPU cores can afford the frames;
 - an asymmetric critic that reads the privileged task state (``critic.py``), warmed up alone for the first
   ``critic_warmup`` iterations, so the first policy gradients use advantages from a critic that knows the task;
+- less pose noise than BC's scale floor (``pose_min_scale``), so sampled episodes succeed about as often as the
+  deterministic policy and PPO has successes to reinforce;
 - the loss terms of ``loss.py``: pose log-prob masked on verdict steps, the verdict cross-entropy that the verdict
-  reward labels, a KL anchor on the pose that decays within a few iterations;
+  reward labels, a decaying KL anchor to the BC policy;
 - constant learning rates (annealing to 0 in a short run leaves the actor where it started).
 
 Every iteration starts its envs from fresh boards seeded by (seed, iteration), so a resumed run collects exactly
@@ -22,7 +24,7 @@ import copy
 import os
 import signal
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -122,6 +124,10 @@ class PPORun:
             env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": config.difficulty or "default",
                         "image_size": config.image_size or 84}
             policy_config = PolicyConfig(hidden=config.hidden)
+        if config.pose_min_scale:
+            # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
+            # policy, so PPO sees successes to reinforce. The deterministic policy (tanh of the mean) is unchanged.
+            policy_config = replace(policy_config, min_scale=config.pose_min_scale)
         self.env_info, self.policy_config = env_info, policy_config
         self.env_kwargs = {"difficulty": env_info["difficulty"], "image_size": env_info["image_size"],
                            "reward_weights": {"shaping": config.shaping}, "shaping_gamma": config.gamma}
