@@ -39,6 +39,9 @@ bench: $(STAMP)
 
 bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --preset cpu
+	$(BIN)/python benchmarks/few_demo_bc.py
+	$(BIN)/python benchmarks/ppo_throughput.py
+	$(BIN)/python benchmarks/finetune_ablation.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

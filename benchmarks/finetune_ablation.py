@@ -40,7 +40,8 @@ VARIANTS = {
     "BC's pose noise (scale floor 0.3)": {"pose_min_scale": 0.3},
     "no shaping": {"shaping": 0.0},
     "old learning rates (3e-5, annealed to 0)": {"lr": 3e-5, "anneal_lr": True},
-    "end-to-end encoder (lr 1e-5)": {"encoder_lr": 1e-5},
+    "end-to-end encoder (lr 1e-5, 2 PPO epochs)": {"encoder_lr": 1e-5, "ppo_epochs": 2},
+    "4x the frames (65,536)": {"total_frames": 65_536},
 }
 
 
