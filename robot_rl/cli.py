@@ -93,8 +93,12 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         return 1
     curve = summary["curve"]
     if curve:
+        def point(p: dict) -> str:
+            return "{:.1%} (95% CI {:.1%}-{:.1%}, guesses {:.0%})".format(p["success_rate"], *p["success_ci95"],
+                                                                          p["guess_rate"])
+
         print(f"{summary['frames']} frames, {summary['iterations']} iterations; closed-loop success "
-              f"{curve[0]['success_rate']:.1%} at the start, {curve[-1]['success_rate']:.1%} at the end")
+              f"{point(curve[0])} at the start, {point(curve[-1])} at the end")
     return 0
 
 

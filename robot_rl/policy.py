@@ -4,10 +4,9 @@ Shapes, bounds and keys come from the environment's specs (``make_actor(env.obse
 constants. The actor is one TorchRL ``ProbabilisticActor`` over a ``CompositeDistribution``; BC, PPO, evaluation
 and export all load it from here.
 
-The critic has its own encoder (``share_encoder=False`` by default): PPO's value loss flows through whatever
-encoder the critic uses, and through a shared one it rewrites the behaviour-cloned features while the critic is
-still untrained, which is how fine-tuned BC policies collapse. With separate encoders the critic can warm up
-without touching the actor (at twice the encoder compute).
+PPO fine-tuning values states with the privileged-state critic of ``robot_rl.finetune.critic``. ``make_critic``
+here is an image critic (its own encoder by default, started from the actor's, so its value loss never rewrites
+the actor's features); the GPU benchmark times it, the trainer no longer uses it.
 """
 
 from __future__ import annotations

@@ -328,7 +328,10 @@ class PPORun:
 
     def _eval_metrics(self) -> dict:
         stats = self.closed_loop()
-        return {f"eval/{name}": stats[name] for name in CURVE_METRICS if name != "success_ci95"}
+        metrics = {f"eval/{name}": stats[name] for name in CURVE_METRICS if name != "success_ci95"}
+        low, high = stats["success_ci95"]
+        metrics.update({"eval/success_ci95_low": low, "eval/success_ci95_high": high, "eval/boards": stats["episodes"]})
+        return metrics
 
     def _log(self, metrics: dict) -> None:
         if self.logger is not None:

@@ -30,7 +30,8 @@ LOGGED = ["train/loss_objective", "train/loss_critic", "train/loss_entropy", "tr
           "train/clip_fraction", "train/loss_anchor", "train/anchor_kl", "train/success_rate",
           "train/collisions_per_episode", "train/episode_length", "train/frames_per_s", "train/guess_rate",
           "train/loss_verdict_ce", "train/explained_variance", "train/max_ratio", "eval/success_rate",
-          "eval/guess_rate", "eval/verdict_accuracy", "eval/collisions_per_episode", "eval/episode_length"] + [
+          "eval/guess_rate", "eval/verdict_accuracy", "eval/collisions_per_episode", "eval/episode_length",
+          "eval/success_ci95_low", "eval/success_ci95_high"] + [
           f"reward/{term}" for term in ("verdict", "localization", "collision", "shaping")]
 
 
