@@ -2,8 +2,9 @@
 setting) in turn, PPO from the same few-demo BC policy as ``bc_vs_scratch.py --preset cpu``.
 
 Every variant runs the BC arm's budget with the same seeds and held-out boards; the table gives start and final
-success (Wilson 95% CI, 50 boards), final guesses and frames to the benchmark's threshold tau (the same rule:
-BC start + half the distance to 100%). Finished runs are reused. Writes ``benchmarks/results/finetune_ablation.json``.
+success (Wilson 95% CI, 50 boards), final guesses, the mean success of the sampled-action episodes PPO collected,
+and frames to the benchmark's threshold tau (the same rule: BC start + half the distance to 100%). Finished runs
+are reused. Writes ``benchmarks/results/finetune_ablation.json``.
 
     python benchmarks/finetune_ablation.py            # after bc_vs_scratch.py --preset cpu (reuses its BC run)
 """
@@ -45,6 +46,12 @@ VARIANTS = {
 }
 
 
+def _logged(run_dir: Path, name: str) -> list[float]:
+    """One logged scalar of a run, per iteration (the trainer's CSV log)."""
+    path = run_dir / "logs" / "scalars" / f"{name}.csv"
+    return [round(float(line.split(",")[1]), 4) for line in path.read_text().split()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="PPO seeds per variant")
@@ -71,13 +78,18 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             curve = run_ppo(config)["curve"]
             final = curve[-1]
+            sampled = _logged(Path(config.run_dir), "train/success_rate")
             results[name].append({"seed": seed, "overrides": VARIANTS[name], "curve": curve,
                                   "frames_to_threshold": frames_to_threshold(curve, threshold),
-                                  "seconds": round(time.perf_counter() - t0)})
+                                  "sampled_success_per_iteration": sampled,
+                                  # collection + update time of the run, from its log (reused runs included)
+                                  "ppo_seconds": round(sum(_logged(Path(config.run_dir), "train/iteration_seconds"))),
+                                  "seconds_this_invocation": round(time.perf_counter() - t0)})
             rows.append({"variant": name, "seed": seed, "start": f"{curve[0]['success_rate']:.0%}",
                          "final": f"{final['success_rate']:.0%}",
                          "final 95% CI": "{:.0%}-{:.0%}".format(*final["success_ci95"]),
                          "final guesses": f"{final['guess_rate']:.0%}",
+                         "sampled-action success (mean)": f"{sum(sampled) / len(sampled):.0%}",
                          f"frames to {threshold:.0%}": results[name][-1]["frames_to_threshold"]})
             print(f"{name} seed {seed}: {curve[0]['success_rate']:.0%} -> {final['success_rate']:.0%}",
                   file=sys.stderr)
