@@ -16,7 +16,7 @@ The protocol (issue 10), fixed in this file before any run:
 Finished runs are reused (a killed benchmark resumes where it stopped). Writes
 ``benchmarks/results/bc_vs_scratch_<preset>.json`` and a PNG of mean and min-max success against frames.
 
-    python benchmarks/bc_vs_scratch.py --preset cpu     # about 80 minutes on 2 CPU cores (84x84)
+    python benchmarks/bc_vs_scratch.py --preset cpu     # about 30 minutes on 2 CPU cores (84x84)
     python benchmarks/bc_vs_scratch.py --preset gpu     # 224x224, larger budgets, for a CUDA machine
 """
 

@@ -6,7 +6,7 @@ and break its episodes down: success (a correct verdict while localized, Wilson 
 the board localized; right or wrong), wrong verdicts at the board, timeouts, collisions, and where the camera was
 when it answered. Writes ``benchmarks/results/few_demo_bc.json``.
 
-    python benchmarks/few_demo_bc.py        # about 35 minutes on 2 CPU cores when nothing is reused
+    python benchmarks/few_demo_bc.py        # about 40 minutes on 2 CPU cores when nothing is reused
 """
 
 from __future__ import annotations
