@@ -16,13 +16,14 @@ import sys
 import time
 from pathlib import Path
 
+import mujoco
 import numpy as np
 import torch
 from bc_vs_scratch import PRESETS, RESULTS
 
 from robot_rl import keys
 from robot_rl.envs import make_env
-from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.task import TaskConfig, inspection_geometry
 from robot_rl.episodes import summarize_episode
 from robot_rl.evaluation import aggregate, run_episodes
 from robot_rl.hardware import describe_machine
@@ -48,13 +49,11 @@ SETTINGS = {
 
 def _camera_error(step) -> dict:
     """Where the camera was, relative to the inspection pose, on the step that gave the verdict."""
-    camera, board = step.get(keys.CAMERA_POSE).numpy(), step.get(keys.BOARD_POSE).numpy()
-    w, x, y, z = camera[3:]
-    view = -np.array([2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y)])  # -z axis of the camera
-    to_board = board[:3] - camera[:3]
-    off_axis = np.linalg.norm(to_board - (to_board @ view) * view)
-    return {"height_error_m": float(camera[2] - board[2] - TaskConfig.inspection_height),
-            "off_axis_m": float(off_axis)}
+    camera, board = step.get(keys.CAMERA_POSE).numpy().astype(np.float64), step.get(keys.BOARD_POSE).numpy()
+    rotation = np.empty(9)
+    mujoco.mju_quat2Mat(rotation, camera[3:])  # the pose's quaternion is wxyz, MuJoCo's order
+    _, height, off_axis = inspection_geometry(camera[:3], rotation.reshape(3, 3), board[:3].astype(np.float64))
+    return {"height_error_m": float(height - TaskConfig.inspection_height), "off_axis_m": float(off_axis)}
 
 
 def breakdown(run_dir: str, difficulty: str, image_size: int, seeds: list[int], device) -> dict:

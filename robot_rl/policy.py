@@ -257,8 +257,8 @@ def feature_writing_actor(actor: ProbabilisticActor) -> ProbabilisticActor:
 
 
 def rewrap_critic(critic: ValueOperator, network: nn.Module) -> ValueOperator:
-    """The same critic around another network module."""
-    return ValueOperator(network, in_keys=[keys.PIXELS, keys.JOINT_STATE], out_keys=[keys.STATE_VALUE])
+    """The same critic (same keys) around another network module (e.g. its network wrapped in DDP)."""
+    return ValueOperator(network, in_keys=list(critic.in_keys), out_keys=list(critic.out_keys))
 
 
 def make_critic(observation_spec: Composite, config: PolicyConfig | None = None,

@@ -106,7 +106,10 @@ class PPOLearner:
         if keys.FEATURES in flat.keys():
             flat = flat.exclude(keys.PIXELS)  # the loss reads the cached features
         warmup = iteration < self.config.critic_warmup
-        if self.anchor_actor is not None and not warmup:
+        # On cached features the start policy costs two small matrix products, so its KL is logged even once the
+        # anchor has decayed away; on pixels it costs a ResNet pass over the batch, only worth it while it counts.
+        wanted = keys.FEATURES in flat.keys() or self.anchor_weight(iteration) > 0
+        if self.anchor_actor is not None and not warmup and wanted:
             flat.update(anchor_parameters(self.anchor_actor, flat))
         return flat
 

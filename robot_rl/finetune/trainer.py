@@ -29,7 +29,6 @@ from pathlib import Path
 
 import torch
 from tensordict import TensorDictBase
-from torchrl.modules import ValueOperator
 from tqdm import tqdm
 
 from robot_rl import keys
@@ -41,7 +40,7 @@ from robot_rl.evaluation import aggregate, evaluate_policy
 from robot_rl.finetune import distributed
 from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.finetune.config import FinetuneConfig
-from robot_rl.finetune.critic import CRITIC_KEYS, make_privileged_critic
+from robot_rl.finetune.critic import make_privileged_critic
 from robot_rl.finetune.learner import PPOLearner, TrainingDiverged
 from robot_rl.finetune.loss import FinetunePPOLoss
 from robot_rl.io import write_json
@@ -56,6 +55,7 @@ from robot_rl.policy import (
     heads_actor,
     make_actor,
     rewrap_actor,
+    rewrap_critic,
     set_continue_probability,
 )
 from robot_rl.pretrain.bc import held_out_seeds, proof_env
@@ -170,8 +170,7 @@ class PPORun:
             anchor_actor = self.pretrained if config.anchor_weight else None
             groups = [{"params": list(network.heads.parameters()), "lr": config.lr},
                       {"params": list(network.encoder.parameters()), "lr": config.encoder_lr}]
-        loss_critic = self.critic if self.dist is None else \
-            ValueOperator(wrap(self.critic.module), in_keys=CRITIC_KEYS, out_keys=[keys.STATE_VALUE])
+        loss_critic = self.critic if self.dist is None else rewrap_critic(self.critic, wrap(self.critic.module))
         torch.manual_seed(self.seed)
 
         # Create collector: envs on the CPU (here, in env workers, in collector processes or Ray actors)
@@ -185,7 +184,6 @@ class PPORun:
         self.learner = PPOLearner(config, loss_actor, loss_critic, groups, anchor_actor=anchor_actor,
                                   device=self.device, autocast=self.device.type == "cuda",
                                   check_finite=self._all_finite)
-        self.loss = self.learner.loss
 
         # Create logger (rank 0); restore state when resuming
         self.logger = RunLogger(self.run_dir) if self.is_main else None
