@@ -49,8 +49,8 @@ RESULTS = Path(__file__).parent / "results"
 
 PRESETS = {
     "cpu": {
-        # The few-demo setting (README, "PPO fine-tuning of a few-demo policy"): 400 demos on easy boards, 6 epochs,
-        # left BC at 34% strict success on its check boards (500 and 1,000 demos on default boards: 4% and 22%).
+        # The few-demo setting (README, "A few-demo BC policy"): 400 demos on easy boards, 6 epochs,
+        # leave BC in a partly working state; benchmarks/few_demo_bc.py measures it beside two other settings.
         "demos": CollectConfig(out="data/bench-cpu-demos", episodes=400, difficulty="easy", image_size=84),
         "bc": BCConfig(run_dir="runs/bench-cpu/bc", epochs=6, batch_size=64, eval_every=2, eval_episodes=50),
         # Frozen encoder (features cached at collection), privileged critic, shaping for both arms.
