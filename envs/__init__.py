@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import gymnasium as gym
+from robot_rl import ENV_VERSION, GYM_ID, TASK_NAME  # defined (and registered with Gymnasium) at the top level
 
 # First: picks the headless GL backend, which MuJoCo reads once when it is first imported.
 from robot_rl.envs import (
@@ -22,15 +22,6 @@ from robot_rl.envs.task import PcbInspectTask, RewardWeights, TaskConfig, Verdic
 
 if TYPE_CHECKING:
     from robot_rl.envs.torchrl_env import PcbInspectEnv, make_env
-
-TASK_NAME = "pcb-inspect"
-# Bump when dynamics, rendering, rewards or flags change: datasets record it and refuse a mismatch.
-# 1: success is a correct verdict given while the board is localized (0 counted any correct verdict).
-ENV_VERSION = 1
-GYM_ID = f"robot_rl/PcbInspect-v{ENV_VERSION}"
-
-if GYM_ID not in gym.registry:
-    gym.register(id=GYM_ID, entry_point="robot_rl.envs.gym_env:PcbInspectGymEnv")
 
 __all__ = [
     "DEFECT_TYPES", "DIFFICULTIES", "ENV_VERSION", "GYM_ID", "TASK_NAME", "Difficulty", "ExpertConfig", "PcbInspectEnv",

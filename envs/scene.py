@@ -5,6 +5,7 @@ Everything here is addressed by MJCF names; indices are looked up once at constr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -71,6 +72,9 @@ class ArmScene:
         self.post_mocap_ids = [m.body(f"post_{i}").mocapid[0] for i in range(num_posts)]
         self.key_light_id, self.fill_light_id = m.light("key_light").id, m.light("fill_light").id
         self._nominal_lights = (m.light_diffuse.copy(), m.light_dir.copy(), m.vis.headlight.ambient.copy())
+        # Called after every physics substep when set (evaluation videos record intermediate states with it;
+        # training and collection never set it).
+        self.substep_observer: Callable[[], None] | None = None
 
     # -- state ------------------------------------------------------------------------------------------------
     def reset(self, qpos: np.ndarray) -> None:
@@ -160,6 +164,8 @@ class ArmScene:
             mujoco.mj_step(self.model, d)
             # Collision filtering in the MJCF leaves only arm-vs-fixture contacts, so any contact is a collision.
             collision = collision or d.ncon > 0
+            if self.substep_observer is not None:
+                self.substep_observer()
         warnings_after = sum(d.warning[w].number for w in _INSTABILITY_WARNINGS)
         unstable = warnings_after > warnings_before or not (
             np.isfinite(d.qacc).all() and np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all()

@@ -58,6 +58,7 @@ class BCConfig:
     image_size: int = option(0, "expected image side in pixels; 0 = the dataset's")
     hidden: int = option(256, "width of the MLP heads")
     min_scale: float = option(0.3, "lower bound of the pose distribution's scale (pre-tanh)")
+    keypoints: int = option(32, "spatial-softmax keypoints beside the pooled image feature (0 = none)")
     encoder_weights: str = option("", "local ResNet18 state dict to start from (e.g. ImageNet); '' = random")
     steps_per_epoch: int = option(0, "cap on gradient steps per epoch (0 = a full pass)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
@@ -72,6 +73,7 @@ class BCConfig:
             ("eval_every", self.eval_every >= 0, ">= 0"), ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("eval_envs", self.eval_envs >= 0, ">= 0"), ("image_size", self.image_size >= 0, ">= 0"),
             ("hidden", self.hidden >= 1, ">= 1"), ("min_scale", self.min_scale > 0, "> 0"),
+            ("keypoints", self.keypoints >= 0, ">= 0"),
             ("steps_per_epoch", self.steps_per_epoch >= 0, ">= 0"), ("threads", self.threads >= 0, ">= 0"),
         ])
 
@@ -79,5 +81,5 @@ class BCConfig:
         """The architecture options as a ``robot_rl.policy.PolicyConfig``."""
         from robot_rl.policy import PolicyConfig
 
-        return PolicyConfig(hidden=self.hidden, min_scale=self.min_scale,
+        return PolicyConfig(hidden=self.hidden, min_scale=self.min_scale, keypoints=self.keypoints,
                             encoder_weights=self.encoder_weights or None)

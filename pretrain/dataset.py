@@ -120,6 +120,7 @@ class DemoDataset:
         (env, env_version, image_size, difficulty, ...); a dataset written with another env, env version or
         image size is refused."""
         root = Path(root)
+        _remove_stale_build_dirs(root)
         if root.exists() and any(root.iterdir()):
             dataset = cls.open(root)
             for field in COMPATIBILITY_FIELDS:
@@ -185,6 +186,15 @@ class DemoDataset:
         # Storage folders that meta.json does not name are leftovers of an interrupted grow.
         for path in self._dir.glob("storage-*"):
             if path.name != self.meta["storage"]:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_stale_build_dirs(root: Path) -> None:
+    """Removes the temporary build folders of ``root`` left by runs killed before their first commit
+    (``.NAME.*.tmp`` beside it). One writer per dataset at a time, so none of them belongs to a live run."""
+    if root.parent.is_dir():
+        for path in root.parent.glob(f".{root.name}.*.tmp"):
+            if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
 
 

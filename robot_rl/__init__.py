@@ -1,3 +1,18 @@
-"""robot_rl: teach a robot arm to inspect circuit boards from camera images, on TorchRL and TensorDict."""
+"""robot_rl: teach a robot arm to inspect circuit boards from camera images, on TorchRL and TensorDict.
+
+Importing it registers the environment with Gymnasium (``gym.make(robot_rl.GYM_ID)``), as Gymnasium plug-ins do;
+the entry point is a string, so MuJoCo and torch load only when an env is made.
+"""
+
+import gymnasium as gym
 
 __version__ = "0.1.0"
+
+TASK_NAME = "pcb-inspect"
+# Bump when dynamics, rendering, rewards or flags change: datasets record it and refuse a mismatch.
+# 1: success is a correct verdict given while the board is localized (0 counted any correct verdict).
+ENV_VERSION = 1
+GYM_ID = f"robot_rl/PcbInspect-v{ENV_VERSION}"
+
+if GYM_ID not in gym.registry:
+    gym.register(id=GYM_ID, entry_point="robot_rl.envs.gym_env:PcbInspectGymEnv")

@@ -124,14 +124,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
-    from robot_rl.pipeline import PRESETS, run_pipeline
+    from robot_rl.pipeline import PRESETS, result_table, run_pipeline
 
     result = run_pipeline(PRESETS[args.preset], args.root or f"runs/pipeline-{args.preset}", device=args.device)
-    metrics = result["metrics"]
-    lo, hi = metrics["success_ci95"]
-    print(f"\nsuccess {metrics['success_rate']:.1%} (95% CI {lo:.1%}-{hi:.1%}) on {metrics['episodes']} boards; "
-          f"report: {result['report']}/report.md, videos: {result['report']}/videos/")
-    print("seconds per stage: " + ", ".join(f"{k} {v:.0f}" for k, v in result["seconds"].items()))
+    print("\n" + result_table(result))
     return 0
 
 

@@ -26,6 +26,7 @@ class EvaluateConfig:
     failure_videos: int = option(50, "cap on the MP4s of failed episodes")
     video_height: int = option(240, "third-person camera height in video frames, pixels (width = 4/3 x)")
     video_quality: str = option("pretty", "pretty (shadows, ~60 ms a frame in software GL) or fast (no shadows)")
+    video_slowdown: float = option(2.0, "videos play this many times slower than real time (1 = real time)")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
 
     def __post_init__(self) -> None:
@@ -37,6 +38,7 @@ class EvaluateConfig:
             ("failure_videos", self.failure_videos >= 0, ">= 0"),
             ("video_height", 64 <= self.video_height <= 1080 and self.video_height % 2 == 0, "even, in [64, 1080]"),
             ("video_quality", self.video_quality in VIDEO_QUALITIES, f"one of {', '.join(VIDEO_QUALITIES)}"),
+            ("video_slowdown", 1 <= self.video_slowdown <= 10, "in [1, 10]"),
         ])
 
 

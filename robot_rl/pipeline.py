@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from robot_rl.configs import EvaluateConfig
+from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
 from robot_rl.finetune.config import FinetuneConfig
+from robot_rl.io import write_json
 from robot_rl.options import RUN_CONFIG_FILE
 from robot_rl.pretrain import bc
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.configs import BCConfig, CollectConfig
 from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.tables import markdown_table
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,30 @@ PRESETS = {
 }
 
 
+PRESET_FILE = "preset.json"
+
+
 def _summary(run_dir: Path) -> dict | None:
     path = run_dir / "summary.json"
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _check_preset(root: Path, preset: Preset) -> None:
+    """Records the preset's options under ``root``; refuses a root whose stages were made with other options
+    (finished stages are skipped on a rerun, so a changed preset would silently mix old and new outputs)."""
+    wanted = json.loads(json.dumps(asdict(preset)))  # tuples -> lists, as they come back from the file
+    path = root / PRESET_FILE
+    if not path.is_file():
+        write_json(path, wanted)
+        return
+    stored = json.loads(path.read_text())
+    changed = [f"{stage}.{name}: {stored.get(stage, {}).get(name)!r} -> {options.get(name)!r}"
+               for stage, options in wanted.items()
+               for name in sorted(set(options) | set(stored.get(stage, {})))
+               if stored.get(stage, {}).get(name) != options.get(name)]
+    if changed:
+        raise UsageError(f"{root} holds a pipeline run made with other options ({'; '.join(changed)}); "
+                         f"remove it or choose another --root")
 
 
 def _train_stage(label: str, run_dir: Path, start, resume, make_config, progress: bool, log) -> None:
@@ -72,13 +96,28 @@ def _train_stage(label: str, run_dir: Path, start, resume, make_config, progress
         start(make_config(), progress=progress)
 
 
-def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progress: bool = True,
-                 log=print) -> dict:
-    """Runs (or resumes) every stage under ``root``; returns where each stage wrote and the final metrics."""
+def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: dict, device: str, progress: bool,
+                    log) -> dict:
+    """Evaluates ``checkpoint`` into ``out_dir`` unless its report exists; returns the metrics."""
     from robot_rl.evaluate import evaluate
 
+    report = out_dir / "report.json"
+    if report.is_file():
+        log(f"{label}: {report} exists, skipped")
+        return json.loads(report.read_text())["metrics"]
+    log(f"{label} -> {out_dir}")
+    config = EvaluateConfig(**{**options, "checkpoint": str(checkpoint), "out": str(out_dir), "device": device})
+    return evaluate(config, progress=progress)["metrics"]
+
+
+def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progress: bool = True,
+                 log=print) -> dict:
+    """Runs (or resumes) every stage under ``root``; returns where each stage wrote and the metrics of the BC
+    and the fine-tuned policy on the same held-out boards."""
     root = Path(root)
-    data, bc_dir, ppo_dir, eval_dir = root / "demos", root / "bc", root / "ppo", root / "eval"
+    data, bc_dir, ppo_dir = root / "demos", root / "bc", root / "ppo"
+    bc_eval_dir, eval_dir = root / "eval-bc", root / "eval"
+    _check_preset(root, preset)
     timings: dict[str, float] = {}
 
     start = time.perf_counter()
@@ -86,31 +125,51 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     meta = data / "meta.json"
     done = meta.is_file() and len(DemoDataset.open(data).episodes) >= collect.episodes
     if done:
-        log(f"[1/4] collect-demos: {data} already holds the demos, skipped")
+        log(f"[1/5] collect-demos: {data} already holds the demos, skipped")
     else:
-        log(f"[1/4] collect-demos -> {data}")
+        log(f"[1/5] collect-demos -> {data}")
         collect_demos(collect, progress=progress)
     timings["collect-demos"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    _train_stage("[2/4] pretrain", bc_dir, bc.pretrain, bc.resume, lambda: BCConfig(
+    _train_stage("[2/5] pretrain", bc_dir, bc.pretrain, bc.resume, lambda: BCConfig(
         **{**preset.pretrain, "data": str(data), "run_dir": str(bc_dir), "device": device}), progress, log)
     timings["pretrain"] = time.perf_counter() - start
 
+    # The BC policy on the boards the fine-tuned one is evaluated on, without videos: the table's first row.
     start = time.perf_counter()
-    _train_stage("[3/4] finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: FinetuneConfig(
+    bc_options = {**preset.evaluate, "videos": 0, "failure_videos": 0}
+    after_bc = _evaluate_stage("[3/5] evaluate BC", bc_dir, bc_eval_dir, bc_options, device, progress, log)
+    timings["evaluate BC"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    _train_stage("[4/5] finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: FinetuneConfig(
         **{**preset.finetune, "init": str(bc_dir), "run_dir": str(ppo_dir), "device": device}), progress, log)
     timings["finetune"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    report = eval_dir / "report.json"
-    if report.is_file():
-        log(f"[4/4] evaluate: {report} exists, skipped")
-        metrics = json.loads(report.read_text())["metrics"]
-    else:
-        log(f"[4/4] evaluate -> {eval_dir}")
-        metrics = evaluate(EvaluateConfig(**{**preset.evaluate, "checkpoint": str(ppo_dir), "out": str(eval_dir),
-                                             "device": device}), progress=progress)["metrics"]
+    after_ppo = _evaluate_stage("[5/5] evaluate", ppo_dir, eval_dir, preset.evaluate, device, progress, log)
     timings["evaluate"] = time.perf_counter() - start
     return {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
-            "metrics": metrics, "seconds": {k: round(v, 1) for k, v in timings.items()}}
+            "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo,
+            "seconds": {k: round(v, 1) for k, v in timings.items()}}
+
+
+def result_table(result: dict) -> str:
+    """The pipeline's closing lines: success (Wilson 95% CI), guesses, collisions and episode length after BC
+    and after PPO on the same boards, then where the report, videos and contact sheet are."""
+    rows = []
+    for stage, metrics in (("after BC", result["after_bc"]), ("after PPO", result["metrics"])):
+        lo, hi = metrics["success_ci95"]
+        rows.append({"policy": stage,
+                     "success (95% CI)": f"{metrics['success_rate']:.0%} ({lo:.0%}-{hi:.0%}), "
+                                         f"{metrics['episodes']} boards",
+                     "guesses": metrics["guesses"],
+                     "collisions / episode": f"{metrics['collisions_per_episode']:.2f}",
+                     "episode length": f"{metrics['episode_length']:.1f}"})
+    report = Path(result["report"])
+    return "\n".join([markdown_table(rows), "",
+                      f"report:        {report / 'report.md'} (BC: {Path(result['bc_report']) / 'report.md'})",
+                      f"videos:        {report / 'videos'}/",
+                      f"contact sheet: {report / 'contact_sheet.png'}",
+                      "seconds per stage: " + ", ".join(f"{k} {v:.0f}" for k, v in result["seconds"].items())])

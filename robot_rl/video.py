@@ -15,14 +15,14 @@ import numpy as np
 from robot_rl.io import atomic_path
 
 CAPTION_HEIGHT = 28
-FPS = 10  # the control rate: one frame per step plays in real time
+FPS = 25  # playback rate of evaluation videos
 
 
-def compose_frame(wrist_chw: np.ndarray, scene_hwc: np.ndarray, caption: str) -> np.ndarray:
-    """uint8 [H + caption, H + W, 3]: the wrist image (nearest-neighbour upscaled) left of the scene image."""
+def compose_frame(wrist_hwc: np.ndarray, scene_hwc: np.ndarray, caption: str) -> np.ndarray:
+    """uint8 [H + caption, H + W, 3]: the wrist image (nearest-neighbour upscaled, its pixels stay visible) left
+    of the scene image, a caption bar below."""
     height = scene_hwc.shape[0]
-    wrist = cv2.resize(np.ascontiguousarray(wrist_chw.transpose(1, 2, 0)), (height, height),
-                       interpolation=cv2.INTER_NEAREST)
+    wrist = cv2.resize(np.ascontiguousarray(wrist_hwc), (height, height), interpolation=cv2.INTER_NEAREST)
     frame = np.concatenate([wrist, scene_hwc], axis=1)
     bar = np.full((CAPTION_HEIGHT, frame.shape[1], 3), 24, np.uint8)
     cv2.putText(bar, caption, (8, CAPTION_HEIGHT - 9), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (235, 235, 235), 1,
@@ -49,12 +49,12 @@ def write_mp4(path: str | Path, frames: Sequence[np.ndarray], fps: int = FPS) ->
                 container.mux(packet)
 
 
-def read_mp4(path: str | Path) -> tuple[int, int, int, str]:
-    """Decodes an MP4 and returns (frames, height, width, codec name)."""
+def read_mp4(path: str | Path) -> tuple[int, int, int, str, float]:
+    """Decodes an MP4 and returns (frames, height, width, codec name, frames per second)."""
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         count = sum(1 for _ in container.decode(stream))
-        return count, stream.height, stream.width, stream.codec_context.name
+        return count, stream.height, stream.width, stream.codec_context.name, float(stream.average_rate)
 
 
 def contact_sheet(path: str | Path, frames: Sequence[np.ndarray], columns: int = 4, count: int = 8,

@@ -12,13 +12,15 @@ from robot_rl.cli import main
 from robot_rl.configs import EvaluateConfig, ExportConfig
 from robot_rl.evaluate import evaluate
 from robot_rl.export import FILES, deployed_policy, export
-from robot_rl.video import read_mp4
+from robot_rl.envs.scene import SUBSTEPS
+from robot_rl.video import FPS, read_mp4
 
 
 def test_evaluate_writes_reports_and_playable_videos(bc_run_dir, tmp_path):
     out = tmp_path / "eval"
     result = evaluate(EvaluateConfig(checkpoint=str(bc_run_dir), out=str(out), episodes=3, num_envs=2, videos=1,
-                                     failure_videos=3, video_height=120, video_quality="fast"), progress=False)
+                                     failure_videos=3, video_height=120, video_quality="fast", video_slowdown=1),
+                      progress=False)
     report = json.loads((out / "report.json").read_text())
     metrics = report["metrics"]
     assert metrics["episodes"] == 3 and len(report["episodes"]) == 3
@@ -33,8 +35,12 @@ def test_evaluate_writes_reports_and_playable_videos(bc_run_dir, tmp_path):
     assert len(result["videos"]) == len({0} | {e["episode"] for e in failures})
     for relative in result["videos"]:
         episode = next(e for e in report["episodes"] if f"episode{e['episode']:03d}_" in relative)
-        frames, height, width, codec = read_mp4(out / relative)
-        assert codec == "h264" and frames == episode["steps"]
+        frames, height, width, codec, fps = read_mp4(out / relative)
+        # 25 frames per second of simulated time (real time here): 2.5 per 0.1 s control step that moves the
+        # arm, sampled between its physics substeps; a verdict step's outcome is held for half a second.
+        moving = episode["steps"] - (episode["verdict"] != "none")
+        assert codec == "h264" and fps == FPS == 25
+        assert frames == moving * SUBSTEPS // 10 + (FPS // 2 if episode["verdict"] != "none" else 0)
         assert (height, width) == (120 + 28, 120 + 160)
     assert (out / "contact_sheet.png").stat().st_size > 1000
 
@@ -106,7 +112,8 @@ def test_export_round_trip_matches_the_actor_on_real_observations(bc_run_dir, tm
 
 
 def test_pipeline_runs_end_to_end_and_skips_finished_stages(tmp_path, capsys):
-    from robot_rl.pipeline import PRESETS, run_pipeline
+    from robot_rl.errors import UsageError
+    from robot_rl.pipeline import PRESETS, result_table, run_pipeline
 
     tiny = PRESETS["quick"].updated(
         collect={"episodes": 4, "num_envs": 1},
@@ -120,10 +127,23 @@ def test_pipeline_runs_end_to_end_and_skips_finished_stages(tmp_path, capsys):
     result = run_pipeline(tiny, tmp_path / "pipe", progress=False)
     assert (tmp_path / "pipe" / "eval" / "report.md").is_file()
     assert list((tmp_path / "pipe" / "eval" / "videos").glob("*.mp4"))
-    assert result["metrics"]["episodes"] == 2
+    assert not list((tmp_path / "pipe" / "eval-bc").glob("videos/*.mp4"))
+    assert result["metrics"]["episodes"] == result["after_bc"]["episodes"] == 2
+    bc_report = json.loads((tmp_path / "pipe" / "eval-bc" / "report.json").read_text())
+    ppo_report = json.loads((tmp_path / "pipe" / "eval" / "report.json").read_text())
+    assert [e["episode_seed"] for e in bc_report["episodes"]] == [e["episode_seed"] for e in ppo_report["episodes"]]
+    table = result_table(result).splitlines()
+    bc_row, ppo_row = table[2], table[3]
+    assert bc_row.startswith("| after BC") and ppo_row.startswith("| after PPO")
+    assert f"{result['after_bc']['success_rate']:.0%} (" in bc_row and "2 boards" in ppo_row
+    assert any(line.startswith("videos:") and "pipe/eval/videos" in line for line in table)
     lines = []
     run_pipeline(tiny, tmp_path / "pipe", progress=False, log=lines.append)
-    assert all("skipped" in line for line in lines), lines
+    assert len(lines) == 5 and all("skipped" in line for line in lines), lines
+    # A changed preset is refused, naming what changed, instead of mixing with the finished stages.
+    changed = tiny.updated(pretrain={"epochs": 2})
+    with pytest.raises(UsageError, match=r"pretrain\.epochs: 1 -> 2"):
+        run_pipeline(changed, tmp_path / "pipe", progress=False)
 
 
 def test_every_command_documents_its_defaults():
@@ -152,4 +172,12 @@ def test_the_gpu_benchmark_script_runs_on_cpu(tmp_path):
                              "--out", str(out)], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert report["rows"][0]["bound"] in report["parts_ms_per_frame"]["48"]
+    parts, row = report["parts_ms_per_frame"]["48"], report["rows"][0]
+    assert set(parts) == {"env_physics_ik_ms", "render_ms", "host_to_device_ms", "policy_inference_ms",
+                          "learner_update_ms"}
+    assert all(0 < ms < 10_000 for ms in parts.values()), parts
+    assert row["bound"] == max(parts, key=parts.get) and row["bc_samples_per_s"] > 0
+    assert row["ppo_learner_frames_per_s"] > 0 and report["end_to_end_frames_per_s"] > 0
+    # Consistency of the parts with the whole: one env worker cannot collect faster than its env parts allow.
+    env_ms = parts["env_physics_ik_ms"] + parts["render_ms"]
+    assert report["end_to_end_frames_per_s"] < 1.5 * report["end_to_end_workers"] * 1e3 / env_ms

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -21,6 +24,17 @@ def test_gymnasium_env_is_registered_and_passes_the_checker():
     frame = env.render()
     assert frame.dtype == np.uint8 and frame.shape == (360, 480, 3)
     env.close()
+
+
+def test_importing_robot_rl_registers_the_gymnasium_id_without_loading_mujoco():
+    # A fresh interpreter: this one has imported robot_rl.envs already.
+    code = ("import sys, gymnasium as gym, robot_rl; assert robot_rl.GYM_ID in gym.registry; "
+            "assert 'mujoco' not in sys.modules and 'robot_rl.envs' not in sys.modules; "
+            "env = gym.make(robot_rl.GYM_ID, difficulty='easy', image_size=32); "
+            "obs, _ = env.reset(seed=0); print(obs['pixels'].shape)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "(3, 32, 32)"
 
 
 @pytest.mark.parametrize("image_size", [64, 224])

@@ -64,6 +64,20 @@ def test_a_killed_append_leaves_the_committed_dataset_intact(demos_copy):
     assert len(DemoDataset.open(demos_copy).episodes) == 14
 
 
+def test_a_new_dataset_killed_before_its_first_commit_leaves_nothing_behind(demos_dir, tmp_path):
+    source = DemoDataset.open(demos_dir)
+    root = tmp_path / "fresh"
+    writer = DemoDataset.open_for_append(root, {k: source.meta[k] for k in ("env", "env_version", "image_size")})
+    writer.add_episodes(source.data[:10].to_tensordict(), [EpisodeRecord(-1, 10, 123, True)])
+    # SIGKILL here: no cleanup runs, the build folder stays beside the dataset and nothing is at its name.
+    stale = list(tmp_path.glob(".fresh.*.tmp"))
+    assert len(stale) == 1 and stale[0].is_dir() and not root.exists()
+    (tmp_path / ".other.abc.tmp").mkdir()  # another dataset's temporary: not ours to remove
+    collect(root, episodes=2)
+    assert not list(tmp_path.glob(".fresh.*.tmp")) and (tmp_path / ".other.abc.tmp").is_dir()
+    assert len(DemoDataset.open(root).episodes) == 2
+
+
 def test_growing_past_the_capacity_switches_storage_atomically(demos_copy):
     dataset = DemoDataset.open(demos_copy)
     old_storage = dataset.meta["storage"]
