@@ -3,8 +3,9 @@
 1. Samples/s of a full BC step (sample rows from the memmapped demos, move them to the device, random-shift
    augmentation, actor forward, loss, backward, AdamW step) against a bare torchvision ResNet18 training step,
    at 84x84 and 224x224. Target: the BC step costs at most 20% more than the bare network.
-2. Peak resident memory of a BC run on a dataset and on one 10x larger: it must stay flat, because rows are read
-   from the memmaps only when sampled.
+2. Peak resident memory of a BC run (each in a fresh process, its own VmHWM) on 120 and 1,200 demos (default
+   boards, 84x84), next to the datasets' size on disk. Rows are read from the memmaps only when sampled.
+   Missing datasets are collected first (into the folders given).
 
     python benchmarks/bc_throughput.py     # prints tables, writes benchmarks/results/bc_throughput.json
 """
@@ -12,7 +13,7 @@
 from __future__ import annotations
 
 import argparse
-import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -72,19 +73,40 @@ def bc_step_rate(data: str, size: int, batch: int, steps: int) -> float:
 
 
 def peak_memory_of_training(data: str, steps: int) -> float:
-    """Peak RSS (MiB) of a child process that opens ``data`` and runs ``steps`` BC steps."""
+    """Peak resident memory (MiB) of a fresh child process that opens ``data`` and runs ``steps`` BC steps.
+
+    Read from the child's own VmHWM: ``getrusage`` in a child started from this process would report this
+    process's high-water mark when it is higher (Linux carries it across fork and exec).
+    """
     code = (
-        "import sys, resource, torch\n"
+        "from pathlib import Path\n"
         "from robot_rl.pretrain import bc\n"
         "from robot_rl.pretrain.configs import BCConfig\n"
         f"run = bc.BCRun(BCConfig(data={data!r}, run_dir='/tmp/bc-memory', batch_size=32, eval_episodes=1))\n"
         f"for _ in range({steps}):\n"
         "    b = bc._to_device(run.train_buffer.sample(), run.device, 4)\n"
         "    loss = bc.total_loss(run.loss(b)); run.optimizer.zero_grad(); loss.backward(); run.optimizer.step()\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+        "status = Path('/proc/self/status').read_text().splitlines()\n"
+        "print(next(int(line.split()[1]) for line in status if line.startswith('VmHWM:')) / 1024)\n"
     )
+    shutil.rmtree("/tmp/bc-memory", ignore_errors=True)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    shutil.rmtree("/tmp/bc-memory", ignore_errors=True)
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def disk_mib(folder: str) -> float:
+    """Space the dataset's files take on disk (allocated blocks: the memmaps are sparse past the last frame)."""
+    return sum(p.stat().st_blocks * 512 for p in Path(folder).rglob("*") if p.is_file()) / 2**20
+
+
+def ensure_dataset(folder: str, episodes: int, size: int) -> None:
+    """Collects ``episodes`` expert demos at default difficulty into ``folder`` unless it holds a dataset."""
+    if not Path(folder, "meta.json").is_file():
+        from robot_rl.pretrain.collect import collect_demos
+        from robot_rl.pretrain.configs import CollectConfig
+
+        collect_demos(CollectConfig(out=folder, episodes=episodes, image_size=size, seed=0), progress=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--data-84", default="data/demos", help="84x84 demo dataset (large)")
     parser.add_argument("--data-84-small", default="data/demos-small",
-                        help="84x84 demo dataset about 10x smaller (memory comparison)")
+                        help="84x84 demo dataset 10x smaller (memory comparison)")
     parser.add_argument("--data-224", default="data/demos-224", help="224x224 demo dataset")
     parser.add_argument("--batch", type=int, default=32, help="images per step")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per figure")
@@ -100,34 +122,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    started = time.perf_counter()
 
+    ensure_dataset(args.data_84, 1200, 84)
+    ensure_dataset(args.data_84_small, 120, 84)
+    ensure_dataset(args.data_224, 30, 224)
     rows = []
     for size, data in ((84, args.data_84), (224, args.data_224)):
-        if not Path(data, "meta.json").is_file():
-            print(f"skipping {size}x{size}: no dataset at {data} (robot-rl collect-demos --image-size {size})",
-                  file=sys.stderr)
-            continue
         bare = bare_resnet(size, args.batch, args.steps)
         full = bc_step_rate(data, size, args.batch, args.steps)
         rows.append({"image": f"{size}x{size}", "bare_resnet18_img_per_s": bare, "bc_step_samples_per_s": full,
                      "bc_overhead": bare / full - 1})
     print(markdown_table(rows))
 
-    memory = []
-    for data in (args.data_84_small, args.data_84):
-        if Path(data, "meta.json").is_file():
-            from robot_rl.pretrain.dataset import DemoDataset
+    from robot_rl.pretrain.dataset import DemoDataset
 
-            frames = DemoDataset.open(data).frames
-            memory.append({"dataset": data, "frames": frames,
-                           "dataset_mib": round(frames * 3 * 84 * 84 / 2**20),
-                           "peak_rss_mib": peak_memory_of_training(data, steps=10)})
-    if memory:
-        print()
-        print(markdown_table(memory))
+    memory = [{"dataset": data, "frames": DemoDataset.open(data).frames, "disk_mib": round(disk_mib(data), 1),
+               "peak_rss_mib": round(peak_memory_of_training(data, steps=10))}
+              for data in (args.data_84_small, args.data_84)]
+    print()
+    print(markdown_table(memory))
     write_json(RESULTS, {"benchmark": "bc_throughput", "machine": describe_machine(), "batch": args.batch,
-                         "throughput": rows, "memory": memory,
-                         "this_process_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+                         "throughput": rows, "memory": memory, "wall_s": round(time.perf_counter() - started, 1)})
     print(f"\nwrote {RESULTS}")
     return 0
 

@@ -29,6 +29,7 @@ from bc_vs_scratch import (
 
 from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
+from robot_rl.run_logger import read_scalar
 from robot_rl.tables import markdown_table
 
 # name -> FinetuneConfig overrides; "full" is the design as shipped.
@@ -48,8 +49,7 @@ VARIANTS = {
 
 def _logged(run_dir: Path, name: str) -> list[float]:
     """One logged scalar of a run, per iteration (the trainer's CSV log)."""
-    path = run_dir / "logs" / "scalars" / f"{name}.csv"
-    return [round(float(line.split(",")[1]), 4) for line in path.read_text().split()]
+    return [round(value, 4) for _, value in read_scalar(run_dir, name)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,10 +57,10 @@ def timed(fn, repeats: int, device: torch.device) -> float:
 
 def fake_frames(env: PcbInspectEnv, batch: int, device: torch.device) -> TensorDict:
     """A batch shaped like collected data: random pixels, the env's other keys, random actions."""
-    size = env.observation_spec[keys.PIXELS].shape[-1]
+    size = env.observation_spec[keys.PIXELS].shape[-2]
     td = env.fake_tensordict().expand(batch).clone()
-    td.set(keys.PIXELS, torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8))
-    td.set((keys.NEXT, keys.PIXELS), torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8))
+    td.set(keys.PIXELS, torch.randint(0, 256, (batch, size, size, 3), dtype=torch.uint8))
+    td.set((keys.NEXT, keys.PIXELS), torch.randint(0, 256, (batch, size, size, 3), dtype=torch.uint8))
     td.set((keys.NEXT, keys.REWARD), torch.randn(batch, 1))
     return td.to(device)
 

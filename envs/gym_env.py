@@ -24,7 +24,7 @@ def build_task(difficulty: str | Difficulty, image_size: int, reward_weights: Re
 
 
 class PcbInspectGymEnv(gym.Env):
-    """Observation ``{"pixels": uint8 [3, H, W], "joint_state": float32 [12]}``; action ``{"pose": float32 [6]
+    """Observation ``{"pixels": uint8 [H, W, 3], "joint_state": float32 [12]}``; action ``{"pose": float32 [6]
     in [-1, 1], "verdict": 0 continue / 1 pass / 2 rework}``. Pose values outside [-1, 1] are clipped; NaN, inf,
     wrong shapes or dtypes raise. ``info`` holds the step flags, ``reward_terms`` and the privileged ``task`` state.
 
@@ -42,7 +42,7 @@ class PcbInspectGymEnv(gym.Env):
         self.task = build_task(difficulty, image_size, reward_weights, task_overrides)
         self.render_mode, self.render_size = render_mode, render_size
         self.observation_space = spaces.Dict({
-            "pixels": spaces.Box(0, 255, (3, image_size, image_size), np.uint8),
+            "pixels": spaces.Box(0, 255, (image_size, image_size, 3), np.uint8),
             "joint_state": spaces.Box(*self.task.scene.joint_state_bounds(), (JOINT_STATE_DIM,), np.float32),
         })
         self.action_space = spaces.Dict({

@@ -5,7 +5,7 @@ from here. Nested keys are tuples, as TensorDict expects.
 
 | key               | dtype, shape       | meaning                                                      |
 | ----------------- | ------------------ | ------------------------------------------------------------ |
-| PIXELS            | uint8 [3, H, W]    | wrist camera image, channels-first                            |
+| PIXELS            | uint8 [H, W, 3]    | wrist camera image, RGB, channels-last (as Gymnasium, TorchRL) |
 | JOINT_STATE       | float32 [12]       | 6 joint angles (rad) then 6 joint velocities (rad/s)          |
 | POSE              | float32 [6]        | action: camera-pose delta in [-1, 1] (3 translation, 3 rot.)  |
 | VERDICT           | int64 []           | action: 0 continue, 1 pass, 2 rework                          |

@@ -132,7 +132,7 @@ class PcbInspectTask:
     """A 6-DoF arm moves its wrist camera over a PCB and gives a verdict: pass or rework.
 
     ``reset(seed)`` generates the episode's board from ``seed``; ``step(pose, verdict)`` applies one action.
-    Observations are ``{"pixels": uint8 [3, H, W], "joint_state": float32 [12]}``; ``privileged()`` returns the
+    Observations are ``{"pixels": uint8 [H, W, 3], "joint_state": float32 [12]}``; ``privileged()`` returns the
     task state (board pose, defect label, camera pose) that the expert and metrics may read and the policy may not.
     """
 
@@ -224,7 +224,7 @@ class PcbInspectTask:
     # -- observations -----------------------------------------------------------------------------------------
     def _observe(self) -> dict[str, np.ndarray]:
         image = self.wrist_renderer.render(self.scene.model, self.scene.data)
-        return {"pixels": np.ascontiguousarray(image.transpose(2, 0, 1)), "joint_state": self.scene.joint_state()}
+        return {"pixels": image, "joint_state": self.scene.joint_state()}
 
     def _repeat_observation(self) -> dict[str, np.ndarray]:
         # Fresh arrays: callers may keep and modify what they were given.

@@ -70,7 +70,7 @@ class PcbInspectEnv(EnvBase):
     def _make_specs(self, size: int) -> None:
         observation = Composite(
             {
-                keys.PIXELS: Bounded(0, 255, (3, size, size), dtype=torch.uint8),
+                keys.PIXELS: Bounded(0, 255, (size, size, 3), dtype=torch.uint8),
                 keys.JOINT_STATE: Bounded(*map(torch.from_numpy, self.task.scene.joint_state_bounds()),
                                           (JOINT_STATE_DIM,), dtype=torch.float32),
                 keys.TASK: Composite(

@@ -206,8 +206,11 @@ class BCRun:
             due = self.epoch == config.epochs or (config.eval_every and self.epoch % config.eval_every == 0)
             if due:
                 last_eval = self.closed_loop()
-                metrics.update({f"eval/{k}": last_eval[k] for k in ("success_rate", "verdict_accuracy",
+                metrics.update({f"eval/{k}": last_eval[k] for k in ("success_rate", "verdict_accuracy", "guesses",
                                                                       "collisions_per_episode", "episode_length")})
+                low, high = last_eval["success_ci95"]
+                metrics.update({"eval/success_ci95_low": low, "eval/success_ci95_high": high,
+                                "eval/boards": last_eval["episodes"]})
             metrics["train/epoch"] = self.epoch
             self.logger.log(metrics, step=self.step)
             checkpoint = self._checkpoint()

@@ -262,7 +262,7 @@ def _open_storage(root: Path, meta: dict) -> TensorDictBase:
             raise DatasetError(f"{storage_dir}: corrupt storage, no {key!r} entry")
     if storage.shape[0] < meta["frames"]:
         raise DatasetError(f"{storage_dir}: truncated, {storage.shape[0]} rows for {meta['frames']} frames")
-    if storage[keys.PIXELS].shape[-1] != meta["image_size"]:
-        raise DatasetError(f"{storage_dir}: pixels are {storage[keys.PIXELS].shape[-1]} wide, meta.json says "
+    if storage[keys.PIXELS].shape[-2] != meta["image_size"]:
+        raise DatasetError(f"{storage_dir}: pixels are {storage[keys.PIXELS].shape[-2]} wide, meta.json says "
                            f"{meta['image_size']}")
     return storage

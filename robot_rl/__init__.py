@@ -11,7 +11,8 @@ __version__ = "0.1.0"
 TASK_NAME = "pcb-inspect"
 # Bump when dynamics, rendering, rewards or flags change: datasets record it and refuse a mismatch.
 # 1: success is a correct verdict given while the board is localized (0 counted any correct verdict).
-ENV_VERSION = 1
+# 2: pixels are uint8 [H, W, 3], as Gymnasium renders and TorchRL's pixel transforms expect (1 had [3, H, W]).
+ENV_VERSION = 2
 GYM_ID = f"robot_rl/PcbInspect-v{ENV_VERSION}"
 
 if GYM_ID not in gym.registry:

@@ -13,10 +13,10 @@ from robot_rl.episodes import summarize_episode
 from robot_rl.io import atomic_path
 
 
-def side_by_side(wrist_chw: np.ndarray, scene_hwc: np.ndarray) -> np.ndarray:
-    """The wrist image (uint8 [3, h, w]) scaled to the scene image's height, left of it: uint8 [H, W', 3]."""
+def side_by_side(wrist_hwc: np.ndarray, scene_hwc: np.ndarray) -> np.ndarray:
+    """The wrist image (uint8 [h, w, 3]) scaled to the scene image's height, left of it: uint8 [H, W', 3]."""
     height = scene_hwc.shape[0]
-    wrist = cv2.resize(wrist_chw.transpose(1, 2, 0), (height, height), interpolation=cv2.INTER_NEAREST)
+    wrist = cv2.resize(np.ascontiguousarray(wrist_hwc), (height, height), interpolation=cv2.INTER_NEAREST)
     return np.concatenate([wrist, scene_hwc], axis=1)
 
 

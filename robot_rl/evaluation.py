@@ -59,12 +59,17 @@ def run_episodes(env, policy, episodes: int, deterministic: bool = True, keep_pi
     return [finished[k % slots][k // slots] for k in range(episodes)]
 
 
+def wilson_interval(successes: int, total: int) -> tuple[float, float]:
+    """The Wilson 95% confidence interval of a proportion ``successes / total`` (total > 0)."""
+    ci = binomtest(successes, total).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
 def _rate(successes: int, total: int) -> dict:
     """Proportion with its Wilson 95% confidence interval."""
     if total == 0:
         return {"rate": None, "ci95": [None, None]}
-    ci = binomtest(successes, total).proportion_ci(confidence_level=0.95, method="wilson")
-    return {"rate": successes / total, "ci95": [float(ci.low), float(ci.high)]}
+    return {"rate": successes / total, "ci95": list(wilson_interval(successes, total))}
 
 
 def aggregate(summaries: Sequence[dict]) -> dict:

@@ -1,6 +1,6 @@
 """``robot-rl export``: the trained actor as a plain program, for deployment without TorchRL.
 
-Input: ``pixels`` uint8 [B, 3, H, W] and ``joint_state`` float32 [B, 12]. Output: the deterministic action, ``pose``
+Input: ``pixels`` uint8 [B, H, W, 3] and ``joint_state`` float32 [B, 12]. Output: the deterministic action, ``pose``
 float32 [B, 6] (tanh of the pose mean, mapped to the action bounds) and ``verdict`` int64 [B] (0 continue, 1 pass,
 2 rework). Formats: TorchScript (``policy.torchscript.pt``), ``torch.export`` (``policy.pt2``) and ONNX
 (``policy.onnx``, with the ``onnx`` extra: onnx, onnxscript, onnxruntime). ``policy.json`` describes the interface.
@@ -48,7 +48,7 @@ def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]
 
 
 def example_inputs(image_size: int, batch: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
-    return (torch.randint(0, 256, (batch, 3, image_size, image_size), dtype=torch.uint8),
+    return (torch.randint(0, 256, (batch, image_size, image_size, 3), dtype=torch.uint8),
             torch.zeros(batch, 12, dtype=torch.float32))
 
 
@@ -101,7 +101,7 @@ def export(config: ExportConfig) -> dict:
     size = env_info["image_size"]
     write_json(out_dir / "policy.json", {
         "checkpoint": str(checkpoint), "env": env_info, "files": {k: Path(v).name for k, v in written.items()},
-        "inputs": {"pixels": f"uint8 [B, 3, {size}, {size}], RGB, wrist camera",
+        "inputs": {"pixels": f"uint8 [B, {size}, {size}, 3], RGB, wrist camera",
                    "joint_state": "float32 [B, 12]: 6 joint angles (rad), 6 joint velocities (rad/s)"},
         "outputs": {"pose": "float32 [B, 6] in [-1, 1]: camera translation (x 3 cm) and rotation (x 0.15 rad)",
                     "verdict": "int64 [B]: " + ", ".join(f"{v.value} {v.name.lower()}" for v in Verdict)},

@@ -72,7 +72,7 @@ class SpatialSoftmax(nn.Module):
 
 
 class ImageEncoder(nn.Module):
-    """torchvision ResNet18 trunk: uint8 images [B, 3, H, W] -> float features [B, 512 + 2 keypoints].
+    """torchvision ResNet18 trunk: uint8 images [B, H, W, 3] (the env's layout) -> features [B, 512 + 2 keypoints].
 
     The globally pooled 512-d feature says what is in view (the defect verdict); global pooling discards where it
     is, so ``keypoints`` spatial-softmax keypoints on layer2's maps (stride 8) carry the board's position in the
@@ -103,7 +103,7 @@ class ImageEncoder(nn.Module):
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         batch = pixels.shape[:-3]
-        x = pixels.reshape(-1, *pixels.shape[-3:]).float()
+        x = pixels.reshape(-1, *pixels.shape[-3:]).permute(0, 3, 1, 2).float()  # NCHW view of channels-last data
         x = (x - self.mean) / self.std
         if x.is_cuda:
             # Channels-last input makes cuDNN pick its NHWC kernels (tensor cores under bf16). The weights stay

@@ -33,3 +33,11 @@ class RunLogger:
         for csv in self.csv_dir.rglob("*.csv"):
             rows = [line for line in csv.read_text().splitlines() if line and int(line.split(",")[0]) <= step]
             csv.write_text("".join(f"{row}\n" for row in rows))
+
+
+def read_scalar(run_dir: str | Path, name: str, logs: str = "logs") -> list[tuple[int, float]]:
+    """One scalar a ``RunLogger`` wrote in ``run_dir``, as (step, value) pairs in logging order."""
+    path = Path(run_dir) / logs / "scalars" / f"{name}.csv"
+    if not path.is_file():
+        return []
+    return [(int(step), float(value)) for step, value in (line.split(",") for line in path.read_text().split())]

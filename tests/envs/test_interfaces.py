@@ -34,14 +34,14 @@ def test_importing_robot_rl_registers_the_gymnasium_id_without_loading_mujoco():
             "obs, _ = env.reset(seed=0); print(obs['pixels'].shape)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "(3, 32, 32)"
+    assert out.stdout.strip() == "(32, 32, 3)"
 
 
 @pytest.mark.parametrize("image_size", [64, 224])
 def test_observations_match_their_spaces(image_size):
     env = PcbInspectGymEnv("easy", image_size=image_size)
     obs, _ = env.reset(seed=3)
-    assert obs["pixels"].shape == (3, image_size, image_size) and obs["pixels"].dtype == np.uint8
+    assert obs["pixels"].shape == (image_size, image_size, 3) and obs["pixels"].dtype == np.uint8
     assert obs["joint_state"].shape == (12,) and obs["joint_state"].dtype == np.float32
     for _ in range(5):
         obs, reward, *_ = env.step({"pose": env.action_space["pose"].sample(), "verdict": 0})
@@ -53,7 +53,7 @@ def test_torchrl_env_passes_check_env_specs():
     env = make_env(seed=0)
     check_env_specs(env)
     td = env.rollout(3, break_when_any_done=False)
-    assert td[keys.PIXELS].dtype == torch.uint8 and td[keys.PIXELS].shape == (3, 3, 84, 84)
+    assert td[keys.PIXELS].dtype == torch.uint8 and td[keys.PIXELS].shape == (3, 84, 84, 3)
     assert td[keys.JOINT_STATE].dtype == torch.float32 and td[keys.JOINT_STATE].shape == (3, 12)
     assert env.action_keys == [keys.POSE, keys.VERDICT]
     env.close()
@@ -81,7 +81,7 @@ def test_parallel_env_batches_several_envs():
         assert env.batch_size == (2,)
         check_env_specs(env)
         td = env.rollout(4, break_when_any_done=False)
-        assert td[keys.PIXELS].shape == (2, 4, 3, 84, 84)
+        assert td[keys.PIXELS].shape == (2, 4, 84, 84, 3)
         # Each worker has its own seeded stream: different boards.
         assert td[keys.EPISODE_SEED][0, 0] != td[keys.EPISODE_SEED][1, 0]
     finally:
@@ -150,3 +150,30 @@ def test_initial_states_vary_across_seeds():
     boards = {tuple(env.reset(seed=s)[1]["task"]["board_pose"].round(4)) for s in range(8)}
     joint_states = {tuple(env.reset(seed=s)[0]["joint_state"][:6].round(4)) for s in range(8)}
     assert len(boards) == 8 and len(joint_states) == 8
+
+
+def test_torchrl_pixel_transforms_read_the_env_like_any_pixel_env(tmp_path):
+    # TorchRL's pixel transforms expect `pixels` as uint8 [H, W, 3], as its from_pixels envs and Gymnasium emit.
+    from torchrl.envs import CatFrames, Resize, ToTensorImage, TransformedEnv
+    from torchrl.record import VideoRecorder
+    from torchrl.record.loggers import CSVLogger
+
+    recorder = VideoRecorder(CSVLogger("video", log_dir=str(tmp_path)), tag="wrist", in_keys=[keys.PIXELS])
+    env = TransformedEnv(make_env(seed=0, difficulty="easy", image_size=48),
+                         ToTensorImage(in_keys=[keys.PIXELS], out_keys=["image"]))
+    env.append_transform(recorder)
+    td = env.rollout(3, break_when_any_done=False)
+    raw = td[keys.PIXELS]
+    assert raw.shape == (3, 48, 48, 3) and raw.dtype == torch.uint8
+    assert td["image"].shape == (3, 3, 48, 48) and td["image"].dtype == torch.float32
+    torch.testing.assert_close(td["image"], raw.permute(0, 3, 1, 2).float() / 255)
+    frames = torch.stack(recorder.obs)  # the recorder's frames: channels-first, the rollout's images
+    assert frames.shape[1:] == (3, 48, 48) and torch.equal(frames[-1], td["next", keys.PIXELS][-1].permute(2, 0, 1))
+
+    stacked = TransformedEnv(make_env(seed=0, difficulty="easy", image_size=48),
+                             ToTensorImage(in_keys=[keys.PIXELS], out_keys=["image"]))
+    stacked.append_transform(Resize(32, 32, in_keys=["image"]))
+    stacked.append_transform(CatFrames(N=4, dim=-3, in_keys=["image"]))
+    td = stacked.rollout(3, break_when_any_done=False)
+    assert td["image"].shape == (3, 12, 32, 32)
+    assert td["image"].min() >= 0 and td["image"].max() <= 1 and td["image"][-1, -3:].std() > 0

@@ -89,15 +89,19 @@ def test_potential_shaping_rewards_progress_towards_the_inspection_pose():
     assert infos[-1]["reward_terms"]["shaping"] <= 0  # the terminal state has zero potential
 
 
-def test_expert_succeeds_on_at_least_95_percent_of_200_seeds_without_collisions():
+def test_expert_succeeds_on_all_200_seeds_without_collisions():
+    # The README's expert figure (200/200 strict successes, 0 collisions at default difficulty, seeds 0-199):
+    # the env is deterministic per seed, so this is the figure itself, not a sample of it.
     env = PcbInspectGymEnv("default")
-    successes = clean = 0
+    failed, collided = [], []
     for seed in range(200):
         _, infos, _, _ = run_expert(env, seed)
-        successes += infos[-1]["success"]
-        clean += not any(i.get("collision", False) for i in infos[1:])
-    assert successes >= 190, f"expert success {successes}/200"
-    assert clean >= 190, f"collision-free episodes {clean}/200"
+        if not infos[-1]["success"]:
+            failed.append(seed)
+        if any(i.get("collision", False) for i in infos[1:]):
+            collided.append(seed)
+    assert not failed, f"expert failed on seeds {failed}"
+    assert not collided, f"expert collided on seeds {collided}"
 
 
 @pytest.mark.parametrize("difficulty", ["easy", "hard"])

@@ -92,7 +92,7 @@ def test_continue_bias_makes_a_fresh_head_keep_looking():
     env = PcbInspectEnv(difficulty="easy", image_size=48)
     actor = make_actor(env.observation_spec, env.full_action_spec).eval()
     set_continue_probability(actor, 0.97)
-    batch = TensorDict({keys.PIXELS: torch.randint(0, 255, (16, 3, 48, 48), dtype=torch.uint8),
+    batch = TensorDict({keys.PIXELS: torch.randint(0, 255, (16, 48, 48, 3), dtype=torch.uint8),
                         keys.JOINT_STATE: torch.randn(16, 12)}, [16])
     with torch.no_grad():
         logits = actor.module[0](batch).get((*keys.VERDICT_PARAMS, "logits"))

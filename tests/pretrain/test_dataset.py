@@ -23,7 +23,7 @@ def test_round_trip_keeps_frames_episodes_and_metadata(demos_dir):
     assert dataset.frames == sum(e.length for e in dataset.episodes) == meta["frames"]
     assert {"torch", "torchrl", "tensordict", "mujoco"} <= set(meta["packages"])
     data = dataset.data
-    assert data[keys.PIXELS].dtype == torch.uint8 and data[keys.PIXELS].shape == (dataset.frames, 3, 64, 64)
+    assert data[keys.PIXELS].dtype == torch.uint8 and data[keys.PIXELS].shape == (dataset.frames, 64, 64, 3)
     assert data.is_memmap() or type(data[keys.PIXELS]).__name__ == "MemoryMappedTensor"
     for index, episode in enumerate(dataset.episodes):
         frames = data[episode.start : episode.start + episode.length]

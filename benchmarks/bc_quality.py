@@ -1,0 +1,117 @@
+"""The README's behaviour-cloning recipe, end to end: collect demos, pretrain, evaluate on fresh boards.
+
+Runs ``collect-demos`` (default boards, 84x84), ``pretrain`` with a closed-loop check on held-out boards every few
+epochs, then ``evaluate`` of ``best.pt`` on boards seen neither in training nor in the checks. Reports each check
+and the final evaluation: strict success (a correct verdict while the board is localized) with its Wilson 95%
+interval and board count, guesses, collisions per episode and episode length; plus the wall time of each stage
+and the machine. Folders that already hold a finished stage are reused.
+
+    python benchmarks/bc_quality.py     # about 30 minutes on 2 CPU cores; writes benchmarks/results/bc_quality.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from robot_rl.configs import EvaluateConfig
+from robot_rl.evaluate import evaluate
+from robot_rl.evaluation import wilson_interval
+from robot_rl.hardware import describe_machine
+from robot_rl.io import write_json
+from robot_rl.pretrain.bc import pretrain
+from robot_rl.pretrain.collect import collect_demos
+from robot_rl.pretrain.configs import BCConfig, CollectConfig
+from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.run_logger import read_scalar
+from robot_rl.tables import markdown_table
+
+RESULTS = Path(__file__).parent / "results" / "bc_quality.json"
+
+
+def _percent(rate: float, low: float, high: float) -> str:
+    return f"{rate:.0%} ({low:.0%}-{high:.0%})"
+
+
+def closed_loop_checks(run_dir: Path, steps_per_epoch: int) -> list[dict]:
+    """The BC run's closed-loop checks, from its log: epoch, success with CI, guesses, collisions, length."""
+    logged = {name: dict(read_scalar(run_dir, f"eval/{name}")) for name in
+              ("success_rate", "boards", "guesses", "collisions_per_episode", "episode_length")}
+    checks = []
+    for step, rate in logged["success_rate"].items():
+        boards = int(logged["boards"][step])
+        low, high = wilson_interval(round(rate * boards), boards)
+        checks.append({"epoch": step // steps_per_epoch, "success_rate": rate, "success_ci95": [low, high],
+                       "boards": boards, "guesses": int(logged["guesses"][step]),
+                       "collisions_per_episode": logged["collisions_per_episode"][step],
+                       "episode_length": logged["episode_length"][step]})
+    return checks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=1200, help="demonstrations")
+    parser.add_argument("--epochs", type=int, default=6, help="BC epochs")
+    parser.add_argument("--eval-every", type=int, default=2, help="epochs between closed-loop checks")
+    parser.add_argument("--boards", type=int, default=100, help="boards per check and in the final evaluation")
+    parser.add_argument("--data", default="data/bc-quality", help="demo folder (reused when complete)")
+    parser.add_argument("--run-dir", default="runs/bc-quality", help="BC run folder (reused when finished)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
+    args = parser.parse_args(argv)
+    collect = CollectConfig(out=args.data, episodes=args.episodes, difficulty="default", image_size=84, seed=0)
+    bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
+                         eval_every=args.eval_every, eval_episodes=args.boards, device=args.device)
+    run_dir, seconds = Path(args.run_dir), {}
+
+    start = time.perf_counter()
+    if not (Path(args.data) / "meta.json").is_file():
+        collect_demos(collect)
+    dataset = DemoDataset.open(args.data)
+    seconds["collect"] = time.perf_counter() - start
+    start = time.perf_counter()
+    if not (run_dir / "summary.json").is_file():
+        pretrain(bc_config)
+    seconds["pretrain"] = time.perf_counter() - start
+    summary = json.loads((run_dir / "summary.json").read_text())
+    start = time.perf_counter()
+    final = evaluate(EvaluateConfig(checkpoint=str(run_dir / "checkpoints" / "best.pt"), episodes=args.boards,
+                                    out=str(run_dir / "eval-fresh"), videos=0, failure_videos=0,
+                                    device=args.device), progress=False)
+    seconds["evaluate"] = time.perf_counter() - start
+
+    checks = closed_loop_checks(run_dir, summary["steps"] // summary["epochs"])
+    metrics = final["metrics"]
+    rows = [{"check": f"epoch {c['epoch']} (BC's held-out boards)",
+             "success (95% CI)": _percent(c["success_rate"], *c["success_ci95"]), "boards": c["boards"],
+             "guesses": c["guesses"], "collisions / episode": c["collisions_per_episode"],
+             "episode length": c["episode_length"]} for c in checks]
+    rows.append({"check": "best.pt on fresh boards", "boards": metrics["episodes"],
+                 "success (95% CI)": _percent(metrics["success_rate"], *metrics["success_ci95"]),
+                 "guesses": metrics["guesses"], "collisions / episode": metrics["collisions_per_episode"],
+                 "episode length": metrics["episode_length"]})
+    print(markdown_table(rows))
+    val_episodes = max(1, round(len(dataset.episodes) * bc_config.val_fraction))
+    write_json(args.out, {
+        "benchmark": "bc_quality", "machine": describe_machine(),
+        "recipe": {"demos": len(dataset.episodes), "frames": dataset.frames, "difficulty": "default",
+                   "image_size": 84, "epochs": args.epochs, "batch_size": bc_config.batch_size,
+                   "validation_episodes": val_episodes, "val_fraction": bc_config.val_fraction,
+                   "keypoints": bc_config.keypoints, "best_epoch_success": summary["best_success"]},
+        "checks": checks,
+        "fresh_boards": {"seeds": final["info"]["seeds"], "checkpoint": "best.pt",
+                         **{k: metrics[k] for k in ("episodes", "success_rate", "success_ci95", "guesses",
+                                                    "verdict_accuracy", "collisions_per_episode",
+                                                    "episode_length", "timed_out")}},
+        "wall_s": {k: round(v, 1) for k, v in seconds.items()},
+    })
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
