@@ -104,10 +104,13 @@ class BCRun:
 
         # Create loss and optimizer
         self.loss = BehaviourCloningLoss(self.actor, decision_weight=config.decision_weight,
-                                         verdict_weight=config.verdict_weight)
+                                         verdict_weight=config.verdict_weight,
+                                         locate_weight=config.locate_weight,
+                                         mode_weight=config.mode_weight).to(self.device)
         if config.compile:
             self.actor.module[0].module = torch.compile(self.actor.module[0].module)
-        self.optimizer = torch.optim.AdamW(self.actor.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        # The actor's parameters and the loss's training-only ones (the auxiliary locator head).
+        self.optimizer = torch.optim.AdamW(self.loss.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
             self.optimizer, T_max=config.epochs * self.steps_per_epoch)
 
@@ -124,6 +127,7 @@ class BCRun:
         return {
             "kind": "bc", "config": asdict(self.config), "policy_config": asdict(self.config.policy_config()),
             "env": self.env_info, "actor": self.actor.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "locator": self.loss.locator.state_dict() if self.loss.locator is not None else None,
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "step": self.step,
             "best_success": self.best_success, "rng": rng_state(),
             # Where the samplers are in their current permutations (an epoch can stop before a full pass).
@@ -134,6 +138,8 @@ class BCRun:
     def _restore(self) -> None:
         state = load_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", map_location=self.device)
         self.actor.load_state_dict(state["actor"])
+        if self.loss.locator is not None:
+            self.loss.locator.load_state_dict(state["locator"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.step, self.best_success = state["epoch"], state["step"], state["best_success"]

@@ -6,6 +6,11 @@ the expert action under the policy's distribution) are computed here from one fo
 
 - ``loss_pose``: negative log-likelihood of the expert pose under the TanhNormal; targets are clamped inside
   (-1, 1) so atanh stays finite (the expert saturates at +-1 far from its goal).
+- ``loss_pose_mode``: squared error of the deterministic pose (tanh of the location, what evaluation and export
+  run) against the expert's. The likelihood alone is maximized by a wide TanhNormal centred on zero, which puts
+  its mass at both saturations (-1 and +1, where the far-from-the-board expert actions are): a BC policy trained on
+  it alone had a scale near 2 and a location near 0 on the first steps, so its deterministic pose never turned
+  towards the board.
 - ``loss_verdict``: cross-entropy of the expert verdict (continue / pass / rework) on every frame, the rare
   verdict frames (one per episode) weighted ``verdict_weight`` times a "continue" frame: unweighted, the
   deterministic policy's most likely verdict at the inspection pose stays "continue" and episodes time out.
@@ -13,6 +18,11 @@ the expert action under the policy's distribution) are computed here from one fo
   ``view_offset`` of its centre, from the stored privileged state), cross-entropy of pass-vs-rework against the
   defect label: the verdict the expert would give there. The expert decides on one frame per episode; this term
   teaches the defect classifier from every close view of every board without changing what the policy outputs.
+- ``loss_locate``: an auxiliary head on the encoder's features regresses where the board is relative to the
+  camera (world-frame offset of its centre, from the stored privileged state, in decimetres). Pose actions are
+  world-frame moves towards that point, so this gives the encoder a direct, dense signal for what the pose needs;
+  through the action likelihood alone the policy stayed blind to the board for epochs and flew the mean path.
+  The head is training-only: the policy, PPO and export never see it.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from torch import nn
 from torchrl.modules import ProbabilisticActor
 
 from robot_rl import keys
+from robot_rl.policy import actor_encoder
 
 BATCH_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VERDICT, keys.DEFECTIVE,
               keys.CAMERA_POSE, keys.BOARD_POSE)
@@ -41,13 +52,27 @@ class BehaviourCloningLoss(nn.Module):
     """``forward(batch)`` -> TensorDict of ``loss_*`` terms (summed for the update) and detached metrics."""
 
     def __init__(self, actor: ProbabilisticActor, decision_weight: float = 1.0, verdict_weight: float = 1.0,
-                 pose_clamp: float = 0.995):
+                 locate_weight: float = 0.0, mode_weight: float = 0.0, pose_clamp: float = 0.995):
         super().__init__()
         self.actor, self.decision_weight, self.pose_clamp = actor, decision_weight, pose_clamp
-        self.verdict_weight = verdict_weight
+        self.verdict_weight, self.locate_weight, self.mode_weight = verdict_weight, locate_weight, mode_weight
+        encoder = actor_encoder(actor)
+        self.locator = nn.Linear(encoder.output_shape()[0], 3) if locate_weight > 0 else None
+        self._features: list[torch.Tensor] | None = None  # a list only while this loss runs the actor
+        if self.locator is not None:
+            # The features of the actor's own forward pass (no second encoder pass).
+            encoder.register_forward_hook(self._keep_features)
+
+    def _keep_features(self, module, inputs, output) -> None:
+        if self._features is not None:
+            self._features.append(output)
 
     def forward(self, batch: TensorDictBase) -> TensorDictBase:
-        dist = self.actor.get_dist(batch)  # also writes the distribution parameters into ``batch``
+        self._features = []
+        try:
+            dist = self.actor.get_dist(batch)  # also writes the distribution parameters into ``batch``
+        finally:
+            features, self._features = self._features, None
         expert_pose = batch.get(keys.EXPERT_POSE)
         expert_verdict = batch.get(keys.EXPERT_VERDICT)
         target = TensorDict({keys.POSE: expert_pose.clamp(-self.pose_clamp, self.pose_clamp),
@@ -69,8 +94,16 @@ class BehaviourCloningLoss(nn.Module):
             decision_accuracy = torch.tensor(float("nan"), device=logits.device)
 
         pose_mean = torch.tanh(batch.get((*keys.POSE_PARAMS, "loc")).float())
+        extra = {}
+        if self.locator is not None:
+            offset = (batch.get(keys.BOARD_POSE)[..., :3] - batch.get(keys.CAMERA_POSE)[..., :3]).float() * 10
+            error = self.locator(features[-1].float()) - offset
+            extra = {"loss_locate": self.locate_weight * error.pow(2).sum(-1).mean(),
+                     "locate_error_cm": error.detach().norm(dim=-1).mean() * 10}
         return TensorDict({
+            **extra,
             "loss_pose": loss_pose,
+            "loss_pose_mode": self.mode_weight * (pose_mean - expert_pose).pow(2).sum(-1).mean(),
             "loss_verdict": loss_verdict,
             "loss_decision": self.decision_weight * loss_decision,
             "pose_mae": (pose_mean - expert_pose).abs().mean().detach(),

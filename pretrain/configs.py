@@ -48,6 +48,8 @@ class BCConfig:
     shift_pad: int = option(4, "random-shift augmentation, pixels (0 = off)")
     decision_weight: float = option(100.0, "weight of the pass-vs-rework loss on close views of the board")
     verdict_weight: float = option(5.0, "weight of a verdict frame against a 'continue' frame in the verdict loss")
+    locate_weight: float = option(1.0, "weight of the auxiliary where-is-the-board loss (0 = off)")
+    mode_weight: float = option(10.0, "weight of the squared error of the deterministic pose (0 = likelihood only)")
     eval_every: int = option(5, "closed-loop check every N epochs (0 = only at the end)")
     eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
     eval_seed: int = option(10_000_000, "first board seed of the closed-loop checks")
@@ -59,6 +61,7 @@ class BCConfig:
     hidden: int = option(256, "width of the MLP heads")
     min_scale: float = option(0.3, "lower bound of the pose distribution's scale (pre-tanh)")
     keypoints: int = option(32, "spatial-softmax keypoints beside the pooled image feature (0 = none)")
+    joint_velocities: bool = option(False, "the policy reads the joint velocities too (default: angles only)")
     encoder_weights: str = option("", "local ResNet18 state dict to start from (e.g. ImageNet); '' = random")
     steps_per_epoch: int = option(0, "cap on gradient steps per epoch (0 = a full pass)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
@@ -69,7 +72,8 @@ class BCConfig:
             ("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
             ("grad_clip", self.grad_clip > 0, "> 0"), ("val_fraction", 0 < self.val_fraction < 1, "in (0, 1)"),
             ("shift_pad", self.shift_pad >= 0, ">= 0"), ("decision_weight", self.decision_weight >= 0, ">= 0"),
-            ("verdict_weight", self.verdict_weight > 0, "> 0"),
+            ("verdict_weight", self.verdict_weight > 0, "> 0"), ("locate_weight", self.locate_weight >= 0, ">= 0"),
+            ("mode_weight", self.mode_weight >= 0, ">= 0"),
             ("eval_every", self.eval_every >= 0, ">= 0"), ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("eval_envs", self.eval_envs >= 0, ">= 0"), ("image_size", self.image_size >= 0, ">= 0"),
             ("hidden", self.hidden >= 1, ">= 1"), ("min_scale", self.min_scale > 0, "> 0"),
@@ -82,4 +86,5 @@ class BCConfig:
         from robot_rl.policy import PolicyConfig
 
         return PolicyConfig(hidden=self.hidden, min_scale=self.min_scale, keypoints=self.keypoints,
+                            joint_velocities=self.joint_velocities,
                             encoder_weights=self.encoder_weights or None)

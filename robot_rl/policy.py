@@ -38,6 +38,7 @@ class PolicyConfig:
     share_encoder: bool = False  # critic reuses the actor's encoder (see module docstring)
     encoder_weights: str | None = None  # local ResNet18 state dict (e.g. ImageNet weights); random init if None
     keypoints: int = 32  # spatial-softmax keypoints on ResNet18's layer2 next to its pooled feature (0 = none)
+    joint_velocities: bool = False  # read the joint velocities too (by default the policy reads the angles only)
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
@@ -119,20 +120,29 @@ class ImageEncoder(nn.Module):
 
 
 class ObservationEncoder(nn.Module):
-    """Image features concatenated with the joint state scaled to [-1, 1] by its spec bounds: [*B, 524]."""
+    """Image features concatenated with the joint angles (and, with ``joint_velocities``, velocities) scaled to
+    [-1, 1] by their spec bounds.
+
+    Why not the velocities by default: the expert's actions change slowly, so a joint velocity nearly gives away
+    the previous action, and behaviour cloning learns to continue the current motion from it instead of reading
+    the image (the "copycat" failure of BC with proprioceptive history, Wen et al. 2020). The BC policy that read
+    them ignored the board: it kept flying in its first direction, past the board (an observation from a
+    development run; the quick preset's table in the README is with angles only).
+    """
 
     def __init__(self, joint_low: torch.Tensor, joint_high: torch.Tensor, weights: str | None = None,
-                 keypoints: int = 0):
+                 keypoints: int = 0, joint_velocities: bool = True):
         super().__init__()
         self.image = ImageEncoder(weights, keypoints)
-        self.register_buffer("joint_centre", (joint_high + joint_low) / 2)
-        self.register_buffer("joint_half_range", (joint_high - joint_low) / 2)
+        read = joint_low.numel() if joint_velocities else joint_low.numel() // 2  # angles come first
+        self.register_buffer("joint_centre", ((joint_high + joint_low) / 2)[:read])
+        self.register_buffer("joint_half_range", ((joint_high - joint_low) / 2)[:read])
 
     def output_shape(self) -> tuple[int]:
         return (self.image.output_shape()[0] + self.joint_centre.numel(),)
 
     def forward(self, pixels: torch.Tensor, joint_state: torch.Tensor) -> torch.Tensor:
-        joints = (joint_state - self.joint_centre) / self.joint_half_range
+        joints = (joint_state[..., : self.joint_centre.numel()] - self.joint_centre) / self.joint_half_range
         return torch.cat([self.image(pixels), joints], dim=-1)
 
 
@@ -205,7 +215,7 @@ def _spec_leaf(spec: Composite, key):
 def _encoder(observation_spec: Composite, config: PolicyConfig) -> ObservationEncoder:
     joints = _spec_leaf(observation_spec, keys.JOINT_STATE)
     return ObservationEncoder(joints.space.low.float(), joints.space.high.float(), config.encoder_weights,
-                              config.keypoints)
+                              config.keypoints, config.joint_velocities)
 
 
 def make_actor(observation_spec: Composite, action_spec: Composite,
@@ -326,8 +336,9 @@ def actor_encoder(actor: ProbabilisticActor) -> ObservationEncoder:
 
 def checkpoint_policy_config(state: dict) -> PolicyConfig:
     """The architecture stored in a checkpoint (its weights come from the checkpoint, not from encoder_weights)."""
-    # Checkpoints written before keypoints existed hold a pooled-feature-only encoder.
-    return PolicyConfig(**{"keypoints": 0, **state["policy_config"], "encoder_weights": None})
+    # Checkpoints written before these options existed: pooled feature only, joint velocities read.
+    defaults = {"keypoints": 0, "joint_velocities": True}
+    return PolicyConfig(**{**defaults, **state["policy_config"], "encoder_weights": None})
 
 
 def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[ProbabilisticActor, dict, Path]:

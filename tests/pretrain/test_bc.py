@@ -37,6 +37,26 @@ def test_bc_loss_decreases_on_real_demos(demos_dir, tmp_path):
     assert losses[-1] < losses[0] - 1.0, losses
 
 
+def test_the_auxiliary_locator_learns_where_the_board_is_and_stays_out_of_the_policy(demos_dir, tmp_path):
+    torch.manual_seed(0)
+    run = bc.BCRun(small_config(demos_dir, tmp_path / "run", epochs=1, lr=1e-3, shift_pad=0))
+    batch = bc._to_device(run.train_buffer.sample(), run.device, shift_pad=0)
+    errors = []
+    for _ in range(25):
+        losses = run.loss(batch.clone())
+        run.optimizer.zero_grad()
+        bc.total_loss(losses).backward()
+        run.optimizer.step()
+        errors.append(float(losses["locate_error_cm"]))
+    assert errors[-1] < 0.5 * errors[0], errors  # fits the board's offset from the camera on a fixed batch
+    assert not any("locator" in name for name in run.actor.state_dict())  # training-only: not in the policy
+    assert run.loss._features is None  # nothing kept between calls (closed-loop checks run the same encoder)
+    run.actor.eval()
+    with torch.no_grad():
+        run.actor(batch.clone())
+    assert run.loss._features is None
+
+
 def test_resume_reproduces_an_uninterrupted_run_exactly(demos_dir, tmp_path):
     straight = bc.BCRun(small_config(demos_dir, tmp_path / "straight"))
     straight.run(progress=False)
