@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=6, help="BC epochs")
     parser.add_argument("--eval-every", type=int, default=2, help="epochs between closed-loop checks")
     parser.add_argument("--boards", type=int, default=100, help="boards per check and in the final evaluation")
-    parser.add_argument("--data", default="data/bc-quality", help="demo folder (reused when complete)")
+    parser.add_argument("--data", default="data/demos", help="demo folder (reused when complete)")
     parser.add_argument("--run-dir", default="runs/bc-quality", help="BC run folder (reused when finished)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")

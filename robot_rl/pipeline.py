@@ -60,6 +60,7 @@ PRESETS = {
 
 
 PRESET_FILE = "preset.json"
+RESULT_FILE = "pipeline.json"  # what the last invocation did: where, the table's metrics, seconds per stage
 
 
 def _summary(run_dir: Path) -> dict | None:
@@ -151,9 +152,11 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     start = time.perf_counter()
     after_ppo = _evaluate_stage("[5/5] evaluate", ppo_dir, eval_dir, preset.evaluate, device, progress, log)
     timings["evaluate"] = time.perf_counter() - start
-    return {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
-            "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo,
-            "seconds": {k: round(v, 1) for k, v in timings.items()}}
+    result = {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
+              "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo,
+              "seconds": {k: round(v, 1) for k, v in timings.items()}}
+    write_json(root / RESULT_FILE, result)
+    return result
 
 
 def result_table(result: dict) -> str:

@@ -1,0 +1,80 @@
+"""The README's first command as a new user runs it: a fresh clone, then ``make demo``, timed.
+
+Clones this repository's committed HEAD into a temporary folder, runs ``make demo`` there (set-up: a virtual
+environment and the install; then ``robot-rl pipeline --preset quick``), and records the set-up time, each stage's
+seconds, and the closing table: success with its Wilson 95% interval, guesses, collisions and episode length of
+the BC policy and of the fine-tuned one on the same held-out boards. Target: at most 15 minutes after set-up, and
+>= 80% success on >= 50 boards. The clone is removed afterwards.
+
+    python benchmarks/quick_demo.py    # about 15 minutes on 2 CPU cores; writes benchmarks/results/quick_demo.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from robot_rl.hardware import describe_machine
+from robot_rl.io import write_json
+from robot_rl.pipeline import PRESETS, RESULT_FILE, result_table
+
+RESULTS = Path(__file__).parent / "results" / "quick_demo.json"
+REPO = Path(__file__).resolve().parent.parent
+METRICS = ("episodes", "success_rate", "success_ci95", "guesses", "verdict_accuracy", "collisions_per_episode",
+           "episode_length", "timed_out")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
+    parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
+    args = parser.parse_args(argv)
+    clone = Path(tempfile.mkdtemp(prefix="robot-rl-quick-demo-")) / "robot_rl"
+    try:
+        subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        start = time.perf_counter()
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        log = clone.parent / "make-demo.log"
+        with open(log, "w") as out:
+            done = subprocess.run(["make", "demo"], cwd=clone, stdout=out, stderr=subprocess.STDOUT, env=env)
+        total = time.perf_counter() - start
+        if done.returncode != 0:
+            print(f"quick_demo: make demo failed (exit {done.returncode}); see {log}", file=sys.stderr)
+            args.keep = True
+            return 1
+        result = json.loads((clone / "runs" / "pipeline-quick" / RESULT_FILE).read_text())
+    finally:
+        if not args.keep:
+            shutil.rmtree(clone.parent, ignore_errors=True)
+        else:
+            print(f"clone kept: {clone}", file=sys.stderr)
+    pipeline_s = sum(result["seconds"].values())
+    print(result_table(result))
+    write_json(args.out, {
+        "benchmark": "quick_demo", "machine": describe_machine(), "commit": commit,
+        "preset": {stage: getattr(PRESETS["quick"], stage) for stage in ("collect", "pretrain", "finetune",
+                                                                          "evaluate")},
+        "wall_s": {"make_demo": round(total, 1), "setup": round(total - pipeline_s, 1),
+                   "pipeline": round(pipeline_s, 1), **result["seconds"]},
+        "after_bc": {k: result["after_bc"][k] for k in METRICS},
+        "after_ppo": {k: result["metrics"][k] for k in METRICS},
+        "targets": {"pipeline_minutes_max": 15, "success_min": 0.8, "boards_min": 50,
+                    "met": bool(pipeline_s <= 15 * 60 and result["metrics"]["success_rate"] >= 0.8
+                                and result["metrics"]["episodes"] >= 50)},
+    })
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
