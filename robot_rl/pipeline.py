@@ -154,6 +154,7 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     timings["evaluate"] = time.perf_counter() - start
     result = {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
               "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo,
+              "ppo_best": (_summary(ppo_dir) or {}).get("best"),
               "seconds": {k: round(v, 1) for k, v in timings.items()}}
     write_json(root / RESULT_FILE, result)
     return result
@@ -162,8 +163,9 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
 def result_table(result: dict) -> str:
     """The pipeline's closing lines: success (Wilson 95% CI), guesses, collisions and episode length after BC
     and after PPO on the same boards, then where the report, videos and contact sheet are."""
-    rows = []
-    for stage, metrics in (("after BC", result["after_bc"]), ("after PPO", result["metrics"])):
+    rows, best = [], result.get("ppo_best")
+    ppo_label = "after PPO" if best is None else f"after PPO (best.pt: iteration {best['iteration']})"
+    for stage, metrics in (("after BC", result["after_bc"]), (ppo_label, result["metrics"])):
         lo, hi = metrics["success_ci95"]
         rows.append({"policy": stage,
                      "success (95% CI)": f"{metrics['success_rate']:.0%} ({lo:.0%}-{hi:.0%}), "
@@ -172,7 +174,9 @@ def result_table(result: dict) -> str:
                      "collisions / episode": f"{metrics['collisions_per_episode']:.2f}",
                      "episode length": f"{metrics['episode_length']:.1f}"})
     report = Path(result["report"])
-    return "\n".join([markdown_table(rows), "",
+    note = [] if best is None or best["iteration"] else \
+        ["PPO kept its start: no fine-tuning iteration beat the BC policy on PPO's own held-out checks.", ""]
+    return "\n".join([markdown_table(rows), "", *note,
                       f"report:        {report / 'report.md'} (BC: {Path(result['bc_report']) / 'report.md'})",
                       f"videos:        {report / 'videos'}/",
                       f"contact sheet: {report / 'contact_sheet.png'}",

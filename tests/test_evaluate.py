@@ -132,6 +132,7 @@ def test_pipeline_runs_end_to_end_and_skips_finished_stages(tmp_path, capsys):
     bc_report = json.loads((tmp_path / "pipe" / "eval-bc" / "report.json").read_text())
     ppo_report = json.loads((tmp_path / "pipe" / "eval" / "report.json").read_text())
     assert [e["episode_seed"] for e in bc_report["episodes"]] == [e["episode_seed"] for e in ppo_report["episodes"]]
+    assert json.loads((tmp_path / "pipe" / "pipeline.json").read_text())["after_bc"] == result["after_bc"]
     table = result_table(result).splitlines()
     bc_row, ppo_row = table[2], table[3]
     assert bc_row.startswith("| after BC") and ppo_row.startswith("| after PPO")

@@ -175,6 +175,7 @@ class PPORun:
 
         # Create collector: envs on the CPU (here, in env workers, in collector processes or Ray actors)
         self.iteration, self.frames = 0, 0
+        self.best: dict | None = None  # iteration, frames and success of best.pt (the best held-out check)
         self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.device,
                                                   self.seed, pre_collect_hook=self._seed_iteration)
         if config.collector != "direct":
@@ -213,7 +214,7 @@ class PPORun:
             "kind": "ppo", "config": asdict(self.config), "env": self.env_info,
             "policy_config": asdict(self.policy_config), "actor": self.actor.state_dict(),
             "critic": self.critic.state_dict(), "learner": self.learner.state_dict(), "iteration": self.iteration,
-            "frames": self.frames, "curve": self.curve, "rng": rng_state(),
+            "frames": self.frames, "curve": self.curve, "best": self.best, "rng": rng_state(),
         }
 
     def save(self) -> None:
@@ -226,6 +227,7 @@ class PPORun:
         self.critic.load_state_dict(state["critic"])
         self.learner.load_state_dict(state["learner"])
         self.iteration, self.frames, self.curve = state["iteration"], state["frames"], list(state["curve"])
+        self.best = state.get("best")
         set_rng_state(state["rng"])
         if self.logger is not None:
             self.logger.truncate_after(self.frames)
@@ -307,7 +309,7 @@ class PPORun:
             bar.close()
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
-        summary = {"iterations": self.iteration, "frames": self.frames, "curve": self.curve,
+        summary = {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
                    "init": config.init or "scratch", "env": self.env_info}
         if self.is_main:
             write_json(self.run_dir / "summary.json", summary)
@@ -329,6 +331,12 @@ class PPORun:
         metrics = {f"eval/{name}": stats[name] for name in CURVE_METRICS if name != "success_ci95"}
         low, high = stats["success_ci95"]
         metrics.update({"eval/success_ci95_low": low, "eval/success_ci95_high": high, "eval/boards": stats["episodes"]})
+        if self.best is None or stats["success_rate"] > self.best["success_rate"]:
+            # best.pt, as in BC: the policy with the best held-out check so far (iteration 0 is the start
+            # policy, so a run that never beats it keeps it). Run folders resolve to best.pt for evaluation.
+            self.best = {"iteration": self.iteration, "frames": self.frames, "success_rate": stats["success_rate"]}
+            if self.is_main:
+                save_checkpoint(self.run_dir / CHECKPOINT_DIR / "best.pt", self._checkpoint())
         return metrics
 
     def _log(self, metrics: dict) -> None:

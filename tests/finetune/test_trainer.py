@@ -47,6 +47,11 @@ def test_a_tiny_run_from_bc_logs_every_metric(bc_run_dir, tmp_path, capsys):
     assert csv_steps(run_dir, "eval/success_rate") == [0, 32, 64, 96]
     state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     assert state["frames"] == 96 and state["iteration"] == 3 and state["kind"] == "ppo"
+    # best.pt: the first check with the highest held-out success (iteration 0 is the BC start).
+    curve = state["curve"]
+    first_best = max(range(len(curve)), key=lambda i: (curve[i]["success_rate"], -i))
+    best = load_checkpoint(run_dir / "checkpoints" / "best.pt")
+    assert best["iteration"] == curve[first_best]["iteration"] == state["best"]["iteration"]
 
 
 def test_critic_warmup_leaves_the_actor_unchanged(bc_run_dir, tmp_path):
