@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
-.PHONY: demo test test-slow bench bench-bc-vs-scratch lint sysdeps clean
+.PHONY: demo test test-slow bench bench-quality bench-bc-vs-scratch lint sysdeps clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
@@ -36,6 +36,13 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
 	$(BIN)/python benchmarks/bc_throughput.py
 	$(BIN)/python benchmarks/collector_scaling.py
+	$(BIN)/python benchmarks/export_latency.py
+
+# What the README says BC and the demo achieve: the demo from a fresh clone, the BC recipe, the BC-loss ablation.
+bench-quality: $(STAMP)
+	$(BIN)/python benchmarks/quick_demo.py
+	$(BIN)/python benchmarks/bc_quality.py
+	$(BIN)/python benchmarks/bc_loss_ablation.py
 
 bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --preset cpu
