@@ -2,7 +2,7 @@
 
 A stage whose output is complete is skipped; one that was interrupted is resumed. So running the same command
 again after a crash picks up where it stopped; a root made with other preset options is refused. Presets:
-``quick`` (the README's first command, about ten minutes on two CPU cores: easy boards, 64x64 images, 1,000 demos,
+``quick`` (the README's first command, about seven minutes on two CPU cores: easy boards, 64x64 images, 1,000 demos,
 4 BC epochs, a short PPO run) and ``full`` (default difficulty at 84x84, sized for a GPU). The BC policy and the
 fine-tuned one are evaluated on the same held-out boards, for the closing table.
 """
