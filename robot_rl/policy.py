@@ -124,10 +124,9 @@ class ObservationEncoder(nn.Module):
     [-1, 1] by their spec bounds.
 
     Why not the velocities by default: the expert's actions change slowly, so a joint velocity nearly gives away
-    the previous action, and behaviour cloning learns to continue the current motion from it instead of reading
-    the image (the "copycat" failure of BC with proprioceptive history, Wen et al. 2020). The BC policy that read
-    them ignored the board: it kept flying in its first direction, past the board (an observation from a
-    development run; the quick preset's table in the README is with angles only).
+    the previous action, and behaviour cloning can learn to continue the current motion from it instead of
+    reading the image (the "copycat" failure of BC with proprioceptive history, Wen et al. 2020).
+    ``benchmarks/bc_loss_ablation.py`` measures the quick preset's policy with and without them.
     """
 
     def __init__(self, joint_low: torch.Tensor, joint_high: torch.Tensor, weights: str | None = None,
