@@ -10,9 +10,9 @@ import torch
 
 from robot_rl.cli import main
 from robot_rl.configs import EvaluateConfig, ExportConfig
+from robot_rl.envs.scene import SUBSTEPS
 from robot_rl.evaluate import evaluate
 from robot_rl.export import FILES, deployed_policy, export
-from robot_rl.envs.scene import SUBSTEPS
 from robot_rl.video import FPS, read_mp4
 
 
