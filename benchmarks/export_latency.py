@@ -21,6 +21,7 @@ import torch
 
 from robot_rl.export import (
     DeployedPolicy,
+    deploy,
     deployed_policy,
     example_inputs,
     export_onnx,
@@ -37,12 +38,10 @@ RESULTS = Path(__file__).parent / "results" / "export_latency.json"
 def fresh_policy(image_size: int) -> DeployedPolicy:
     """The default architecture, freshly initialized, as the deployed (deterministic) program."""
     from robot_rl.envs.torchrl_env import PcbInspectEnv
-    from robot_rl.policy import actor_network, make_actor
+    from robot_rl.policy import make_actor
 
     env = PcbInspectEnv(difficulty="easy", image_size=image_size)
-    actor = make_actor(env.observation_spec, env.full_action_spec).eval()
-    pose = env.full_action_spec["action", "pose"]
-    return DeployedPolicy(actor_network(actor), pose.space.low, pose.space.high).eval()
+    return deploy(make_actor(env.observation_spec, env.full_action_spec).eval())
 
 
 def runners(policy: DeployedPolicy, image_size: int, folder: Path, threads: int) -> dict:

@@ -25,7 +25,7 @@ from robot_rl.envs import ENV_VERSION, TASK_NAME
 from robot_rl.envs.difficulty import DIFFICULTIES
 from robot_rl.envs.torchrl_env import PcbInspectEnv
 from robot_rl.errors import UsageError
-from robot_rl.evaluation import evaluate_policy
+from robot_rl.evaluation import check_scalars, evaluate_policy
 from robot_rl.io import write_json
 from robot_rl.options import RUN_CONFIG_FILE as CONFIG_FILE
 from robot_rl.options import load_config, resolve_device, save_config
@@ -212,11 +212,8 @@ class BCRun:
             due = self.epoch == config.epochs or (config.eval_every and self.epoch % config.eval_every == 0)
             if due:
                 last_eval = self.closed_loop()
-                metrics.update({f"eval/{k}": last_eval[k] for k in ("success_rate", "verdict_accuracy", "guesses",
-                                                                      "collisions_per_episode", "episode_length")})
-                low, high = last_eval["success_ci95"]
-                metrics.update({"eval/success_ci95_low": low, "eval/success_ci95_high": high,
-                                "eval/boards": last_eval["episodes"]})
+                metrics.update(check_scalars(last_eval, ("success_rate", "verdict_accuracy", "guesses",
+                                                         "collisions_per_episode", "episode_length")))
             metrics["train/epoch"] = self.epoch
             self.logger.log(metrics, step=self.step)
             checkpoint = self._checkpoint()

@@ -111,6 +111,15 @@ def aggregate(summaries: Sequence[dict]) -> dict:
     }
 
 
+def check_scalars(metrics: dict, names: Sequence[str]) -> dict:
+    """A closed-loop check as logged scalars: ``eval/<name>`` for ``names`` (numbers), plus the success rate's
+    Wilson interval (``eval/success_ci95_low``, ``eval/success_ci95_high``) and the board count (``eval/boards``).
+    One format for BC's checks and PPO's."""
+    low, high = metrics["success_ci95"]
+    return {**{f"eval/{name}": metrics[name] for name in names}, "eval/success_ci95_low": low,
+            "eval/success_ci95_high": high, "eval/boards": metrics["episodes"]}
+
+
 def evaluate_policy(policy, seeds: Sequence[int], difficulty: str = "default", image_size: int = 84,
                     num_envs: int = 1, parallel: bool = False, deterministic: bool = True,
                     device: str | torch.device = "cpu", **env_kwargs) -> tuple[dict, list[dict]]:

@@ -38,13 +38,17 @@ class DeployedPolicy(nn.Module):
         return pose, logits.argmax(-1)
 
 
+def deploy(actor) -> DeployedPolicy:
+    """The deterministic plain-torch policy of a ``robot_rl.policy.make_actor`` actor (shares its weights)."""
+    pose_kwargs = actor.module[1].distribution_kwargs["extra_kwargs"]["pose"]
+    return DeployedPolicy(actor_network(actor), torch.as_tensor(pose_kwargs["low"]),
+                          torch.as_tensor(pose_kwargs["high"])).eval()
+
+
 def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]:
     """The deterministic plain-torch policy of a checkpoint, with its env info and checkpoint path."""
     actor, env_info, path = load_actor(checkpoint)
-    pose_kwargs = actor.module[1].distribution_kwargs["extra_kwargs"]["pose"]
-    policy = DeployedPolicy(actor_network(actor), torch.as_tensor(pose_kwargs["low"]),
-                            torch.as_tensor(pose_kwargs["high"])).eval()
-    return policy, env_info, path
+    return deploy(actor), env_info, path
 
 
 def example_inputs(image_size: int, batch: int = 2) -> tuple[torch.Tensor, torch.Tensor]:

@@ -76,8 +76,8 @@ class ImageEncoder(nn.Module):
     """torchvision ResNet18 trunk: uint8 images [B, H, W, 3] (the env's layout) -> features [B, 512 + 2 keypoints].
 
     The globally pooled 512-d feature says what is in view (the defect verdict); global pooling discards where it
-    is, so ``keypoints`` spatial-softmax keypoints on layer2's maps (stride 8) carry the board's position in the
-    image, which the pose needs (with the pooled feature alone, BC on a few hundred demos rarely found the board).
+    is, so ``keypoints`` spatial-softmax keypoints on layer2's maps (stride 8) carry positions in the image, which
+    the pose needs (robomimic's and LeRobot's encoders do the same; no benchmark here isolates their effect).
     Conversion to float and ImageNet normalization happen inside, so uint8 pixels travel to the device and are
     converted there; on CUDA the input goes channels-last. It keeps ResNet18's BatchNorm: with GroupNorm the same
     network did not learn the defect verdict in an early trial (an observation, not a benchmark). PPO runs it in

@@ -36,7 +36,7 @@ from robot_rl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set
 from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
 from robot_rl.episodes import summarize_episode
 from robot_rl.errors import UsageError
-from robot_rl.evaluation import aggregate, evaluate_policy
+from robot_rl.evaluation import aggregate, check_scalars, evaluate_policy
 from robot_rl.finetune import distributed
 from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.finetune.config import FinetuneConfig
@@ -328,9 +328,7 @@ class PPORun:
 
     def _eval_metrics(self) -> dict:
         stats = self.closed_loop()
-        metrics = {f"eval/{name}": stats[name] for name in CURVE_METRICS if name != "success_ci95"}
-        low, high = stats["success_ci95"]
-        metrics.update({"eval/success_ci95_low": low, "eval/success_ci95_high": high, "eval/boards": stats["episodes"]})
+        metrics = check_scalars(stats, [name for name in CURVE_METRICS if name != "success_ci95"])
         if self.best is None or stats["success_rate"] > self.best["success_rate"]:
             # best.pt, as in BC: the policy with the best held-out check so far (iteration 0 is the start
             # policy, so a run that never beats it keeps it). Run folders resolve to best.pt for evaluation.
