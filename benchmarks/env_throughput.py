@@ -7,6 +7,9 @@ Rows:
 - ``pcb-inspect random pose``: random pose, verdict "continue": the stepping rate a policy sees mid-episode.
 - ``batch of N`` rows step N tasks in this one process (``PcbInspectEnv(num_envs=N)``), which spreads TorchRL's
   per-call overhead.
+- ``randomization default`` rows: the same single-env cases with ``randomization="default"`` (domain
+  randomization of lights, colours, camera mount and pixel noise); its cost is reported as a ratio to the
+  rows without (target: within 10%).
 - ``Pusher-v5``: Gymnasium's MuJoCo Pusher, ``render_mode="rgb_array"`` at the same image size, random actions.
 
     python benchmarks/env_throughput.py            # prints a table, writes benchmarks/results/env_throughput.json
@@ -30,6 +33,7 @@ from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "env_throughput.json"
 TARGET_STEPS_PER_S = 800  # at 84x84, in one process
+MAX_RANDOMIZATION_SLOWDOWN = 0.10  # domain randomization may cost at most this fraction of steps/s
 
 
 def random_pose_continue(td):
@@ -38,8 +42,9 @@ def random_pose_continue(td):
     return td
 
 
-def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repeats: int) -> float:
-    env = PcbInspectEnv(image_size=image_size, num_envs=num_envs, seed=0)
+def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repeats: int,
+                 randomization: str = "none") -> float:
+    env = PcbInspectEnv(image_size=image_size, num_envs=num_envs, seed=0, randomization=randomization)
     batch = num_envs or 1
     env.rollout(5, policy=policy, break_when_any_done=False)  # warm-up: renderer, caches
     rates = []
@@ -88,25 +93,33 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for size in args.sizes:
         cases = [
-            ("pcb-inspect random", None, None),
-            ("pcb-inspect random pose", None, random_pose_continue),
-            (f"pcb-inspect random, batch of {args.batch}", args.batch, None),
-            (f"pcb-inspect random pose, batch of {args.batch}", args.batch, random_pose_continue),
+            ("pcb-inspect random", None, None, "none"),
+            ("pcb-inspect random pose", None, random_pose_continue, "none"),
+            (f"pcb-inspect random, batch of {args.batch}", args.batch, None, "none"),
+            (f"pcb-inspect random pose, batch of {args.batch}", args.batch, random_pose_continue, "none"),
+            ("pcb-inspect random, randomization default", None, None, "default"),
+            ("pcb-inspect random pose, randomization default", None, random_pose_continue, "default"),
         ]
-        for name, num_envs, policy in cases:
-            rate = time_torchrl(size, num_envs, policy, args.steps, args.repeats)
-            rows.append({"env": name, "image": f"{size}x{size}", "steps_per_s": rate})
+        size_rows = []
+        for name, num_envs, policy, randomization in cases:
+            rate = time_torchrl(size, num_envs, policy, args.steps, args.repeats, randomization)
+            size_rows.append({"env": name, "image": f"{size}x{size}", "steps_per_s": rate})
             print(f"{name} {size}x{size}: {rate:.0f} steps/s", file=sys.stderr)
+        for row, plain in zip(size_rows[4:], size_rows[:2]):
+            row["x_without_randomization"] = row["steps_per_s"] / plain["steps_per_s"]
         pusher = time_pusher(size, args.pusher_steps, args.repeats)
-        rows.append({"env": "Pusher-v5 (rgb_array)", "image": f"{size}x{size}", "steps_per_s": pusher})
-        for row in rows[-5:-1]:
+        for row in size_rows:
             row["x_pusher"] = row["steps_per_s"] / pusher if pusher else None
+        rows += [*size_rows, {"env": "Pusher-v5 (rgb_array)", "image": f"{size}x{size}", "steps_per_s": pusher}]
 
-    print(markdown_table(rows, ["env", "image", "steps_per_s", "x_pusher"]))
+    print(markdown_table(rows, ["env", "image", "steps_per_s", "x_pusher", "x_without_randomization"]))
+    slowdowns = [1 - r["x_without_randomization"] for r in rows if "x_without_randomization" in r]
     best_84 = max((r["steps_per_s"] for r in rows if r["image"] == "84x84" and r["env"].startswith("pcb")),
                   default=None)
     write_json(args.out, {"benchmark": "env_throughput", "machine": describe_machine(), "rows": rows,
-                          "target_steps_per_s_84": TARGET_STEPS_PER_S, "best_steps_per_s_84": best_84})
+                          "target_steps_per_s_84": TARGET_STEPS_PER_S, "best_steps_per_s_84": best_84,
+                          "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN,
+                          "randomization_slowdown": max(slowdowns, default=None)})
     print(f"\nwrote {args.out}")
     return 0
 

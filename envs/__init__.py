@@ -18,15 +18,17 @@ from robot_rl.envs.board import DEFECT_TYPES
 from robot_rl.envs.difficulty import DIFFICULTIES, Difficulty, get_difficulty
 from robot_rl.envs.expert import ExpertConfig, ScriptedExpert
 from robot_rl.envs.gym_env import PcbInspectGymEnv
+from robot_rl.envs.randomization import PERTURBATIONS, RANDOMIZATIONS, Randomization, get_randomization
 from robot_rl.envs.task import PcbInspectTask, RewardWeights, TaskConfig, Verdict
 
 if TYPE_CHECKING:
     from robot_rl.envs.torchrl_env import PcbInspectEnv, make_env
 
 __all__ = [
-    "DEFECT_TYPES", "DIFFICULTIES", "ENV_VERSION", "GYM_ID", "TASK_NAME", "Difficulty", "ExpertConfig", "PcbInspectEnv",
-    "PcbInspectGymEnv", "PcbInspectTask", "RewardWeights", "ScriptedExpert", "TaskConfig", "Verdict",
-    "get_difficulty", "keys", "make_env",
+    "DEFECT_TYPES", "DIFFICULTIES", "ENV_VERSION", "GYM_ID", "PERTURBATIONS", "RANDOMIZATIONS", "TASK_NAME",
+    "Difficulty", "ExpertConfig", "PcbInspectEnv", "PcbInspectGymEnv", "PcbInspectTask", "Randomization",
+    "RewardWeights", "ScriptedExpert", "TaskConfig", "Verdict", "get_difficulty", "get_randomization", "keys",
+    "make_env",
 ]
 
 

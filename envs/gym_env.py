@@ -11,16 +11,17 @@ import numpy as np
 from gymnasium import spaces
 
 from robot_rl.envs.difficulty import Difficulty
+from robot_rl.envs.randomization import Randomization
 from robot_rl.envs.task import JOINT_STATE_DIM, POSE_DIM, PcbInspectTask, RewardWeights, TaskConfig, Verdict
 
 
 def build_task(difficulty: str | Difficulty, image_size: int, reward_weights: RewardWeights | Mapping | None,
-               task_overrides: Mapping[str, Any]) -> PcbInspectTask:
+               task_overrides: Mapping[str, Any], randomization: str | Randomization = "none") -> PcbInspectTask:
     """The task behind both front-ends, from constructor arguments (``reward_weights`` may be a partial dict)."""
     if isinstance(reward_weights, Mapping):
         reward_weights = replace(RewardWeights(), **reward_weights)
     config = TaskConfig(image_size=image_size, reward_weights=reward_weights or RewardWeights(), **task_overrides)
-    return PcbInspectTask(difficulty, config)
+    return PcbInspectTask(difficulty, config, randomization)
 
 
 class PcbInspectGymEnv(gym.Env):
@@ -29,17 +30,19 @@ class PcbInspectGymEnv(gym.Env):
     wrong shapes or dtypes raise. ``info`` holds the step flags, ``reward_terms`` and the privileged ``task`` state.
 
     ``reset(options={"episode_seed": s})`` inspects board ``s``; ``options={"defect": name}`` forces a defect.
-    ``render()`` returns the third-person camera (with shadows) as uint8 [H, W, 3].
+    ``render()`` returns the third-person camera (with shadows) as uint8 [H, W, 3]. ``randomization`` (a name:
+    none, default, strong, or a perturbation; or a ``Randomization``) varies what the camera sees per episode.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(self, difficulty: str | Difficulty = "default", image_size: int = 84,
                  reward_weights: RewardWeights | Mapping | None = None, render_mode: str | None = None,
-                 render_size: tuple[int, int] = (360, 480), **task_overrides: Any):
+                 render_size: tuple[int, int] = (360, 480), randomization: str | Randomization = "none",
+                 **task_overrides: Any):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        self.task = build_task(difficulty, image_size, reward_weights, task_overrides)
+        self.task = build_task(difficulty, image_size, reward_weights, task_overrides, randomization)
         self.render_mode, self.render_size = render_mode, render_size
         self.observation_space = spaces.Dict({
             "pixels": spaces.Box(0, 255, (image_size, image_size, 3), np.uint8),

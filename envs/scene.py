@@ -13,6 +13,7 @@ import mujoco
 import numpy as np
 
 from robot_rl.envs.board import BOARD_HALF_SIZE, add_component_pool
+from robot_rl.envs.randomization import Appearance
 
 ASSET_PACKAGE = "robot_rl.assets"
 SCENE_FILE = "pcb_inspect.xml"
@@ -21,6 +22,7 @@ CAMERA_SITE = "wrist_cam_site"
 WRIST_CAMERA = "wrist_cam"
 SCENE_CAMERA = "scene_cam"
 MAX_POSTS = 4
+FIXTURE_MATERIALS = ("steel", "clamp_orange", "floor")  # coloured by Randomization.fixture_colour
 # Home: wrist camera 0.45 m above the table at (0.40, 0, 0.45), looking straight down (solved once with mink).
 HOME_QPOS = np.array([-0.3416, -1.8430, 1.7775, -1.5053, -1.5708, -1.9124])
 # Joint-velocity sensor range (rad/s), twice the UR5e's 180 deg/s joint speed limit; readings are clipped to it.
@@ -72,6 +74,12 @@ class ArmScene:
         self.post_mocap_ids = [m.body(f"post_{i}").mocapid[0] for i in range(num_posts)]
         self.key_light_id, self.fill_light_id = m.light("key_light").id, m.light("fill_light").id
         self._nominal_lights = (m.light_diffuse.copy(), m.light_dir.copy(), m.vis.headlight.ambient.copy())
+        self.board_material_id, self.table_material_id = m.material("pcb").id, m.material("table").id
+        self.fixture_material_ids = [m.material(n).id for n in FIXTURE_MATERIALS]
+        self.wrist_camera_id = m.camera(WRIST_CAMERA).id
+        self._nominal_materials = (m.mat_rgba.copy(), m.mat_specular.copy(), m.mat_shininess.copy())
+        self._nominal_camera = (m.cam_pos[self.wrist_camera_id].copy(), m.cam_quat[self.wrist_camera_id].copy(),
+                                float(m.cam_fovy[self.wrist_camera_id]))
         # Called after every physics substep when set (evaluation videos record intermediate states with it;
         # training and collection never set it).
         self.substep_observer: Callable[[], None] | None = None
@@ -149,6 +157,36 @@ class ArmScene:
         m.light_diffuse[:] = diffuse * rng.uniform(1 - variation, 1 + variation, size=(len(diffuse), 1))
         m.light_dir[:] = direction + rng.uniform(-variation, variation, size=direction.shape)
         m.vis.headlight.ambient[:] = ambient * rng.uniform(1 - variation, 1 + variation)
+
+    def set_appearance(self, appearance: Appearance) -> None:
+        """Writes one episode's domain randomization into the model (after ``set_lighting``, which it scales).
+
+        Materials and the wrist camera start from their nominal values, so appearances never accumulate. The
+        camera offset moves the rendered camera only, not ``CAMERA_SITE`` (the pose the arm controls).
+        """
+        m, a = self.model, appearance
+        rgba, specular, shininess = self._nominal_materials
+        m.mat_rgba[:], m.mat_specular[:], m.mat_shininess[:] = rgba, specular, shininess
+        m.light_diffuse[:] *= a.light_intensity * a.light_colour
+        m.vis.headlight.ambient[:] *= a.light_intensity * a.light_colour
+        m.light_dir[:, :2] += a.light_tilt * np.abs(m.light_dir[:, 2:])
+        board = self.board_material_id
+        m.mat_rgba[board, :3] *= a.board_colour
+        m.mat_specular[board] = min(1.0, specular[board] * a.board_gloss)
+        m.mat_shininess[board] = min(1.0, shininess[board] * a.board_gloss)
+        m.mat_rgba[self.table_material_id, :3] *= a.table_colour
+        m.mat_rgba[self.fixture_material_ids, :3] *= a.fixture_colour
+        pos, quat, fovy = self._nominal_camera
+        cam = self.wrist_camera_id
+        m.cam_pos[cam] = pos + a.camera_offset
+        angle = float(np.linalg.norm(a.camera_rotation))
+        tilt = np.array([1.0, 0.0, 0.0, 0.0])
+        if angle > 0:
+            mujoco.mju_axisAngle2Quat(tilt, a.camera_rotation / angle, angle)
+        tilted = np.empty(4)
+        mujoco.mju_mulQuat(tilted, quat, tilt)
+        m.cam_quat[cam] = tilted
+        m.cam_fovy[cam] = fovy + a.camera_fov
 
     def forward(self) -> None:
         mujoco.mj_forward(self.model, self.data)

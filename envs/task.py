@@ -15,12 +15,17 @@ import numpy as np
 from robot_rl.envs.board import BOARD_TOP, BoardGeoms, sample_layout
 from robot_rl.envs.difficulty import Difficulty, get_difficulty
 from robot_rl.envs.ik import CameraPoseIK
+from robot_rl.envs.randomization import Randomization, get_randomization
 from robot_rl.envs.rendering import PRETTY, shared_renderer
 from robot_rl.envs.scene import CAMERA_SITE, HOME_QPOS, SCENE_CAMERA, WRIST_CAMERA, ArmScene
 
 POSE_DIM = 6
 JOINT_STATE_DIM = 12
 MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 32, 224
+# Pixel noise comes from a bank of unit-Gaussian frames drawn once per task: picking a frame per step costs
+# ~40 us at 84x84, drawing a fresh one ~3x that (a tenth of a step). Which frame, and the episode's std, follow
+# the episode seed.
+NOISE_BANK_FRAMES = 32
 
 
 class Verdict(IntEnum):
@@ -136,15 +141,23 @@ class PcbInspectTask:
     task state (board pose, defect label, camera pose) that the expert and metrics may read and the policy may not.
     """
 
-    def __init__(self, difficulty: str | Difficulty = "default", config: TaskConfig | None = None):
+    def __init__(self, difficulty: str | Difficulty = "default", config: TaskConfig | None = None,
+                 randomization: str | Randomization = "none"):
         self.difficulty = get_difficulty(difficulty)
         self.config = config or TaskConfig()
+        self.randomization = get_randomization(randomization)
         self.scene = ArmScene(self.difficulty.num_posts)
         self.ik = CameraPoseIK(self.scene.model, CAMERA_SITE)
         self.board_geoms = BoardGeoms(self.scene.model)
         size = self.config.image_size
         self.wrist_renderer = shared_renderer(WRIST_CAMERA, size, size)
         self.layout = None
+        self.appearance = None  # this episode's drawn randomization (None when randomization is nominal)
+        self._noise_bank = None
+        if self.randomization.pixel_noise[1] > 0:
+            self._noise_bank = np.random.default_rng(0x0153).standard_normal(
+                (NOISE_BANK_FRAMES, size, size, 3), dtype=np.float32)
+        self._noise_rng = np.random.default_rng(0)
         self._episode_seed = -1
         self._step_count = 0
         self._done = True
@@ -165,6 +178,12 @@ class PcbInspectTask:
         if d.num_posts:
             self.scene.place_posts(*self.board_xy, self.board_yaw, d.post_gap, d.post_height, rng)
         self.scene.set_lighting(rng, d.light_variation)
+        if not self.randomization.is_nominal:
+            # Its own stream: the board, arm and lighting of a seed stay the same with or without randomization.
+            visual_rng = np.random.default_rng([int(seed), 0xD0A1])
+            self.appearance = self.randomization.sample(visual_rng)
+            self.scene.set_appearance(self.appearance)
+            self._noise_rng = visual_rng
         self.scene.forward()
         self._episode_seed = int(seed)
         self._step_count = 0
@@ -224,6 +243,10 @@ class PcbInspectTask:
     # -- observations -----------------------------------------------------------------------------------------
     def _observe(self) -> dict[str, np.ndarray]:
         image = self.wrist_renderer.render(self.scene.model, self.scene.data)
+        if self.appearance is not None and self.appearance.pixel_noise > 0:
+            noise = self._noise_bank[self._noise_rng.integers(NOISE_BANK_FRAMES)]
+            noisy = image + self.appearance.pixel_noise * noise + 0.5
+            image = np.clip(noisy, 0, 255, out=noisy).astype(np.uint8)
         return {"pixels": image, "joint_state": self.scene.joint_state()}
 
     def _repeat_observation(self) -> dict[str, np.ndarray]:
@@ -280,4 +303,5 @@ class PcbInspectTask:
         return self._episode_seed
 
     def config_dict(self) -> dict:
-        return {"difficulty": asdict(self.difficulty), "task": asdict(self.config)}
+        return {"difficulty": asdict(self.difficulty), "task": asdict(self.config),
+                "randomization": asdict(self.randomization)}

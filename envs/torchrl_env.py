@@ -24,6 +24,7 @@ from robot_rl.envs import keys
 from robot_rl.envs.board import DEFECT_TYPES
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.gym_env import build_task
+from robot_rl.envs.randomization import Randomization
 from robot_rl.envs.task import JOINT_STATE_DIM, POSE_DIM, RewardWeights, StepResult, Verdict
 
 _NO_FLAGS = dict.fromkeys(keys.INFO_FLAGS, False)
@@ -42,7 +43,8 @@ class PcbInspectEnv(EnvBase):
     ``episode_seeds[i::num_envs]``); once they are used up, or without them, boards come from the env's seeded
     stream (``set_seed``). Action: ``keys.POSE`` float32 [*B, 6] in [-1, 1]
     (clipped) and ``keys.VERDICT`` int64 [*B]. Output: ``pixels``, ``joint_state``, ``task/...`` (privileged),
-    ``info/...``, ``reward_terms/...``, ``reward`` and the done flags.
+    ``info/...``, ``reward_terms/...``, ``reward`` and the done flags. ``randomization`` (a name or a
+    ``Randomization``) varies lights, colours, the camera mount and pixel noise per episode, from the episode seed.
     """
 
     batch_locked = True
@@ -50,11 +52,12 @@ class PcbInspectEnv(EnvBase):
     def __init__(self, difficulty: str | Difficulty = "default", image_size: int = 84,
                  reward_weights: RewardWeights | Mapping | None = None, num_envs: int | None = None,
                  device: str | torch.device = "cpu", seed: int | None = None,
-                 episode_seeds: Sequence[int] | None = None, **task_overrides: Any):
+                 episode_seeds: Sequence[int] | None = None, randomization: str | Randomization = "none",
+                 **task_overrides: Any):
         if num_envs is not None and num_envs < 1:
             raise ValueError(f"PcbInspectEnv: num_envs must be >= 1, got {num_envs}")
         super().__init__(device=device, batch_size=torch.Size([] if num_envs is None else [num_envs]))
-        self.tasks = [build_task(difficulty, image_size, reward_weights, task_overrides)
+        self.tasks = [build_task(difficulty, image_size, reward_weights, task_overrides, randomization)
                       for _ in range(num_envs or 1)]
         self._last = [None] * len(self.tasks)  # last StepResult-like outputs, for partial resets and steps
         self._rng = np.random.default_rng(seed)
@@ -177,7 +180,7 @@ def make_env(num_envs: int = 1, difficulty: str | Difficulty = "default", image_
     ``parallel=False`` they are stepped in this process. With ``seed``, env ``i`` draws its boards from seed
     ``seed + i`` (parallel) or all envs share one seeded stream (in process). ``episode_seeds`` are the boards
     to inspect first, dealt round-robin: env ``i`` takes ``episode_seeds[i::num_envs]``. ``env_kwargs`` go to
-    ``PcbInspectEnv`` (reward_weights, max_steps, ...).
+    ``PcbInspectEnv`` (randomization, reward_weights, max_steps, ...).
     """
     if num_envs < 1:
         raise ValueError(f"make_env: num_envs must be >= 1, got {num_envs}")

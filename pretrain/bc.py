@@ -23,6 +23,7 @@ from robot_rl import keys
 from robot_rl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from robot_rl.envs import ENV_VERSION, TASK_NAME
 from robot_rl.envs.difficulty import DIFFICULTIES
+from robot_rl.envs.randomization import RANDOMIZATIONS
 from robot_rl.envs.torchrl_env import PcbInspectEnv
 from robot_rl.errors import UsageError
 from robot_rl.evaluation import check_scalars, evaluate_policy
@@ -84,6 +85,10 @@ class BCRun:
         self.difficulty = self.dataset.meta.get("difficulty", "default")
         if self.difficulty not in DIFFICULTIES:
             raise UsageError(f"{config.data}: unknown difficulty {self.difficulty!r} in meta.json")
+        # The closed-loop checks see what the demos saw (datasets from before the option: none).
+        self.randomization = self.dataset.meta.get("randomization", "none")
+        if self.randomization not in RANDOMIZATIONS:
+            raise UsageError(f"{config.data}: unknown randomization {self.randomization!r} in meta.json")
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")
@@ -100,7 +105,7 @@ class BCRun:
         env = proof_env(self.difficulty, self.dataset.image_size)
         self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config()).to(self.device)
         self.env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": self.difficulty,
-                         "image_size": self.dataset.image_size}
+                         "image_size": self.dataset.image_size, "randomization": self.randomization}
 
         # Create loss and optimizer
         self.loss = BehaviourCloningLoss(self.actor, decision_weight=config.decision_weight,
@@ -198,7 +203,8 @@ class BCRun:
         self.actor.eval()
         num_envs = self.config.eval_envs or os.cpu_count() or 1
         metrics, _ = evaluate_policy(self.actor, self.eval_seeds, difficulty=self.difficulty,
-                                     image_size=self.dataset.image_size, num_envs=num_envs, device=self.device)
+                                     image_size=self.dataset.image_size, num_envs=num_envs, device=self.device,
+                                     randomization=self.randomization)
         return metrics
 
     def run(self, progress: bool = True, until_epoch: int | None = None) -> dict:

@@ -9,6 +9,10 @@ from robot_rl.options import option, validate
 # Kept in step with robot_rl.envs.difficulty.DIFFICULTIES (a test checks); importing the env package here would
 # make `robot-rl --help` load MuJoCo.
 DIFFICULTY_NAMES = ("easy", "default", "hard")
+# Kept in step with robot_rl.envs.randomization.RANDOMIZATIONS (the same test checks).
+RANDOMIZATION_NAMES = ("none", "default", "strong")
+RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
+                      "default or strong")
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,7 @@ class CollectConfig:
     episodes: int = option(200, "episodes this run adds")
     difficulty: str = option("default", "task difficulty: easy, default or hard")
     image_size: int = option(84, "wrist camera image side, pixels (32-224)")
+    randomization: str = option("none", RANDOMIZATION_HELP)
     pose_noise: float = option(0.1, "std of Gaussian noise on the executed pose (the clean pose is the label)")
     seed: int = option(-1, "run seed; -1 resumes an interrupted run or takes the next unused seed")
     num_envs: int = option(0, "envs collecting in parallel (0 = one per CPU core)")
@@ -30,6 +35,7 @@ class CollectConfig:
             ("pose_noise", self.pose_noise >= 0, ">= 0"), ("num_envs", self.num_envs >= 0, ">= 0"),
             ("episodes_per_commit", self.episodes_per_commit >= 1, ">= 1"), ("seed", self.seed >= -1, ">= -1"),
             ("difficulty", self.difficulty in DIFFICULTY_NAMES, f"one of {', '.join(DIFFICULTY_NAMES)}"),
+            ("randomization", self.randomization in RANDOMIZATION_NAMES, f"one of {', '.join(RANDOMIZATION_NAMES)}"),
         ])
 
 

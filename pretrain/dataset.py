@@ -40,7 +40,8 @@ EXCLUDED_KEYS = (("collector",), (keys.NEXT, keys.PIXELS), (keys.NEXT, keys.JOIN
 # Keys the env may not (yet) produce but the dataset format depends on: checked when a dataset is opened.
 REQUIRED_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VERDICT, keys.EPISODE, keys.STEP,
                  keys.DEFECTIVE, keys.CAMERA_POSE, keys.BOARD_POSE, (keys.NEXT, keys.DONE), (keys.NEXT, keys.SUCCESS))
-COMPATIBILITY_FIELDS = ("env", "env_version", "image_size")
+# Fields every part of a dataset must share, with their value in datasets written before the field existed.
+COMPATIBILITY_FIELDS = {"env": None, "env_version": None, "image_size": None, "randomization": "none"}
 
 
 class DatasetError(UsageError):
@@ -123,9 +124,9 @@ class DemoDataset:
         _remove_stale_build_dirs(root)
         if root.exists() and any(root.iterdir()):
             dataset = cls.open(root)
-            for field in COMPATIBILITY_FIELDS:
-                if dataset.meta.get(field) != info.get(field):
-                    raise DatasetError(f"{root / META_FILE}: dataset has {field}={dataset.meta.get(field)!r}, "
+            for field, before in COMPATIBILITY_FIELDS.items():
+                if dataset.meta.get(field, before) != info.get(field):
+                    raise DatasetError(f"{root / META_FILE}: dataset has {field}={dataset.meta.get(field, before)!r}, "
                                        f"the new demos have {field}={info.get(field)!r}; use another folder")
             dataset._remove_unreferenced_storage()
             return dataset

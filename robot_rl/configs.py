@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from robot_rl.options import option, validate
-from robot_rl.pretrain.configs import DIFFICULTY_NAMES
+from robot_rl.pretrain.configs import DIFFICULTY_NAMES, RANDOMIZATION_NAMES
 
 VIDEO_QUALITIES = ("pretty", "fast")
 EXPORT_FORMATS = ("torchscript", "export", "onnx", "all")
@@ -20,6 +20,9 @@ class EvaluateConfig:
     episodes: int = option(100, "episodes, one per board seed")
     seed: int = option(30_000_000, "first board seed; episode k inspects board seed + k")
     difficulty: str = option("", "task difficulty; '' = the checkpoint's")
+    randomization: str = option("", "domain randomization: none, default or strong; '' = the checkpoint's")
+    perturbations: bool = option(False, "also run the same boards under each shift of the perturbation suite "
+                                 "(success per shift next to nominal, one failure video each)")
     num_envs: int = option(8, "envs stepped together (in this process)")
     stochastic: bool = option(False, "sample actions instead of the deterministic mode")
     videos: int = option(4, "MP4s of the first N episodes (every failed episode gets one too)")
@@ -34,6 +37,8 @@ class EvaluateConfig:
             ("checkpoint", bool(self.checkpoint), "a run folder or checkpoint file"),
             ("episodes", self.episodes >= 1, ">= 1"), ("seed", self.seed >= 0, ">= 0"),
             ("difficulty", self.difficulty in ("", *DIFFICULTY_NAMES), f"'' or one of {', '.join(DIFFICULTY_NAMES)}"),
+            ("randomization", self.randomization in ("", *RANDOMIZATION_NAMES),
+             f"'' or one of {', '.join(RANDOMIZATION_NAMES)}"),
             ("num_envs", self.num_envs >= 1, ">= 1"), ("videos", self.videos >= 0, ">= 0"),
             ("failure_videos", self.failure_videos >= 0, ">= 0"),
             ("video_height", 64 <= self.video_height <= 1080 and self.video_height % 2 == 0, "even, in [64, 1080]"),

@@ -2,14 +2,15 @@
 
 Videos are recorded while the metrics' episodes run (the first ``videos`` episodes and every failed one), so
 each MP4 shows exactly an episode that was counted. A video that fails to encode is reported as a warning; the
-metrics are kept.
+metrics are kept. With ``--perturbations`` the same boards are run again under each shift of
+``robot_rl.envs.randomization.PERTURBATIONS`` (and nominally, without randomization), one failure video per shift.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from robot_rl import keys
 from robot_rl.configs import EvaluateConfig
 from robot_rl.envs import make_env
 from robot_rl.envs.board import DEFECT_TYPES
+from robot_rl.envs.randomization import PERTURBATIONS, describe, get_randomization
 from robot_rl.envs.task import Verdict
 from robot_rl.episodes import summarize_episode
 from robot_rl.evaluation import aggregate, run_episodes
@@ -157,6 +159,7 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
     return "\n\n".join([
         f"# Evaluation of `{info['checkpoint']}`",
         f"{info['difficulty']} boards, {info['image_size']}x{info['image_size']} pixels, "
+        f"randomization {info.get('randomization', 'none')}, "
         f"{'stochastic' if info['stochastic'] else 'deterministic'} policy, board seeds "
         f"{info['seeds'][0]}-{info['seeds'][-1]}.",
         markdown_table(headline), "## Verdicts (rows: the board; columns: the verdict given)",
@@ -165,19 +168,15 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
     ]) + "\n"
 
 
-def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
-    """Runs the evaluation; writes report.json, report.md, videos/ and contact_sheet.png; returns the metrics."""
-    device = resolve_device(config.device)
-    actor, env_info, checkpoint = load_actor(config.checkpoint, device=device)
-    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
-    out_dir = Path(config.out) if config.out else run_dir / "eval"
-    difficulty = config.difficulty or env_info["difficulty"]
+def _run_boards(actor, env_info: dict, config: EvaluateConfig, out_dir: Path, difficulty: str, randomization: str,
+                device, progress: bool, desc: str = "evaluate") -> tuple[dict, list[dict], list[str]]:
+    """One episode per board seed of ``config``; returns (aggregate metrics, per-episode summaries, videos)."""
     seeds = list(range(config.seed, config.seed + config.episodes))
     num_envs = min(config.num_envs, config.episodes)
     env = make_env(num_envs=num_envs, difficulty=difficulty, image_size=env_info["image_size"], parallel=False,
-                   episode_seeds=seeds, device=device)
+                   episode_seeds=seeds, device=device, randomization=randomization)
     recorder = VideoRecorder(env, config, out_dir, num_envs)
-    bar = tqdm(total=config.episodes, unit="ep", desc="evaluate", disable=not progress)
+    bar = tqdm(total=config.episodes, unit="ep", desc=desc, disable=not progress)
 
     def on_step(slot, step):
         recorder.on_step(slot, step)
@@ -189,11 +188,66 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
                                 callback=on_step)
     finally:
         bar.close()
+        env.close()
     summaries = [{"episode": k, **summarize_episode(r)} for k, r in enumerate(rollouts)]
-    metrics = aggregate(summaries)
+    return aggregate(summaries), summaries, recorder.written
+
+
+def perturbation_suite(actor, env_info: dict, config: EvaluateConfig, out_dir: Path, difficulty: str, device,
+                       nominal: tuple[dict, list[str]] | None = None, progress: bool = True) -> list[dict]:
+    """The same boards without randomization and under each fixed shift of ``PERTURBATIONS``; one row per
+    setting (success with its Wilson interval, guesses, collisions, a failure video). ``nominal`` reuses an
+    evaluation already run without randomization: (metrics, videos)."""
+    suite_config = replace(config, videos=0, failure_videos=min(1, config.failure_videos))
+    rows = []
+    for name in ("none", *PERTURBATIONS):
+        folder = out_dir / "perturbations" / name
+        if name == "none" and nominal is not None:
+            metrics, videos, folder = nominal[0], nominal[1][:1], out_dir
+        else:
+            metrics, _, videos = _run_boards(actor, env_info, suite_config, folder, difficulty, name, device,
+                                             progress, desc=f"evaluate {name}")
+        rows.append({"shift": name, "change": describe(get_randomization(name)), "episodes": metrics["episodes"],
+                     "success_rate": metrics["success_rate"], "success_ci95": metrics["success_ci95"],
+                     "guesses": metrics["guesses"], "collisions_per_episode": metrics["collisions_per_episode"],
+                     "video": str((folder / videos[0]).relative_to(out_dir)) if videos else None})
+    return rows
+
+
+def perturbation_markdown(rows: list[dict]) -> str:
+    """The suite as a table: success (Wilson 95% CI) per shift, next to nominal."""
+    table = [{"shift": r["shift"], "change": r["change"],
+              "success": f"{r['success_rate']:.0%} ({r['success_ci95'][0]:.0%}-{r['success_ci95'][1]:.0%})",
+              "guesses": r["guesses"], "collisions / episode": f"{r['collisions_per_episode']:.2f}",
+              "failure video": r["video"] or "-"} for r in rows]
+    return (f"## Perturbations ({rows[0]['episodes']} boards each, the same boards)\n\n"
+            + markdown_table(table, ["shift", "change", "success", "guesses", "collisions / episode",
+                                     "failure video"]))
+
+
+def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
+    """Runs the evaluation; writes report.json, report.md, videos/ and contact_sheet.png (and, with
+    ``--perturbations``, the suite under perturbations/); returns the metrics."""
+    device = resolve_device(config.device)
+    actor, env_info, checkpoint = load_actor(config.checkpoint, device=device)
+    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    out_dir = Path(config.out) if config.out else run_dir / "eval"
+    difficulty = config.difficulty or env_info["difficulty"]
+    randomization = config.randomization or env_info["randomization"]
+    seeds = list(range(config.seed, config.seed + config.episodes))
+    metrics, summaries, videos = _run_boards(actor, env_info, config, out_dir, difficulty, randomization, device,
+                                             progress)
     info = {"checkpoint": str(checkpoint), "difficulty": difficulty, "image_size": env_info["image_size"],
-            "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "defect_types": list(DEFECT_TYPES)}
-    write_json(out_dir / "report.json", {"metrics": metrics, "info": info, "config": asdict(config),
-                                         "videos": recorder.written, "episodes": summaries})
-    write_text(out_dir / "report.md", report_markdown(metrics, summaries, info))
-    return {"metrics": metrics, "out_dir": str(out_dir), "videos": recorder.written, "info": info}
+            "randomization": randomization, "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]],
+            "defect_types": list(DEFECT_TYPES)}
+    report = {"metrics": metrics, "info": info, "config": asdict(config), "videos": videos, "episodes": summaries}
+    markdown = report_markdown(metrics, summaries, info)
+    if config.perturbations:
+        nominal = (metrics, [v for v in videos if "failure" in v]) if randomization == "none" else None
+        report["perturbations"] = perturbation_suite(actor, env_info, config, out_dir, difficulty, device,
+                                                       nominal, progress)
+        markdown += "\n" + perturbation_markdown(report["perturbations"]) + "\n"
+    write_json(out_dir / "report.json", report)
+    write_text(out_dir / "report.md", markdown)
+    return {"metrics": metrics, "out_dir": str(out_dir), "videos": videos, "info": info,
+            "perturbations": report.get("perturbations")}

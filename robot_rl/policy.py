@@ -356,7 +356,7 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[
     state = load_checkpoint(path)
     if state.get("kind") not in ("bc", "ppo") or "actor" not in state:
         raise UsageError(f"{path}: not a robot_rl policy checkpoint")
-    env_info = dict(state["env"])
+    env_info = {"randomization": "none", **state["env"]}  # checkpoints from before the option: none
     proof = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"])
     actor = make_actor(proof.observation_spec, proof.full_action_spec, checkpoint_policy_config(state))
     try:

@@ -31,3 +31,11 @@ def test_help_lists_defaults():
     result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "demo", "--help"], capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0 and "(default: 3)" in result.stdout
+
+
+def test_an_unknown_randomization_exits_2_naming_the_option():
+    result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "collect-demos", "--randomization", "foggy"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "robot-rl collect-demos: error: --randomization must be one of none, default, strong, got 'foggy'"]

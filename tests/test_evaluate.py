@@ -182,3 +182,20 @@ def test_the_gpu_benchmark_script_runs_on_cpu(tmp_path):
     # Consistency of the parts with the whole: one env worker cannot collect faster than its env parts allow.
     env_ms = parts["env_physics_ik_ms"] + parts["render_ms"]
     assert report["end_to_end_frames_per_s"] < 1.5 * report["end_to_end_workers"] * 1e3 / env_ms
+
+
+def test_perturbation_suite_runs_the_same_boards_under_every_shift(bc_run_dir, tmp_path):
+    from robot_rl.envs.randomization import PERTURBATIONS
+
+    out = tmp_path / "eval"
+    result = evaluate(EvaluateConfig(checkpoint=str(bc_run_dir), out=str(out), episodes=2, num_envs=2, videos=0,
+                                     failure_videos=1, video_height=64, video_quality="fast", perturbations=True),
+                      progress=False)
+    rows = json.loads((out / "report.json").read_text())["perturbations"]
+    assert [r["shift"] for r in rows] == ["none", *PERTURBATIONS] == [r["shift"] for r in result["perturbations"]]
+    assert rows[0]["success_rate"] == result["metrics"]["success_rate"]  # nominal = the main evaluation
+    for row in rows:
+        assert row["episodes"] == 2 and row["success_ci95"][0] <= row["success_rate"] <= row["success_ci95"][1]
+        if row["success_rate"] < 1:  # one failure video per shift that failed somewhere
+            assert (out / row["video"]).stat().st_size > 0
+    assert "## Perturbations (2 boards each" in (out / "report.md").read_text()

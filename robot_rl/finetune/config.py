@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from robot_rl.options import option, validate
-from robot_rl.pretrain.configs import DIFFICULTY_NAMES
+from robot_rl.pretrain.configs import DIFFICULTY_NAMES, RANDOMIZATION_NAMES
 
 COLLECTORS = ("direct", "process", "ray")
 
@@ -19,6 +19,8 @@ class FinetuneConfig:
     run_dir: str = option("runs/ppo", "output folder: config, checkpoints, logs")
     difficulty: str = option("", "task difficulty; '' = the BC run's (default for --from-scratch)")
     image_size: int = option(0, "image side in pixels; 0 = the BC run's (84 for --from-scratch)")
+    randomization: str = option("", "domain randomization: none, default or strong; '' = the BC run's (none for "
+                                "--from-scratch)")
     total_frames: int = option(200_000, "environment frames to collect")
     frames_per_batch: int = option(1024, "frames collected per PPO iteration")
     num_envs: int = option(4, "envs collecting together (per learner rank)")
@@ -68,6 +70,8 @@ class FinetuneConfig:
         validate(self, [
             ("init", bool(self.init) != self.from_scratch, "a BC run folder, or '' with --from-scratch"),
             ("difficulty", self.difficulty in ("", *DIFFICULTY_NAMES), f"'' or one of {', '.join(DIFFICULTY_NAMES)}"),
+            ("randomization", self.randomization in ("", *RANDOMIZATION_NAMES),
+             f"'' or one of {', '.join(RANDOMIZATION_NAMES)}"),
             ("image_size", self.image_size == 0 or 32 <= self.image_size <= 224, "0 or in [32, 224]"),
             ("total_frames", self.total_frames >= self.frames_per_batch, ">= --frames-per-batch"),
             ("frames_per_batch", self.frames_per_batch >= 1, ">= 1"),

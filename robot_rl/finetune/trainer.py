@@ -114,15 +114,15 @@ class PPORun:
         # Resolve the starting point
         pretrained_state = load_pretrained(config.init) if config.init else None
         if pretrained_state is not None:
-            env_info = dict(pretrained_state["env"])
+            env_info = {"randomization": "none", **pretrained_state["env"]}  # BC runs from before the option: none
             policy_config = checkpoint_policy_config(pretrained_state)
-            for name in ("difficulty", "image_size"):
+            for name in ("difficulty", "image_size", "randomization"):
                 given = getattr(config, name)
                 if given and given != env_info[name]:
                     raise UsageError(f"--{name.replace('_', '-')} {given} differs from the BC run's {env_info[name]}")
         else:
             env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": config.difficulty or "default",
-                        "image_size": config.image_size or 84}
+                        "image_size": config.image_size or 84, "randomization": config.randomization or "none"}
             policy_config = PolicyConfig(hidden=config.hidden)
         if config.pose_min_scale:
             # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
@@ -130,6 +130,7 @@ class PPORun:
             policy_config = replace(policy_config, min_scale=config.pose_min_scale)
         self.env_info, self.policy_config = env_info, policy_config
         self.env_kwargs = {"difficulty": env_info["difficulty"], "image_size": env_info["image_size"],
+                           "randomization": env_info["randomization"],
                            "reward_weights": {"shaping": config.shaping}, "shaping_gamma": config.gamma}
 
         # Create models: the actor (BC weights or fresh), the privileged-state critic

@@ -140,3 +140,14 @@ def test_split_is_by_whole_episodes(demos_dir):
 
 def test_difficulty_names_match_the_env():
     assert tuple(DIFFICULTIES) == DIFFICULTY_NAMES
+
+
+def test_datasets_record_their_randomization_and_refuse_another(demos_copy, tmp_path):
+    from robot_rl.envs.randomization import RANDOMIZATIONS
+    from robot_rl.pretrain.configs import RANDOMIZATION_NAMES
+
+    assert tuple(RANDOMIZATIONS) == RANDOMIZATION_NAMES
+    with pytest.raises(DatasetError, match="randomization='none'.*randomization='default'"):
+        collect(demos_copy, episodes=1, randomization="default")
+    collect(tmp_path / "randomized", episodes=1, randomization="default")
+    assert DemoDataset.open(tmp_path / "randomized").meta["randomization"] == "default"

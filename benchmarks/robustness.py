@@ -1,0 +1,110 @@
+"""Visual robustness: the BC recipe trained without and with domain randomization, under the perturbation suite.
+
+Each arm collects the README's BC demos (1,200 default boards, 84x84) with its ``--randomization``, pretrains with
+the BC recipe (6 epochs, held-out checks every 2), then ``evaluate --perturbations`` runs ``best.pt`` on the same
+fresh boards nominally (no randomization) and under every fixed shift of ``PERTURBATIONS``, each outside the
+``default`` ranges. Reported per arm and shift: strict success (correct verdict with the board localized) with
+its Wilson 95% interval and board count, guesses, collisions per episode.
+
+Targets, fixed before the first run: with ``randomization=default``, success >= 90% under every shift and
+>= 95% nominal. The ``none`` arm's folders default to ``benchmarks/bc_quality.py``'s (the same recipe), which are
+reused when finished, like every other finished stage here.
+
+    python benchmarks/robustness.py  # ~35 min per arm trained (2 CPU cores); writes benchmarks/results/robustness.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from robot_rl.configs import EvaluateConfig
+from robot_rl.evaluate import evaluate
+from robot_rl.hardware import describe_machine
+from robot_rl.io import write_json
+from robot_rl.pretrain.bc import pretrain
+from robot_rl.pretrain.collect import collect_demos
+from robot_rl.pretrain.configs import BCConfig, CollectConfig
+from robot_rl.tables import markdown_table
+
+RESULTS = Path(__file__).parent / "results" / "robustness.json"
+TARGET_SHIFT_SUCCESS = 0.90  # with randomization=default, under every shift of the suite
+TARGET_NOMINAL_SUCCESS = 0.95  # with randomization=default, without any shift
+ARMS = {"none": ("data/demos", "runs/bc-quality"), "default": ("data/demos-randomized", "runs/bc-randomized")}
+
+
+def train_arm(randomization: str, data: str, run_dir: str, args) -> dict:
+    """Collects and pretrains one arm (finished stages reused); returns the stage wall times."""
+    seconds = {}
+    start = time.perf_counter()
+    if not (Path(data) / "meta.json").is_file():
+        collect_demos(CollectConfig(out=data, episodes=args.episodes, difficulty="default", image_size=84, seed=0,
+                                    randomization=randomization))
+    meta = json.loads((Path(data) / "meta.json").read_text())
+    if meta.get("randomization", "none") != randomization or len(meta["episodes"]) != args.episodes:
+        raise SystemExit(f"{data}: holds {len(meta['episodes'])} demos with randomization "
+                         f"{meta.get('randomization', 'none')}, this arm needs {args.episodes} with {randomization}")
+    seconds["collect"] = time.perf_counter() - start
+    start = time.perf_counter()
+    if not (Path(run_dir) / "summary.json").is_file():
+        pretrain(BCConfig(data=data, run_dir=run_dir, epochs=args.epochs, batch_size=64, eval_every=2,
+                          eval_episodes=args.boards, device=args.device))
+    seconds["pretrain"] = time.perf_counter() - start
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), help="training randomizations")
+    parser.add_argument("--episodes", type=int, default=1200, help="demonstrations per arm")
+    parser.add_argument("--epochs", type=int, default=6, help="BC epochs")
+    parser.add_argument("--boards", type=int, default=100, help="boards per check and per shift")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
+    args = parser.parse_args(argv)
+
+    arms, rows = {}, []
+    for randomization in args.arms:
+        data, run_dir = ARMS[randomization]
+        seconds = train_arm(randomization, data, run_dir, args)
+        start = time.perf_counter()
+        result = evaluate(EvaluateConfig(checkpoint=str(Path(run_dir) / "checkpoints" / "best.pt"),
+                                         out=str(Path(run_dir) / "eval-perturbations"), episodes=args.boards,
+                                         randomization="none", perturbations=True, videos=0, failure_videos=1,
+                                         video_quality="fast", device=args.device), progress=False)
+        seconds["evaluate"] = time.perf_counter() - start
+        suite = result["perturbations"]
+        arms[randomization] = {"data": data, "run_dir": run_dir, "suite": suite,
+                               "wall_s": {k: round(v, 1) for k, v in seconds.items()}}
+        for row in suite:
+            low, high = row["success_ci95"]
+            rows.append({"trained with": randomization, "shift": row["shift"],
+                         "success (95% CI)": f"{row['success_rate']:.0%} ({low:.0%}-{high:.0%})",
+                         "boards": row["episodes"], "guesses": row["guesses"],
+                         "collisions / episode": row["collisions_per_episode"]})
+    print(markdown_table(rows))
+    targets = None
+    if "default" in arms:
+        suite = arms["default"]["suite"]
+        targets = {"nominal_success": TARGET_NOMINAL_SUCCESS, "shift_success": TARGET_SHIFT_SUCCESS,
+                   "nominal_met": suite[0]["success_rate"] >= TARGET_NOMINAL_SUCCESS,
+                   "shifts_met": [r["shift"] for r in suite[1:] if r["success_rate"] >= TARGET_SHIFT_SUCCESS],
+                   "shifts_missed": [r["shift"] for r in suite[1:] if r["success_rate"] < TARGET_SHIFT_SUCCESS]}
+        print(f"targets (randomization=default): nominal >= {TARGET_NOMINAL_SUCCESS:.0%}: "
+              f"{'met' if targets['nominal_met'] else 'missed'}; every shift >= {TARGET_SHIFT_SUCCESS:.0%}: "
+              f"missed on {', '.join(targets['shifts_missed']) or 'none'}")
+    write_json(args.out, {"benchmark": "robustness", "machine": describe_machine(),
+                          "recipe": {"demos": args.episodes, "difficulty": "default", "image_size": 84,
+                                     "epochs": args.epochs, "boards": args.boards, "checkpoint": "best.pt",
+                                     "evaluation_seeds_from": 30_000_000},
+                          "arms": arms, "targets": targets})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
