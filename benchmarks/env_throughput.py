@@ -113,13 +113,17 @@ def main(argv: list[str] | None = None) -> int:
         rows += [*size_rows, {"env": "Pusher-v5 (rgb_array)", "image": f"{size}x{size}", "steps_per_s": pusher}]
 
     print(markdown_table(rows, ["env", "image", "steps_per_s", "x_pusher", "x_without_randomization"]))
-    slowdowns = [1 - r["x_without_randomization"] for r in rows if "x_without_randomization" in r]
+    slowdowns: dict[str, float] = {}  # per image size: the larger of the two randomization rows' slowdowns
+    for r in rows:
+        if "x_without_randomization" in r:
+            slowdowns[r["image"]] = max(slowdowns.get(r["image"], 0.0), 1 - r["x_without_randomization"])
     best_84 = max((r["steps_per_s"] for r in rows if r["image"] == "84x84" and r["env"].startswith("pcb")),
                   default=None)
     write_json(args.out, {"benchmark": "env_throughput", "machine": describe_machine(), "rows": rows,
                           "target_steps_per_s_84": TARGET_STEPS_PER_S, "best_steps_per_s_84": best_84,
                           "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN,
-                          "randomization_slowdown": max(slowdowns, default=None)})
+                          "randomization_slowdown": slowdowns,
+                          "randomization_target_met_84": slowdowns.get("84x84", 1.0) <= MAX_RANDOMIZATION_SLOWDOWN})
     print(f"\nwrote {args.out}")
     return 0
 

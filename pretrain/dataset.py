@@ -125,9 +125,9 @@ class DemoDataset:
         if root.exists() and any(root.iterdir()):
             dataset = cls.open(root)
             for field, before in COMPATIBILITY_FIELDS.items():
-                if dataset.meta.get(field, before) != info.get(field):
+                if dataset.meta.get(field, before) != info.get(field, before):
                     raise DatasetError(f"{root / META_FILE}: dataset has {field}={dataset.meta.get(field, before)!r}, "
-                                       f"the new demos have {field}={info.get(field)!r}; use another folder")
+                                       f"the new demos have {field}={info.get(field, before)!r}; use another folder")
             dataset._remove_unreferenced_storage()
             return dataset
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **info, "frames": 0, "capacity": 0,
