@@ -17,16 +17,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+
+from timing import describe_machine
 
 from robot_rl.configs import EvaluateConfig
 from robot_rl.evaluate import evaluate
-from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
 from robot_rl.pipeline import PRESETS
 from robot_rl.pretrain.bc import pretrain
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.configs import BCConfig, CollectConfig
+from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "bc_loss_ablation.json"
@@ -48,16 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quick = PRESETS["quick"]
     root = Path(args.root)
-    collect = CollectConfig(**{**quick.collect, "out": str(root / "demos"), "seed": 0})
+    collect = replace(quick.collect, out=str(root / "demos"), seed=0)
     if not (root / "demos" / "meta.json").is_file():
         collect_demos(collect, progress=False)
     rows, results = [], {}
     for name in args.variants:
         run_dir = root / name.replace(" ", "-")
         start = time.perf_counter()
-        if not (run_dir / "summary.json").is_file():
-            pretrain(BCConfig(**{**quick.pretrain, **VARIANTS[name], "data": str(root / "demos"),
-                                 "run_dir": str(run_dir), "seed": 0}), progress=False)
+        if not RunFolder(run_dir).finished:
+            pretrain(replace(quick.pretrain, **VARIANTS[name], data=str(root / "demos"), run_dir=str(run_dir),
+                             seed=0), progress=False)
         train_s = time.perf_counter() - start
         metrics = evaluate(EvaluateConfig(checkpoint=str(run_dir), episodes=args.boards, videos=0,
                                           failure_videos=0, out=str(run_dir / "eval-fresh")),

@@ -12,21 +12,20 @@ and the machine. Folders that already hold a finished stage are reused.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-from robot_rl.configs import EvaluateConfig
+from timing import describe_machine
+
+from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
+from robot_rl.episodes import wilson_interval
 from robot_rl.evaluate import evaluate
-from robot_rl.evaluation import wilson_interval
-from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
 from robot_rl.pretrain.bc import pretrain
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.configs import BCConfig, CollectConfig
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_logger import read_scalar
+from robot_rl.run_folder import RunFolder, read_scalar
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "bc_quality.json"
@@ -74,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     dataset = DemoDataset.open(args.data)
     seconds["collect"] = time.perf_counter() - start
     start = time.perf_counter()
-    if not (run_dir / "summary.json").is_file():
+    if not RunFolder(run_dir).finished:
         pretrain(bc_config)
     seconds["pretrain"] = time.perf_counter() - start
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = RunFolder(run_dir).summary()
     start = time.perf_counter()
     final = evaluate(EvaluateConfig(checkpoint=str(run_dir / "checkpoints" / "best.pt"), episodes=args.boards,
                                     out=str(run_dir / "eval-fresh"), videos=0, failure_videos=0,

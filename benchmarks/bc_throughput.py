@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 import torchvision
+from timing import describe_machine
 
-from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 
@@ -52,8 +52,8 @@ def bare_resnet(size: int, batch: int, steps: int) -> float:
 
 def bc_step_rate(data: str, size: int, batch: int, steps: int) -> float:
     """Samples/s of the real BC training step on a dataset of ``size`` x ``size`` images."""
+    from robot_rl.configs import BCConfig
     from robot_rl.pretrain import bc
-    from robot_rl.pretrain.configs import BCConfig
 
     run = bc.BCRun(BCConfig(data=data, run_dir=f"/tmp/bc-throughput-{size}", batch_size=batch, eval_episodes=1))
 
@@ -81,7 +81,7 @@ def peak_memory_of_training(data: str, steps: int) -> float:
     code = (
         "from pathlib import Path\n"
         "from robot_rl.pretrain import bc\n"
-        "from robot_rl.pretrain.configs import BCConfig\n"
+        "from robot_rl.configs import BCConfig\n"
         f"run = bc.BCRun(BCConfig(data={data!r}, run_dir='/tmp/bc-memory', batch_size=32, eval_episodes=1))\n"
         f"for _ in range({steps}):\n"
         "    b = bc._to_device(run.train_buffer.sample(), run.device, 4)\n"
@@ -103,8 +103,8 @@ def disk_mib(folder: str) -> float:
 def ensure_dataset(folder: str, episodes: int, size: int) -> None:
     """Collects ``episodes`` expert demos at default difficulty into ``folder`` unless it holds a dataset."""
     if not Path(folder, "meta.json").is_file():
+        from robot_rl.configs import CollectConfig
         from robot_rl.pretrain.collect import collect_demos
-        from robot_rl.pretrain.configs import CollectConfig
 
         collect_demos(CollectConfig(out=folder, episodes=episodes, image_size=size, seed=0), progress=False)
 

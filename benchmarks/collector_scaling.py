@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
+from timing import describe_machine, median_rate
 
+from robot_rl.configs import FinetuneConfig
 from robot_rl.envs.torchrl_env import PcbInspectEnv
 from robot_rl.finetune.collection import make_collector, push_weights
-from robot_rl.finetune.config import FinetuneConfig
-from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
 from robot_rl.policy import make_actor
 from robot_rl.tables import markdown_table
@@ -43,12 +41,7 @@ def frames_per_second(backend: str, workers: int, envs_per_worker: int, image_si
         push_weights(collector, actor)
         iterator = iter(collector)
         next(iterator)  # warm-up: workers started, renderers made
-        rates = []
-        for _ in range(batches):
-            start = time.perf_counter()
-            batch = next(iterator)
-            rates.append(batch.numel() / (time.perf_counter() - start))
-        return statistics.median(rates)
+        return median_rate(lambda: next(iterator).numel(), batches)
     finally:
         collector.shutdown()
 

@@ -18,16 +18,14 @@ Rows:
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
+from timing import describe_machine, median_rate
 
 from robot_rl.envs import keys
 from robot_rl.envs.torchrl_env import PcbInspectEnv
-from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 
@@ -47,13 +45,10 @@ def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repe
     env = PcbInspectEnv(image_size=image_size, num_envs=num_envs, seed=0, randomization=randomization)
     batch = num_envs or 1
     env.rollout(5, policy=policy, break_when_any_done=False)  # warm-up: renderer, caches
-    rates = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        td = env.rollout(max(steps // batch, 1), policy=policy, break_when_any_done=False)
-        rates.append(td.numel() / (time.perf_counter() - start))
+    rate = median_rate(lambda: env.rollout(max(steps // batch, 1), policy=policy, break_when_any_done=False).numel(),
+                       repeats)
     env.close()
-    return statistics.median(rates)
+    return rate
 
 
 def time_pusher(image_size: int, steps: int, repeats: int) -> float | None:
@@ -65,17 +60,18 @@ def time_pusher(image_size: int, steps: int, repeats: int) -> float | None:
         print(f"Pusher-v5 unavailable ({err}); install with `pip install -e '.[bench]'`", file=sys.stderr)
         return None
     env.reset(seed=0)
-    rates = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+
+    def run() -> int:
         for _ in range(steps):
             _, _, terminated, truncated, _ = env.step(env.action_space.sample())
             env.render()
             if terminated or truncated:
                 env.reset()
-        rates.append(steps / (time.perf_counter() - start))
+        return steps
+
+    rate = median_rate(run, repeats)
     env.close()
-    return statistics.median(rates)
+    return rate
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from timing import describe_machine
 
 from robot_rl.export import (
     DeployedPolicy,
@@ -28,7 +29,6 @@ from robot_rl.export import (
     export_program,
     export_torchscript,
 )
-from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 

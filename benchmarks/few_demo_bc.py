@@ -20,19 +20,20 @@ import mujoco
 import numpy as np
 import torch
 from bc_vs_scratch import PRESETS, RESULTS
+from timing import describe_machine
 
 from robot_rl import keys
+from robot_rl.closed_loop import run_episodes
+from robot_rl.configs import BCConfig, CollectConfig
 from robot_rl.envs import make_env
 from robot_rl.envs.task import TaskConfig, inspection_geometry
-from robot_rl.episodes import summarize_episode
-from robot_rl.evaluation import aggregate, run_episodes
-from robot_rl.hardware import describe_machine
+from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
 from robot_rl.pretrain.bc import held_out_seeds, pretrain
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.configs import BCConfig, CollectConfig
+from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
 _cpu = PRESETS["cpu"]
@@ -96,9 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     seeds = held_out_seeds(20_000_000, 50, set())  # the PPO benchmark's held-out boards (FinetuneConfig.eval_seed)
     rows, results = [], {}
     for name, (demos, bc) in SETTINGS.items():
-        if not (Path(demos.out) / "meta.json").is_file() and not (Path(bc.run_dir) / "summary.json").is_file():
+        if not (Path(demos.out) / "meta.json").is_file() and not RunFolder(bc.run_dir).finished:
             collect_demos(demos, progress=False)
-        if not (Path(bc.run_dir) / "summary.json").is_file():
+        if not RunFolder(bc.run_dir).finished:
             pretrain(BCConfig(**{**bc.__dict__, "data": demos.out, "device": args.device}), progress=False)
         result = breakdown(bc.run_dir, demos.difficulty, demos.image_size, seeds, device)
         results[name] = {"demos": demos.__dict__, "bc": bc.__dict__, **result}

@@ -26,10 +26,10 @@ from bc_vs_scratch import (
     start_success,
     threshold_rule,
 )
+from timing import describe_machine
 
-from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
-from robot_rl.run_logger import read_scalar
+from robot_rl.run_folder import read_scalar
 from robot_rl.tables import markdown_table
 
 # name -> FinetuneConfig overrides; "full" is the design as shipped.

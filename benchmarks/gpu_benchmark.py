@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from tensordict import TensorDict
+from timing import describe_machine
 
 from robot_rl import keys
 from robot_rl.envs.task import PcbInspectTask, TaskConfig
 from robot_rl.envs.torchrl_env import PcbInspectEnv
-from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
 from robot_rl.policy import make_actor, make_critic
 from robot_rl.pretrain.bc_loss import BehaviourCloningLoss, total_loss
@@ -151,7 +151,7 @@ def parts_per_frame(size: int, device: torch.device, ppo_frames: int) -> dict:
 
 
 def end_to_end_frames_per_s(size: int, workers: int, iterations: int, device: str) -> float:
-    from robot_rl.finetune.config import FinetuneConfig
+    from robot_rl.configs import FinetuneConfig
     from robot_rl.finetune.trainer import PPORun
 
     run_dir = Path(tempfile.mkdtemp(prefix="gpu-bench-"))

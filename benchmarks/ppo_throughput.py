@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from bc_vs_scratch import PRESETS, RESULTS, ppo_config, prepare_bc
+from timing import describe_machine
 
 from robot_rl.finetune import trainer
-from robot_rl.hardware import describe_machine
 from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 

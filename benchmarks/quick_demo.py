@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from robot_rl.hardware import describe_machine
+from timing import describe_machine
+
 from robot_rl.io import write_json
 from robot_rl.pipeline import PRESETS, RESULT_FILE, result_table
 
@@ -62,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     print(result_table(result))
     write_json(args.out, {
         "benchmark": "quick_demo", "machine": describe_machine(), "commit": commit,
-        "preset": {stage: getattr(PRESETS["quick"], stage) for stage in ("collect", "pretrain", "finetune",
-                                                                          "evaluate")},
+        "preset": PRESETS["quick"].options(),
         "wall_s": {"make_demo": round(total, 1), "setup": round(total - pipeline_s, 1),
                    "pipeline": round(pipeline_s, 1), **result["seconds"]},
         "after_bc": {k: result["after_bc"][k] for k in METRICS},

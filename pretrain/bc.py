@@ -1,9 +1,9 @@
 """``robot-rl pretrain``: behaviour cloning of the vision policy on a demonstration dataset.
 
 Reads top to bottom like TorchRL's recipes: data, models, loss, optimizer, logger, then one loop. Every
-``eval_every`` epochs the policy runs closed-loop on held-out boards; checkpoints ``last.pt`` (every epoch) and
-``best.pt`` (best closed-loop success) are written atomically; ``--resume RUN_DIR`` continues a run exactly
-(model, optimizer, scheduler, epoch, RNG states, logger step).
+``eval_every`` epochs the policy runs closed-loop on held-out boards. The run folder (``robot_rl.run_folder``)
+gets ``last.pt`` every epoch and on Ctrl-C, ``best.pt`` at the best closed-loop success; ``--resume RUN_DIR``
+continues a run exactly (model, optimizer, scheduler, epoch, step within it, RNG states, logger step).
 """
 
 from __future__ import annotations
@@ -20,24 +20,20 @@ from torchrl.data import SamplerWithoutReplacement, TensorDictReplayBuffer, Tens
 from tqdm import tqdm
 
 from robot_rl import keys
-from robot_rl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from robot_rl.closed_loop import evaluate_policy
+from robot_rl.configs import BCConfig
 from robot_rl.envs import ENV_VERSION, TASK_NAME
 from robot_rl.envs.difficulty import DIFFICULTIES
 from robot_rl.envs.randomization import RANDOMIZATIONS
 from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.episodes import check_scalars
 from robot_rl.errors import UsageError
-from robot_rl.evaluation import check_scalars, evaluate_policy
-from robot_rl.io import write_json
-from robot_rl.options import RUN_CONFIG_FILE as CONFIG_FILE
-from robot_rl.options import load_config, resolve_device, save_config
+from robot_rl.options import resolve_device
 from robot_rl.policy import make_actor
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
-from robot_rl.pretrain.configs import BCConfig
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_logger import RunLogger
-
-CHECKPOINT_DIR = "checkpoints"
+from robot_rl.run_folder import RunFolder, RunLogger, StopOnInterrupt, rng_state, run_to_completion, set_rng_state
 
 
 def proof_env(difficulty: str, image_size: int) -> PcbInspectEnv:
@@ -72,7 +68,10 @@ class BCRun:
     """One behaviour-cloning run folder: its config, models, optimizer state and loop."""
 
     def __init__(self, config: BCConfig, resume: bool = False):
-        self.config, self.run_dir = config, Path(config.run_dir)
+        self.config, self.folder = config, RunFolder(config.run_dir)
+        self.run_dir = self.folder.path
+        if not resume:
+            self.folder.check_new()
         self.device = resolve_device(config.device)
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -122,10 +121,11 @@ class BCRun:
         # Create logger; restore state when resuming
         self.epoch, self.step, self.best_success = 0, 0, -1.0
         self.logger = RunLogger(self.run_dir)
+        self.stop = StopOnInterrupt()
         if resume:
             self._restore()
         else:
-            save_config(self.run_dir / CONFIG_FILE, config)
+            self.folder.start(config)
 
     # -- checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint(self) -> dict:
@@ -141,7 +141,7 @@ class BCRun:
         }
 
     def _restore(self) -> None:
-        state = load_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", map_location=self.device)
+        state = self.folder.load_last(map_location=self.device)
         self.actor.load_state_dict(state["actor"])
         if self.loss.locator is not None:
             self.loss.locator.load_state_dict(state["locator"])
@@ -157,13 +157,17 @@ class BCRun:
     def _autocast(self):
         return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
 
-    def train_epoch(self, progress: bool) -> dict:
+    def train_epoch(self, progress: bool) -> dict | None:
+        """The rest of the current epoch; its mean losses, or None when Ctrl-C stopped it part-way."""
         self.actor.train()
-        bar = tqdm(range(self.steps_per_epoch), desc=f"epoch {self.epoch + 1}/{self.config.epochs}",
+        done_before = self.step - self.epoch * self.steps_per_epoch  # > 0 after a Ctrl-C in this epoch
+        bar = tqdm(range(done_before, self.steps_per_epoch), desc=f"epoch {self.epoch + 1}/{self.config.epochs}",
                    disable=not progress, leave=False)
         sums: dict[str, float] = {}
         start = time.perf_counter()
         for _ in bar:
+            if self.stop.requested:
+                return None
             batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad)
             with self._autocast():
                 losses = self.loss(batch)
@@ -181,9 +185,10 @@ class BCRun:
                     sums[name] = sums.get(name, 0.0) + float(value)
             samples_per_s = (bar.n + 1) * self.config.batch_size / (time.perf_counter() - start)
             bar.set_postfix(loss=f"{loss.item():.3f}", samples_per_s=f"{samples_per_s:.0f}")
-        metrics = {f"train/{k}": v / self.steps_per_epoch for k, v in sums.items()}
+        steps = self.steps_per_epoch - done_before
+        metrics = {f"train/{k}": v / steps for k, v in sums.items()}
         metrics["train/lr"] = self.scheduler.get_last_lr()[0]
-        metrics["train/samples_per_s"] = self.steps_per_epoch * self.config.batch_size / (time.perf_counter() - start)
+        metrics["train/samples_per_s"] = steps * self.config.batch_size / (time.perf_counter() - start)
         return metrics
 
     @torch.no_grad()
@@ -209,43 +214,52 @@ class BCRun:
 
     def run(self, progress: bool = True, until_epoch: int | None = None) -> dict:
         """Trains until ``config.epochs`` (or ``until_epoch``, to stop early and resume later); returns the
-        summary, also written to ``summary.json``."""
+        summary, written to ``summary.json`` once the last epoch is done."""
         config, last_eval = self.config, None
-        while self.epoch < min(config.epochs, until_epoch or config.epochs):
-            metrics = self.train_epoch(progress)
-            metrics.update(self.validate())
-            self.epoch += 1
-            due = self.epoch == config.epochs or (config.eval_every and self.epoch % config.eval_every == 0)
-            if due:
-                last_eval = self.closed_loop()
-                metrics.update(check_scalars(last_eval, ("success_rate", "verdict_accuracy", "guesses",
-                                                         "collisions_per_episode", "episode_length")))
-            metrics["train/epoch"] = self.epoch
-            self.logger.log(metrics, step=self.step)
-            checkpoint = self._checkpoint()
-            if due and last_eval["success_rate"] > self.best_success:
-                self.best_success = checkpoint["best_success"] = last_eval["success_rate"]
-                save_checkpoint(self.run_dir / CHECKPOINT_DIR / "best.pt", checkpoint)
-            save_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", checkpoint)
-            if progress:
-                shown = {k: round(v, 4) for k, v in metrics.items()
-                         if k.startswith(("val/loss", "eval/")) and v is not None}
-                tqdm.write(f"epoch {self.epoch}: {shown}")
+        with self.stop:
+            while self.epoch < min(config.epochs, until_epoch or config.epochs) and not self.stop.requested:
+                metrics = self.train_epoch(progress)
+                if metrics is None:  # Ctrl-C part-way through the epoch
+                    self.folder.save(self._checkpoint())
+                    break
+                last_eval = self._end_epoch(metrics, progress)
         summary = {"epochs": self.epoch, "steps": self.step, "best_success": self.best_success,
                    "final_eval": last_eval, "eval_seeds": [self.eval_seeds[0], self.eval_seeds[-1]],
-                   "demos": {"episodes": len(self.dataset.episodes), "frames": self.dataset.frames}}
-        write_json(self.run_dir / "summary.json", summary)
+                   "demos": {"episodes": len(self.dataset.episodes), "frames": self.dataset.frames},
+                   "finished": self.epoch == config.epochs}
+        if summary["finished"]:
+            self.folder.finish(summary)
         return summary
+
+    def _end_epoch(self, metrics: dict, progress: bool) -> dict | None:
+        """Validation, the closed-loop check when due, logs and checkpoints; returns the check's metrics."""
+        config, last_eval = self.config, None
+        metrics.update(self.validate())
+        self.epoch += 1
+        due = self.epoch == config.epochs or (config.eval_every and self.epoch % config.eval_every == 0)
+        if due:
+            last_eval = self.closed_loop()
+            metrics.update(check_scalars(last_eval, ("success_rate", "verdict_accuracy", "guesses",
+                                                     "collisions_per_episode", "episode_length")))
+        metrics["train/epoch"] = self.epoch
+        self.logger.log(metrics, step=self.step)
+        checkpoint = self._checkpoint()
+        if due and last_eval["success_rate"] > self.best_success:
+            self.best_success = checkpoint["best_success"] = last_eval["success_rate"]
+            self.folder.save(checkpoint, best=True)
+        self.folder.save(checkpoint)
+        if progress:
+            shown = {k: round(v, 4) for k, v in metrics.items()
+                     if k.startswith(("val/loss", "eval/")) and v is not None}
+            tqdm.write(f"epoch {self.epoch}: {shown}")
+        return last_eval
 
 
 def pretrain(config: BCConfig, progress: bool = True) -> dict:
     """Starts a new run in ``config.run_dir`` (which must not hold one) and trains it."""
-    if (Path(config.run_dir) / CONFIG_FILE).exists():
-        raise UsageError(f"{config.run_dir} already holds a run; use --resume {config.run_dir} or another --run-dir")
-    return BCRun(config).run(progress)
+    return run_to_completion(BCRun, config, progress=progress)
 
 
 def resume(run_dir: str | Path, progress: bool = True) -> dict:
     """Continues the run in ``run_dir`` from its last checkpoint, with its stored config."""
-    config = load_config(Path(run_dir) / CONFIG_FILE, BCConfig)
-    return BCRun(config, resume=True).run(progress)
+    return run_to_completion(BCRun, RunFolder(run_dir).config(BCConfig), resume=True, progress=progress)

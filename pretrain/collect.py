@@ -17,11 +17,11 @@ from torchrl.collectors import Collector
 from tqdm import tqdm
 
 from robot_rl import keys
+from robot_rl.configs import CollectConfig
 from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.errors import UsageError
-from robot_rl.pretrain.configs import CollectConfig
 from robot_rl.pretrain.dataset import DemoDataset, EpisodeRecord
 
 

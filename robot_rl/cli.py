@@ -13,41 +13,27 @@ from pathlib import Path
 from robot_rl.errors import UsageError
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _add_env_options(parser: argparse.ArgumentParser) -> None:
-    from robot_rl.pretrain.configs import DIFFICULTY_NAMES
-
-    parser.add_argument("--difficulty", choices=DIFFICULTY_NAMES, default="default", help="task difficulty")
-    parser.add_argument("--image-size", type=int, default=84, help="wrist camera image side (pixels, 32-224)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the episode stream")
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from robot_rl.configs import DemoConfig
     from robot_rl.demo import run_expert_demo
+    from robot_rl.options import config_from_args
     from robot_rl.tables import markdown_table
 
-    if not 32 <= args.image_size <= 224:
-        raise UsageError(f"--image-size must be in [32, 224], got {args.image_size}")
-    summaries = run_expert_demo(args.out, episodes=args.episodes, difficulty=args.difficulty,
-                                image_size=args.image_size, seed=args.seed, frames_per_episode=args.frames)
+    config = config_from_args(DemoConfig, args)
+    summaries = run_expert_demo(config.out, episodes=config.episodes, difficulty=config.difficulty,
+                                image_size=config.image_size, seed=config.seed, frames_per_episode=config.frames)
     columns = ["episode", "episode_seed", "defect", "verdict", "success", "steps", "return", "collision_steps",
                "steps_to_localize"]
     print(markdown_table(summaries, columns))
     successes = sum(s["success"] for s in summaries)
-    print(f"\nexpert success {successes}/{len(summaries)}; frames in {args.out}/frames/")
+    print(f"\nexpert success {successes}/{len(summaries)}; frames in {config.out}/frames/")
     return 0
 
 
 def _cmd_collect_demos(args: argparse.Namespace) -> int:
+    from robot_rl.configs import CollectConfig
     from robot_rl.options import config_from_args
     from robot_rl.pretrain.collect import collect_demos
-    from robot_rl.pretrain.configs import CollectConfig
 
     summary = collect_demos(config_from_args(CollectConfig, args))
     run = summary["run"]
@@ -58,16 +44,18 @@ def _cmd_collect_demos(args: argparse.Namespace) -> int:
 
 
 def _cmd_pretrain(args: argparse.Namespace) -> int:
-    from robot_rl.options import check_resume_options, config_from_args, load_config
+    from robot_rl.configs import BCConfig
+    from robot_rl.options import check_resume_options, config_from_args
     from robot_rl.pretrain import bc
-    from robot_rl.pretrain.configs import BCConfig
+    from robot_rl.run_folder import RunFolder
 
     if args.resume:
-        stored = load_config(Path(args.resume) / bc.CONFIG_FILE, BCConfig)
-        check_resume_options(stored, args, args.parser, args.resume)
+        check_resume_options(RunFolder(args.resume).config(BCConfig), args, args.parser, args.resume)
         summary = bc.resume(args.resume)
     else:
         summary = bc.pretrain(config_from_args(BCConfig, args))
+    if not summary["finished"]:
+        return _stopped("pretrain", f"epoch {summary['epochs']}, step {summary['steps']}", args)
     final = summary["final_eval"] or {}
     print(f"best closed-loop success {summary['best_success']:.1%}; final: success "
           f"{final.get('success_rate', 0):.1%}, guesses {final.get('guesses')}, verdict accuracy "
@@ -77,20 +65,22 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
+    from robot_rl.configs import FinetuneConfig
     from robot_rl.finetune import trainer
-    from robot_rl.finetune.config import FinetuneConfig
-    from robot_rl.options import check_resume_options, config_from_args, load_config
+    from robot_rl.options import check_resume_options, config_from_args
+    from robot_rl.run_folder import RunFolder
 
     try:
         if args.resume:
-            stored = load_config(Path(args.resume) / trainer.CONFIG_FILE, FinetuneConfig)
-            check_resume_options(stored, args, args.parser, args.resume)
+            check_resume_options(RunFolder(args.resume).config(FinetuneConfig), args, args.parser, args.resume)
             summary = trainer.resume(args.resume)
         else:
             summary = trainer.finetune(config_from_args(FinetuneConfig, args))
     except (trainer.TrainingDiverged, trainer.CollectionFailed) as err:
         print(f"robot-rl finetune: stopped: {err}", file=sys.stderr)
         return 1
+    if not summary["finished"]:
+        return _stopped("finetune", f"iteration {summary['iterations']}, {summary['frames']} frames", args)
     curve = summary["curve"]
     if curve:
         def point(p: dict) -> str:
@@ -124,11 +114,23 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
+    from robot_rl.configs import PipelineConfig
+    from robot_rl.options import config_from_args
     from robot_rl.pipeline import PRESETS, result_table, run_pipeline
 
-    result = run_pipeline(PRESETS[args.preset], args.root or f"runs/pipeline-{args.preset}", device=args.device)
+    config = config_from_args(PipelineConfig, args)
+    result = run_pipeline(PRESETS[config.preset], config.root or f"runs/pipeline-{config.preset}",
+                          device=config.device)
     print("\n" + result_table(result))
     return 0
+
+
+def _stopped(command: str, where: str, args: argparse.Namespace) -> int:
+    """A run stopped by Ctrl-C: where it checkpointed and how to continue (exit code 130, as for SIGINT)."""
+    run_dir = args.resume or args.run_dir
+    print(f"robot-rl {command}: stopped at {where}, checkpoint saved; continue with "
+          f"robot-rl {command} --resume {run_dir}", file=sys.stderr)
+    return 130
 
 
 def _add_command(commands, name: str, help_text: str, config_cls: type, func, resumable: bool = False) -> None:
@@ -143,22 +145,21 @@ def _add_command(commands, name: str, help_text: str, config_cls: type, func, re
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from robot_rl.configs import (
+        BCConfig,
+        CollectConfig,
+        DemoConfig,
+        EvaluateConfig,
+        ExportConfig,
+        FinetuneConfig,
+        PipelineConfig,
+    )
+
     parser = argparse.ArgumentParser(prog="robot-rl", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    demo = commands.add_parser("demo", help="roll out the scripted expert: PNG frames and episode metrics",
-                               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    _add_env_options(demo)
-    demo.add_argument("--episodes", type=_positive_int, default=3, help="episodes to run")
-    demo.add_argument("--frames", type=_positive_int, default=4, help="PNG frames written per episode")
-    demo.add_argument("--out", default="runs/demo", help="output folder")
-    demo.set_defaults(func=_cmd_demo)
-
-    from robot_rl.configs import EvaluateConfig, ExportConfig
-    from robot_rl.finetune.config import FinetuneConfig
-    from robot_rl.pretrain.configs import BCConfig, CollectConfig
-
+    _add_command(commands, "demo", "roll out the scripted expert: PNG frames and episode metrics", DemoConfig,
+                 _cmd_demo)
     _add_command(commands, "collect-demos", "record scripted-expert demonstrations to a dataset", CollectConfig,
                  _cmd_collect_demos)
     _add_command(commands, "pretrain", "behaviour-clone the vision policy on demonstrations", BCConfig,
@@ -169,14 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
                  _cmd_evaluate)
     _add_command(commands, "export", "export the actor as TorchScript / torch.export / ONNX", ExportConfig,
                  _cmd_export)
-
-    pipeline = commands.add_parser("pipeline", help="collect-demos -> pretrain -> finetune -> evaluate",
-                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    pipeline.add_argument("--preset", choices=["quick", "full"], default="quick",
-                          help="quick: minutes on 2 CPU cores; full: sized for a GPU")
-    pipeline.add_argument("--root", default="", help="output folder (default: runs/pipeline-PRESET)")
-    pipeline.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    pipeline.set_defaults(func=_cmd_pipeline)
+    _add_command(commands, "pipeline", "collect-demos -> pretrain -> finetune -> evaluate", PipelineConfig,
+                 _cmd_pipeline)
     return parser
 
 

@@ -1,16 +1,239 @@
-"""Options of ``robot-rl evaluate``, ``export`` and ``pipeline`` (light: the CLI builds its help from them)."""
+"""Every command's options, as typed dataclasses: one field = one ``--option`` with its help and its check.
+
+Light to import (no torch, no MuJoCo): the CLI builds its help from these. ``robot_rl.options`` turns a dataclass
+into an argparse parser; the pipeline's presets (``robot_rl.pipeline.PRESETS``) are instances of these classes.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from robot_rl.options import option, validate
-from robot_rl.pretrain.configs import DIFFICULTY_NAMES, RANDOMIZATION_NAMES
 
+# Kept in step with robot_rl.envs.difficulty.DIFFICULTIES and robot_rl.envs.randomization.RANDOMIZATIONS (a test
+# checks); importing the env package here would make `robot-rl --help` load MuJoCo.
+DIFFICULTY_NAMES = ("easy", "default", "hard")
+RANDOMIZATION_NAMES = ("none", "default", "strong")
+RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
+                      "default or strong")
+IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
+COLLECTORS = ("direct", "process", "ray")
 VIDEO_QUALITIES = ("pretty", "fast")
 EXPORT_FORMATS = ("torchscript", "export", "onnx", "all")
+PIPELINE_PRESETS = ("quick", "full")
 
 
+def _one_of(names) -> str:
+    return f"one of {', '.join(names)}"
+
+
+# -- the scripted expert and its demonstrations ------------------------------------------------------------------
+@dataclass(frozen=True)
+class DemoConfig:
+    """Options of ``robot-rl demo``."""
+
+    difficulty: str = option("default", "task difficulty")
+    image_size: int = option(84, "wrist camera image side (pixels, 32-224)")
+    seed: int = option(0, "seed of the episode stream")
+    episodes: int = option(3, "episodes to run")
+    frames: int = option(4, "PNG frames written per episode")
+    out: str = option("runs/demo", "output folder")
+
+    def __post_init__(self) -> None:
+        validate(self, [
+            ("difficulty", self.difficulty in DIFFICULTY_NAMES, _one_of(DIFFICULTY_NAMES)),
+            ("image_size", IMAGE_SIZES[0] <= self.image_size <= IMAGE_SIZES[1], "in [32, 224]"),
+            ("episodes", self.episodes >= 1, ">= 1"), ("frames", self.frames >= 1, ">= 1"),
+        ])
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """Options of ``robot-rl collect-demos``."""
+
+    out: str = option("data/demos", "dataset folder (created, or appended to)")
+    episodes: int = option(200, "episodes this run adds")
+    difficulty: str = option("default", "task difficulty: easy, default or hard")
+    image_size: int = option(84, "wrist camera image side, pixels (32-224)")
+    randomization: str = option("none", RANDOMIZATION_HELP)
+    pose_noise: float = option(0.1, "std of Gaussian noise on the executed pose (the clean pose is the label)")
+    seed: int = option(-1, "run seed; -1 resumes an interrupted run or takes the next unused seed")
+    num_envs: int = option(0, "envs collecting in parallel (0 = one per CPU core)")
+    episodes_per_commit: int = option(8, "whole episodes written and committed together")
+
+    def __post_init__(self) -> None:
+        validate(self, [
+            ("episodes", self.episodes >= 1, ">= 1"), ("image_size", 32 <= self.image_size <= 224, "in [32, 224]"),
+            ("pose_noise", self.pose_noise >= 0, ">= 0"), ("num_envs", self.num_envs >= 0, ">= 0"),
+            ("episodes_per_commit", self.episodes_per_commit >= 1, ">= 1"), ("seed", self.seed >= -1, ">= -1"),
+            ("difficulty", self.difficulty in DIFFICULTY_NAMES, f"one of {', '.join(DIFFICULTY_NAMES)}"),
+            ("randomization", self.randomization in RANDOMIZATION_NAMES, f"one of {', '.join(RANDOMIZATION_NAMES)}"),
+        ])
+
+
+@dataclass(frozen=True)
+class BCConfig:
+    """Options of ``robot-rl pretrain``."""
+
+    data: str = option("data/demos", "demonstration dataset folder (from collect-demos)")
+    run_dir: str = option("runs/bc", "output folder: config, checkpoints, logs")
+    epochs: int = option(20, "passes over the training frames")
+    batch_size: int = option(64, "frames per gradient step")
+    lr: float = option(3e-4, "AdamW peak learning rate (cosine decay to 0)")
+    weight_decay: float = option(1e-4, "AdamW weight decay")
+    grad_clip: float = option(10.0, "max gradient norm")
+    val_fraction: float = option(0.1, "fraction of episodes held out for the validation loss")
+    shift_pad: int = option(4, "random-shift augmentation, pixels (0 = off)")
+    decision_weight: float = option(100.0, "weight of the pass-vs-rework loss on close views of the board")
+    verdict_weight: float = option(5.0, "weight of a verdict frame against a 'continue' frame in the verdict loss")
+    locate_weight: float = option(1.0, "weight of the auxiliary where-is-the-board loss (0 = off)")
+    mode_weight: float = option(10.0, "weight of the squared error of the deterministic pose (0 = likelihood only)")
+    eval_every: int = option(5, "closed-loop check every N epochs (0 = only at the end)")
+    eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
+    eval_seed: int = option(10_000_000, "first board seed of the closed-loop checks")
+    eval_envs: int = option(0, "envs stepped together in a check (0 = one per CPU core)")
+    device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    compile: bool = option(False, "torch.compile the actor network")
+    seed: int = option(0, "seed of sampling, augmentation and initialization")
+    image_size: int = option(0, "expected image side in pixels; 0 = the dataset's")
+    hidden: int = option(256, "width of the MLP heads")
+    min_scale: float = option(0.3, "lower bound of the pose distribution's scale (pre-tanh)")
+    keypoints: int = option(32, "spatial-softmax keypoints beside the pooled image feature (0 = none)")
+    joint_velocities: bool = option(False, "the policy reads the joint velocities too (default: angles only)")
+    encoder_weights: str = option("", "local ResNet18 state dict to start from (e.g. ImageNet); '' = random")
+    steps_per_epoch: int = option(0, "cap on gradient steps per epoch (0 = a full pass)")
+    threads: int = option(0, "torch CPU threads (0 = torch's default)")
+
+    def __post_init__(self) -> None:
+        validate(self, [
+            ("epochs", self.epochs >= 1, ">= 1"), ("batch_size", self.batch_size >= 1, ">= 1"),
+            ("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
+            ("grad_clip", self.grad_clip > 0, "> 0"), ("val_fraction", 0 < self.val_fraction < 1, "in (0, 1)"),
+            ("shift_pad", self.shift_pad >= 0, ">= 0"), ("decision_weight", self.decision_weight >= 0, ">= 0"),
+            ("verdict_weight", self.verdict_weight > 0, "> 0"), ("locate_weight", self.locate_weight >= 0, ">= 0"),
+            ("mode_weight", self.mode_weight >= 0, ">= 0"),
+            ("eval_every", self.eval_every >= 0, ">= 0"), ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
+            ("eval_envs", self.eval_envs >= 0, ">= 0"), ("image_size", self.image_size >= 0, ">= 0"),
+            ("hidden", self.hidden >= 1, ">= 1"), ("min_scale", self.min_scale > 0, "> 0"),
+            ("keypoints", self.keypoints >= 0, ">= 0"),
+            ("steps_per_epoch", self.steps_per_epoch >= 0, ">= 0"), ("threads", self.threads >= 0, ">= 0"),
+        ])
+
+    def policy_config(self):
+        """The architecture options as a ``robot_rl.policy.PolicyConfig``."""
+        from robot_rl.policy import PolicyConfig
+
+        return PolicyConfig(hidden=self.hidden, min_scale=self.min_scale, keypoints=self.keypoints,
+                            joint_velocities=self.joint_velocities,
+                            encoder_weights=self.encoder_weights or None)
+
+
+# -- PPO fine-tuning ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """PPO fine-tuning: every field is one ``--option``."""
+
+    init: str = option("", "BC run folder to start the actor from (its best.pt); '' with --from-scratch")
+    from_scratch: bool = option(False, "start from random weights, same architecture")
+    run_dir: str = option("runs/ppo", "output folder: config, checkpoints, logs")
+    difficulty: str = option("", "task difficulty; '' = the BC run's (default for --from-scratch)")
+    image_size: int = option(0, "image side in pixels; 0 = the BC run's (84 for --from-scratch)")
+    randomization: str = option("", "domain randomization: none, default or strong; '' = the BC run's (none for "
+                                "--from-scratch)")
+    total_frames: int = option(200_000, "environment frames to collect")
+    frames_per_batch: int = option(1024, "frames collected per PPO iteration")
+    num_envs: int = option(4, "envs collecting together (per learner rank)")
+    collector: str = option("direct", "collection backend: direct (this process), process (worker processes, "
+                            "MultiSyncCollector) or ray (Ray actors, local or on a cluster)")
+    workers: int = option(0, "direct: ParallelEnv processes stepping num_envs / workers envs each (0 = step "
+                          "them here); process/ray: collector workers, each with its envs and a policy copy")
+    ray_address: str = option("", "ray: cluster address ('' starts a local Ray instance)")
+    worker_device: str = option("cpu", "process/ray: device of the workers' policy copies")
+    ppo_epochs: int = option(4, "passes over each batch")
+    minibatch_size: int = option(128, "frames per gradient step")
+    lr: float = option(1e-4, "learning rate of the actor's heads")
+    encoder_lr: float = option(0.0, "learning rate of the actor's image encoder; 0 = frozen: features computed once "
+                               "per collected frame and reused by every PPO epoch")
+    critic_lr: float = option(1e-3, "learning rate of the (privileged-state) critic")
+    anneal_lr: bool = option(False, "anneal the learning rates linearly to 0 over the run")
+    clip_epsilon: float = option(0.2, "PPO ratio clip")
+    entropy_coeff: float = option(1e-3, "entropy bonus weight")
+    critic_coeff: float = option(0.5, "value loss weight")
+    clip_value: float = option(0.0, "value clipping range (0 = off)")
+    gamma: float = option(0.99, "discount")
+    gae_lambda: float = option(0.95, "GAE lambda")
+    grad_clip: float = option(1.0, "max gradient norm (actor and critic separately)")
+    critic_warmup: int = option(3, "first iterations update only the critic (actor frozen)")
+    anchor_weight: float = option(1.0, "weight of KL(pretrained || current) at the first actor update (0 = off)")
+    anchor_decay: float = option(0.95, "per-iteration decay of the anchor weight (DAPG's 0.95^k)")
+    anchor_pose_only: bool = option(False, "anchor the pose head only, leaving the verdicts free")
+    mask_verdict_pose: bool = option(True, "leave the pose's log-prob out of the ratio on steps that give a verdict")
+    verdict_ce_weight: float = option(1.0, "weight of the verdict cross-entropy whose labels the verdict reward "
+                                      "reveals (0 = off)")
+    continue_prob: float = option(0.0, "--from-scratch: initial probability of 'continue' (verdict head bias), so "
+                                  "early episodes last long enough to explore; 0 = leave the head as initialized")
+    pose_min_scale: float = option(0.1, "lower bound of the pose TanhNormal's scale while fine-tuning (pre-tanh); "
+                                   "0 = the policy's own (BC's 0.3 makes most sampled episodes fail)")
+    shaping: float = option(0.0, "weight of the env's potential-based shaping term")
+    eval_every: int = option(5, "closed-loop check every N iterations (0 = only at the end)")
+    eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
+    eval_seed: int = option(20_000_000, "first board seed of the closed-loop checks")
+    checkpoint_every: int = option(5, "checkpoint every N iterations (and on Ctrl-C)")
+    device: str = option("auto", "learner device: auto, cpu, cuda or cuda:N")
+    compile: bool = option(False, "torch.compile the actor and critic networks")
+    seed: int = option(0, "seed of collection, sampling and initialization")
+    hidden: int = option(256, "MLP width of the critic, and of the actor with --from-scratch (a BC init keeps its own)")
+    threads: int = option(0, "torch CPU threads (0 = torch's default)")
+
+    def __post_init__(self) -> None:
+        validate(self, [
+            ("init", bool(self.init) != self.from_scratch, "a BC run folder, or '' with --from-scratch"),
+            ("difficulty", self.difficulty in ("", *DIFFICULTY_NAMES), f"'' or one of {', '.join(DIFFICULTY_NAMES)}"),
+            ("randomization", self.randomization in ("", *RANDOMIZATION_NAMES),
+             f"'' or one of {', '.join(RANDOMIZATION_NAMES)}"),
+            ("image_size", self.image_size == 0 or 32 <= self.image_size <= 224, "0 or in [32, 224]"),
+            ("total_frames", self.total_frames >= self.frames_per_batch, ">= --frames-per-batch"),
+            ("frames_per_batch", self.frames_per_batch >= 1, ">= 1"),
+            ("num_envs", self.num_envs >= 1 and self.frames_per_batch % self.num_envs == 0,
+             ">= 1 and divide --frames-per-batch"),
+            ("collector", self.collector in COLLECTORS, f"one of {', '.join(COLLECTORS)}"),
+            ("workers", self.workers >= 0 and (self.workers == 0 or self.num_envs % self.workers == 0),
+             ">= 0 and divide --num-envs"),
+            ("workers", self.collector == "direct" or self.workers >= 1, ">= 1 with --collector process or ray"),
+            ("ppo_epochs", self.ppo_epochs >= 1, ">= 1"),
+            ("minibatch_size", 1 <= self.minibatch_size <= self.frames_per_batch, "in [1, --frames-per-batch]"),
+            ("lr", self.lr >= 0, ">= 0"), ("encoder_lr", self.encoder_lr >= 0, ">= 0"),
+            ("critic_lr", self.critic_lr > 0, "> 0"),
+            ("verdict_ce_weight", self.verdict_ce_weight >= 0, ">= 0"),
+            ("continue_prob", 0 <= self.continue_prob < 1, "in [0, 1)"),
+            ("pose_min_scale", self.pose_min_scale >= 0, ">= 0"),
+            ("clip_epsilon", 0 < self.clip_epsilon < 1, "in (0, 1)"),
+            ("entropy_coeff", self.entropy_coeff >= 0, ">= 0"),
+            ("critic_coeff", self.critic_coeff > 0, "> 0"), ("clip_value", self.clip_value >= 0, ">= 0"),
+            ("gamma", 0 < self.gamma <= 1, "in (0, 1]"), ("gae_lambda", 0 <= self.gae_lambda <= 1, "in [0, 1]"),
+            ("grad_clip", self.grad_clip > 0, "> 0"), ("critic_warmup", self.critic_warmup >= 0, ">= 0"),
+            ("anchor_weight", self.anchor_weight >= 0, ">= 0"),
+            ("anchor_decay", 0 <= self.anchor_decay <= 1, "in [0, 1]"),
+            ("shaping", self.shaping >= 0, ">= 0"), ("eval_every", self.eval_every >= 0, ">= 0"),
+            ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
+            ("checkpoint_every", self.checkpoint_every >= 1, ">= 1"),
+            ("hidden", self.hidden >= 1, ">= 1"), ("threads", self.threads >= 0, ">= 0"),
+        ])
+        if self.anchor_weight and self.from_scratch:
+            raise ValueError("--anchor-weight needs a pretrained policy; use 0 with --from-scratch")
+        if self.continue_prob and not self.from_scratch:
+            raise ValueError("--continue-prob sets up a fresh verdict head; use it with --from-scratch")
+
+    @property
+    def frozen_encoder(self) -> bool:
+        return self.encoder_lr == 0
+
+    @property
+    def iterations(self) -> int:
+        return self.total_frames // self.frames_per_batch
+
+
+# -- evaluation, export, the whole pipeline --------------------------------------------------------------------
 @dataclass(frozen=True)
 class EvaluateConfig:
     """Options of ``robot-rl evaluate``."""
@@ -60,3 +283,15 @@ class ExportConfig:
             ("checkpoint", bool(self.checkpoint), "a run folder or checkpoint file"),
             ("format", self.format in EXPORT_FORMATS, f"one of {', '.join(EXPORT_FORMATS)}"),
         ])
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Options of ``robot-rl pipeline``."""
+
+    preset: str = option("quick", "quick: minutes on 2 CPU cores; full: sized for a GPU")
+    root: str = option("", "output folder ('' = runs/pipeline-PRESET)")
+    device: str = option("auto", "auto, cpu, cuda or cuda:N")
+
+    def __post_init__(self) -> None:
+        validate(self, [("preset", self.preset in PIPELINE_PRESETS, _one_of(PIPELINE_PRESETS))])

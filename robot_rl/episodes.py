@@ -1,7 +1,16 @@
-"""Per-episode summaries of TorchRL rollouts of the inspection task (used by the demo, evaluation and logs)."""
+"""Episodes of the inspection task, from rollout to metrics: one path for evaluation, BC checks, PPO logs, the demo.
+
+``summarize_episode`` turns one finished episode (a [T] TensorDict) into a summary; ``finished_episodes`` does it
+for every episode that ended in a collected batch; ``aggregate`` turns summaries into metrics (success with its
+Wilson interval, guesses, confusion, ...); ``check_scalars`` is how a closed-loop check is logged.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.stats import binomtest
 from tensordict import TensorDictBase
 
 from robot_rl.envs import keys
@@ -38,3 +47,81 @@ def summarize_episode(rollout: TensorDictBase) -> dict:
         "unstable": unstable,
         "reward_terms": {name: float(nxt.get(keys.reward_term(name)).sum()) for name in keys.REWARD_TERM_NAMES},
     }
+
+
+def finished_episodes(batch: TensorDictBase) -> list[dict]:
+    """Summaries of the episodes that finished in a collected batch [envs, T] whose episodes start at t = 0 (every
+    PPO iteration resets its envs); unfinished tails are left out.
+
+    Hand-written rather than TorchRL's ``split_trajectories``, which pads every episode to the longest and keeps
+    the unfinished tails; here each finished episode is sliced as it is.
+    """
+    done = batch.get((keys.NEXT, keys.DONE)).squeeze(-1)
+    summaries = []
+    for env in range(done.shape[0]):
+        start = 0
+        for end in done[env].nonzero().squeeze(-1).tolist():
+            summaries.append(summarize_episode(batch[env, start:end + 1]))
+            start = end + 1
+    return summaries
+
+
+def wilson_interval(successes: int, total: int) -> tuple[float, float]:
+    """The Wilson 95% confidence interval of a proportion ``successes / total`` (total > 0)."""
+    ci = binomtest(successes, total).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def _rate(successes: int, total: int) -> dict:
+    """Proportion with its Wilson 95% confidence interval."""
+    if total == 0:
+        return {"rate": None, "ci95": [None, None]}
+    return {"rate": successes / total, "ci95": list(wilson_interval(successes, total))}
+
+
+def aggregate(summaries: Sequence[dict]) -> dict:
+    """Metrics over episode summaries (see ``summarize_episode``).
+
+    success rate (+ Wilson 95% CI; success = a correct verdict while the board is localized), guess rate (episodes
+    that gave a verdict without having the board localized), verdict accuracy over episodes that gave a verdict
+    (guesses included), confusion matrix of verdicts
+    (rows: clean/defective board; columns: pass/rework/no verdict), collisions per episode, steps to localize,
+    return and each reward term (means), timed-out and unstable episode counts.
+    """
+    n = len(summaries)
+    judged = [s for s in summaries if s["verdict"] in ("pass", "rework")]
+    confusion = {truth: {verdict: 0 for verdict in ("pass", "rework", "none")} for truth in ("clean", "defective")}
+    for s in summaries:
+        confusion["clean" if s["defect"] == "none" else "defective"][s["verdict"]] += 1
+    localize = [s["steps_to_localize"] for s in summaries if s["steps_to_localize"] is not None]
+    mean = lambda values: float(np.mean(values)) if len(values) else None  # noqa: E731
+    success = _rate(sum(s["success"] for s in summaries), n)
+    return {
+        "episodes": n,
+        "success_rate": success["rate"],
+        "success_ci95": success["ci95"],
+        "guess_rate": _rate(sum(s["guess"] for s in summaries), n)["rate"],
+        "guesses": sum(s["guess"] for s in summaries),
+        "verdict_accuracy": _rate(sum(s["correct_verdict"] for s in judged), len(judged))["rate"],
+        "verdicts_given": len(judged),
+        "confusion": confusion,
+        "collisions_per_episode": mean([s["collision_steps"] for s in summaries]),
+        "episodes_with_collision": sum(s["collision_steps"] > 0 for s in summaries),
+        "localized_episodes": len(localize),
+        "steps_to_localize": mean(localize),
+        "episode_length": mean([s["steps"] for s in summaries]),
+        "return": mean([s["return"] for s in summaries]),
+        "reward_terms": {name: mean([s["reward_terms"][name] for s in summaries]) for name in keys.REWARD_TERM_NAMES},
+        "timed_out": sum(s["timed_out"] for s in summaries),
+        "timed_out_rate": sum(s["timed_out"] for s in summaries) / n if n else None,
+        "unstable": sum(s["unstable"] for s in summaries),
+    }
+
+
+def check_scalars(metrics: dict, names: Sequence[str]) -> dict:
+    """A closed-loop check as logged scalars: ``eval/<name>`` for ``names`` (numbers), plus the success rate's
+    Wilson interval (``eval/success_ci95_low``, ``eval/success_ci95_high``) and the board count (``eval/boards``).
+    One format for BC's checks and PPO's."""
+    low, high = metrics["success_ci95"]
+    return {**{f"eval/{name}": metrics[name] for name in names}, "eval/success_ci95_low": low,
+            "eval/success_ci95_high": high, "eval/boards": metrics["episodes"]}

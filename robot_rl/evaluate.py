@@ -8,131 +8,24 @@ metrics are kept. With ``--perturbations`` the same boards are run again under e
 
 from __future__ import annotations
 
-import functools
-import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
 from robot_rl import keys
+from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
 from robot_rl.envs import make_env
 from robot_rl.envs.board import DEFECT_TYPES
 from robot_rl.envs.randomization import PERTURBATIONS, describe, get_randomization
-from robot_rl.envs.task import Verdict
-from robot_rl.episodes import summarize_episode
-from robot_rl.evaluation import aggregate, run_episodes
+from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.io import write_json, write_text
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
+from robot_rl.run_folder import run_folder_of
 from robot_rl.tables import markdown_table
-from robot_rl.video import FPS, compose_frame, contact_sheet, write_mp4
-
-
-def caption(index: int, step) -> str:
-    """The text under a video frame: step number, reward, verdict, collision, localized."""
-    nxt = step.get(keys.NEXT)
-    verdict = Verdict(int(step.get(keys.VERDICT))).name.lower()
-    return (f"step {index} | reward {float(nxt.get(keys.REWARD)):+.2f} | verdict {verdict} | "
-            f"collision {'YES' if bool(nxt.get(keys.COLLISION)) else 'no'} | "
-            f"localized {'yes' if bool(nxt.get(keys.LOCALIZED)) else 'no'}")
-
-
-class VideoRecorder:
-    """Films the episodes worth keeping (the first ``videos`` and failed ones, up to ``failure_videos``).
-
-    Every env slot samples its arm's physics state between control steps (an ``ArmScene.substep_observer``, one
-    ``qpos`` copy every few 4 ms substeps: cheap). When an episode ends and is kept, its sampled states are
-    rendered (set, forward, render the scene and wrist cameras) before the env resets, so a video shows exactly
-    the episode that was counted, smoothly: ``FPS`` frames per second of playback, ``video_slowdown`` times
-    slower than real time (said in the caption). Episodes that are not kept are never rendered.
-    """
-
-    def __init__(self, env, config: EvaluateConfig, out_dir: Path, slots: int):
-        from robot_rl.envs.scene import PHYSICS_TIMESTEP
-
-        self.env, self.config, self.out_dir, self.slots = env, config, out_dir, slots
-        self.height = config.video_height
-        self.width = self.height * 4 // 3
-        self.stride = max(1, round(1 / (FPS * config.video_slowdown * PHYSICS_TIMESTEP)))  # substeps per frame
-        self.slowdown = 1 / (FPS * self.stride * PHYSICS_TIMESTEP)
-        self.states: list[list[np.ndarray]] = [[] for _ in range(slots)]
-        self.steps: list[list[tuple[int, str]]] = [[] for _ in range(slots)]  # (states so far, caption) per step
-        self.substeps = [0] * slots
-        self.episode_counts = [0] * slots
-        self.failures_saved = 0
-        self.written: list[str] = []
-        if config.videos or config.failure_videos:
-            for slot in range(slots):
-                scene = env.tasks[slot].scene
-                scene.substep_observer = functools.partial(self._sample, slot, scene)
-
-    def _sample(self, slot: int, scene) -> None:
-        self.substeps[slot] += 1
-        if self.substeps[slot] % self.stride == 0:
-            self.states[slot].append(scene.data.qpos.copy())
-
-    def on_step(self, slot: int, step) -> None:
-        text = caption(len(self.steps[slot]) + 1, step)
-        if round(self.slowdown, 2) != 1:
-            text += f" | {self.slowdown:g}x slower"
-        self.steps[slot].append((len(self.states[slot]), text))
-        if bool(step.get((keys.NEXT, keys.DONE))):
-            episode = slot + self.episode_counts[slot] * self.slots
-            self.episode_counts[slot] += 1
-            success = bool(step.get((keys.NEXT, keys.SUCCESS)))
-            if self._keep(episode, success):
-                self._write(episode, success, self._render(slot))
-            self.states[slot], self.steps[slot], self.substeps[slot] = [], [], 0
-
-    def _keep(self, episode: int, success: bool) -> bool:
-        if episode >= self.config.episodes:
-            return False  # an extra episode of a slot that already did its share
-        if not success and self.failures_saved < self.config.failure_videos:
-            self.failures_saved += 1
-            return True
-        return episode < self.config.videos
-
-    def _render(self, slot: int) -> list[np.ndarray]:
-        """The frames of the slot's finished episode; leaves the env's state as it found it."""
-        import mujoco
-
-        from robot_rl.envs.rendering import PLAIN, PRETTY, shared_renderer
-        from robot_rl.envs.scene import SCENE_CAMERA
-
-        task = self.env.tasks[slot]
-        model, data = task.scene.model, task.scene.data
-        quality = PRETTY if self.config.video_quality == "pretty" else PLAIN
-        scene_camera = shared_renderer(SCENE_CAMERA, self.height, self.width, quality)
-        saved = data.qpos.copy(), data.qvel.copy()
-        frames: list[np.ndarray] = []
-        start = 0
-        try:
-            for end, text in self.steps[slot]:
-                # A verdict step does not move the arm: its outcome is held on screen for half a second.
-                states = self.states[slot][start:end] or [self.states[slot][end - 1] if end else saved[0]] * (FPS // 2)
-                for qpos in states:
-                    data.qpos[:] = qpos
-                    mujoco.mj_forward(model, data)
-                    frames.append(compose_frame(task.wrist_renderer.render(model, data),
-                                                scene_camera.render(model, data), text))
-                start = end
-        finally:
-            data.qpos[:], data.qvel[:] = saved
-            mujoco.mj_forward(model, data)
-        return frames
-
-    def _write(self, episode: int, success: bool, frames: list[np.ndarray]) -> None:
-        path = self.out_dir / "videos" / f"episode{episode:03d}_{'success' if success else 'failure'}.mp4"
-        try:
-            write_mp4(path, frames, fps=FPS)
-            if not self.written:
-                contact_sheet(self.out_dir / "contact_sheet.png", frames)
-            self.written.append(str(path.relative_to(self.out_dir)))
-        except Exception as err:  # noqa: BLE001 - any codec failure: warn, keep the metrics
-            warnings.warn(f"{path}: video not written ({type(err).__name__}: {err})", stacklevel=2)
+from robot_rl.video import VideoRecorder
 
 
 def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
@@ -220,7 +113,7 @@ def perturbation_markdown(rows: list[dict]) -> str:
               "success": f"{r['success_rate']:.0%} ({r['success_ci95'][0]:.0%}-{r['success_ci95'][1]:.0%})",
               "guesses": r["guesses"], "collisions / episode": f"{r['collisions_per_episode']:.2f}",
               "failure video": r["video"] or "-"} for r in rows]
-    return (f"## Perturbations ({rows[0]['episodes']} boards each, the same boards)\n\n"
+    return (f"## Perturbations (the same boards under every shift: {rows[0]['episodes']})\n\n"
             + markdown_table(table, ["shift", "change", "success", "guesses", "collisions / episode",
                                      "failure video"]))
 
@@ -230,7 +123,7 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     ``--perturbations``, the suite under perturbations/); returns the metrics."""
     device = resolve_device(config.device)
     actor, env_info, checkpoint = load_actor(config.checkpoint, device=device)
-    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "eval"
     difficulty = config.difficulty or env_info["difficulty"]
     randomization = config.randomization or env_info["randomization"]

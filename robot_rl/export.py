@@ -19,6 +19,7 @@ from robot_rl.configs import ExportConfig
 from robot_rl.envs.task import Verdict
 from robot_rl.io import atomic_path, write_json
 from robot_rl.policy import actor_network, load_actor
+from robot_rl.run_folder import run_folder_of
 
 FILES = {"torchscript": "policy.torchscript.pt", "export": "policy.pt2", "onnx": "policy.onnx"}
 
@@ -85,7 +86,7 @@ def export_onnx(policy: DeployedPolicy, inputs, path: Path) -> None:
 def export(config: ExportConfig) -> dict:
     """Writes the requested formats and ``policy.json``; returns {format: path} of what was written."""
     policy, env_info, checkpoint = deployed_policy(config.checkpoint)
-    run_dir = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "export"
     formats = list(FILES) if config.format == "all" else [config.format]
     inputs = example_inputs(env_info["image_size"])

@@ -11,50 +11,60 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from robot_rl.configs import EvaluateConfig
+from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig, FinetuneConfig
 from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
-from robot_rl.finetune.config import FinetuneConfig
 from robot_rl.io import write_json
-from robot_rl.options import RUN_CONFIG_FILE
 from robot_rl.pretrain import bc
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.configs import BCConfig, CollectConfig
 from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
+
+# Where each stage writes, under the pipeline's root; the stages are linked through these.
+DEMOS, BC, PPO, EVAL_BC, EVAL = "demos", "bc", "ppo", "eval-bc", "eval"
+# Fields that link stages or pick the device: set by the pipeline, not options of a preset.
+WIRING = {"collect": ("out",), "pretrain": ("data", "run_dir", "device"), "finetune": ("init", "run_dir", "device"),
+          "evaluate": ("checkpoint", "out", "device")}
 
 
 @dataclass(frozen=True)
 class Preset:
-    """Option values of the four stages (paths and links between stages are filled in by the pipeline)."""
+    """Each stage's options as that command's config; paths are relative to the pipeline's root."""
 
-    collect: dict = field(default_factory=dict)  # CollectConfig fields
-    pretrain: dict = field(default_factory=dict)  # BCConfig fields
-    finetune: dict = field(default_factory=dict)  # FinetuneConfig fields
-    evaluate: dict = field(default_factory=dict)  # EvaluateConfig fields
+    collect: CollectConfig
+    pretrain: BCConfig
+    finetune: FinetuneConfig
+    evaluate: EvaluateConfig
 
     def updated(self, **stages: dict) -> Preset:
         """A copy with some stages' options updated, e.g. ``updated(pretrain={"epochs": 1})``."""
-        return replace(self, **{name: {**getattr(self, name), **values} for name, values in stages.items()})
+        return replace(self, **{name: replace(getattr(self, name), **values) for name, values in stages.items()})
+
+    def options(self) -> dict:
+        """Every stage's options (wiring left out), as JSON values: what ``preset.json`` records."""
+        return json.loads(json.dumps({stage: {k: v for k, v in asdict(getattr(self, stage)).items()
+                                              if k not in WIRING[stage]} for stage in WIRING}))
 
 
 PRESETS = {
     "quick": Preset(
-        collect=dict(episodes=1000, difficulty="easy", image_size=64),
-        pretrain=dict(epochs=4, batch_size=64, eval_every=0, eval_episodes=20),
-        finetune=dict(total_frames=4096, frames_per_batch=1024, num_envs=8, ppo_epochs=4, minibatch_size=256,
-                      eval_every=2, eval_episodes=20, critic_warmup=1, checkpoint_every=1),
-        evaluate=dict(episodes=50, num_envs=8, videos=2, failure_videos=4),
+        collect=CollectConfig(out=DEMOS, episodes=1000, difficulty="easy", image_size=64),
+        pretrain=BCConfig(data=DEMOS, run_dir=BC, epochs=4, batch_size=64, eval_every=0, eval_episodes=20),
+        finetune=FinetuneConfig(init=BC, run_dir=PPO, total_frames=4096, frames_per_batch=1024, num_envs=8,
+                                ppo_epochs=4, minibatch_size=256, eval_every=2, eval_episodes=20, critic_warmup=1,
+                                checkpoint_every=1),
+        evaluate=EvaluateConfig(checkpoint=PPO, out=EVAL, episodes=50, num_envs=8, videos=2, failure_videos=4),
     ),
     "full": Preset(
-        collect=dict(episodes=1200, difficulty="default", image_size=84),
-        pretrain=dict(epochs=12, batch_size=64, eval_every=3, eval_episodes=100),
-        finetune=dict(total_frames=500_000, frames_per_batch=4096, num_envs=16, workers=16, ppo_epochs=4,
-                      minibatch_size=256, eval_every=5, eval_episodes=100),
-        evaluate=dict(episodes=200, num_envs=8, videos=8),
+        collect=CollectConfig(out=DEMOS, episodes=1200, difficulty="default", image_size=84),
+        pretrain=BCConfig(data=DEMOS, run_dir=BC, epochs=12, batch_size=64, eval_every=3, eval_episodes=100),
+        finetune=FinetuneConfig(init=BC, run_dir=PPO, total_frames=500_000, frames_per_batch=4096, num_envs=16,
+                                workers=16, ppo_epochs=4, minibatch_size=256, eval_every=5, eval_episodes=100),
+        evaluate=EvaluateConfig(checkpoint=PPO, out=EVAL, episodes=200, num_envs=8, videos=8),
     ),
 }
 
@@ -63,20 +73,18 @@ PRESET_FILE = "preset.json"
 RESULT_FILE = "pipeline.json"  # what the last invocation did: where, the table's metrics, seconds per stage
 
 
-def _summary(run_dir: Path) -> dict | None:
-    path = run_dir / "summary.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def _check_preset(root: Path, preset: Preset) -> None:
     """Records the preset's options under ``root``; refuses a root whose stages were made with other options
     (finished stages are skipped on a rerun, so a changed preset would silently mix old and new outputs)."""
-    wanted = json.loads(json.dumps(asdict(preset)))  # tuples -> lists, as they come back from the file
+    wanted = preset.options()
     path = root / PRESET_FILE
     if not path.is_file():
         write_json(path, wanted)
         return
-    stored = json.loads(path.read_text())
+    # Roots from before the presets were typed recorded only the options that differed from the defaults.
+    defaults = {stage: {f.name: f.default for f in fields(type(getattr(preset, stage)))} for stage in WIRING}
+    stored = {stage: {k: v for k, v in {**defaults[stage], **options}.items() if k not in WIRING[stage]}
+              for stage, options in json.loads(path.read_text()).items()}
     changed = [f"{stage}.{name}: {stored.get(stage, {}).get(name)!r} -> {options.get(name)!r}"
                for stage, options in wanted.items()
                for name in sorted(set(options) | set(stored.get(stage, {})))
@@ -88,9 +96,10 @@ def _check_preset(root: Path, preset: Preset) -> None:
 
 def _train_stage(label: str, run_dir: Path, start, resume, make_config, progress: bool, log) -> None:
     """A training stage: skipped when its run folder is finished, resumed when interrupted, started otherwise."""
-    if _summary(run_dir) is not None:
+    folder = RunFolder(run_dir)
+    if folder.finished:
         log(f"{label}: {run_dir} is finished, skipped")
-    elif (run_dir / RUN_CONFIG_FILE).is_file():
+    elif folder.started:
         log(f"{label}: resuming {run_dir}")
         resume(run_dir, progress=progress)
     else:
@@ -98,8 +107,8 @@ def _train_stage(label: str, run_dir: Path, start, resume, make_config, progress
         start(make_config(), progress=progress)
 
 
-def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: dict, device: str, progress: bool,
-                    log) -> dict:
+def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: EvaluateConfig, device: str,
+                    progress: bool, log) -> dict:
     """Evaluates ``checkpoint`` into ``out_dir`` unless its report exists; returns the metrics."""
     from robot_rl.evaluate import evaluate
 
@@ -108,7 +117,7 @@ def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: dict, 
         log(f"{label}: {report} exists, skipped")
         return json.loads(report.read_text())["metrics"]
     log(f"{label} -> {out_dir}")
-    config = EvaluateConfig(**{**options, "checkpoint": str(checkpoint), "out": str(out_dir), "device": device})
+    config = replace(options, checkpoint=str(checkpoint), out=str(out_dir), device=device)
     return evaluate(config, progress=progress)["metrics"]
 
 
@@ -117,13 +126,13 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     """Runs (or resumes) every stage under ``root``; returns where each stage wrote and the metrics of the BC
     and the fine-tuned policy on the same held-out boards."""
     root = Path(root)
-    data, bc_dir, ppo_dir = root / "demos", root / "bc", root / "ppo"
-    bc_eval_dir, eval_dir = root / "eval-bc", root / "eval"
+    data, bc_dir, ppo_dir = root / preset.collect.out, root / preset.pretrain.run_dir, root / preset.finetune.run_dir
+    bc_eval_dir, eval_dir = root / EVAL_BC, root / preset.evaluate.out
     _check_preset(root, preset)
     timings: dict[str, float] = {}
 
     start = time.perf_counter()
-    collect = CollectConfig(**{**preset.collect, "out": str(data)})
+    collect = replace(preset.collect, out=str(data))
     meta = data / "meta.json"
     done = meta.is_file() and len(DemoDataset.open(data).episodes) >= collect.episodes
     if done:
@@ -134,19 +143,19 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     timings["collect-demos"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    _train_stage("[2/5] pretrain", bc_dir, bc.pretrain, bc.resume, lambda: BCConfig(
-        **{**preset.pretrain, "data": str(data), "run_dir": str(bc_dir), "device": device}), progress, log)
+    _train_stage("[2/5] pretrain", bc_dir, bc.pretrain, bc.resume, lambda: replace(
+        preset.pretrain, data=str(data), run_dir=str(bc_dir), device=device), progress, log)
     timings["pretrain"] = time.perf_counter() - start
 
     # The BC policy on the boards the fine-tuned one is evaluated on, without videos: the table's first row.
     start = time.perf_counter()
-    bc_options = {**preset.evaluate, "videos": 0, "failure_videos": 0}
+    bc_options = replace(preset.evaluate, videos=0, failure_videos=0)
     after_bc = _evaluate_stage("[3/5] evaluate BC", bc_dir, bc_eval_dir, bc_options, device, progress, log)
     timings["evaluate BC"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    _train_stage("[4/5] finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: FinetuneConfig(
-        **{**preset.finetune, "init": str(bc_dir), "run_dir": str(ppo_dir), "device": device}), progress, log)
+    _train_stage("[4/5] finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
+        preset.finetune, init=str(bc_dir), run_dir=str(ppo_dir), device=device), progress, log)
     timings["finetune"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -154,7 +163,7 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     timings["evaluate"] = time.perf_counter() - start
     result = {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
               "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo,
-              "ppo_best": (_summary(ppo_dir) or {}).get("best"),
+              "ppo_best": (RunFolder(ppo_dir).summary() or {}).get("best"),
               "seconds": {k: round(v, 1) for k, v in timings.items()}}
     write_json(root / RESULT_FILE, result)
     return result

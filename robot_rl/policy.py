@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torchvision
 from tensordict.nn import CompositeDistribution, TensorDictModule, TensorDictModuleBase, TensorDictSequential
 from torch import nn
 from torch.distributions import Categorical
@@ -24,9 +23,7 @@ from torchrl.data import Composite
 from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
 
 from robot_rl import keys
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+from robot_rl.encoder import ObservationEncoder
 
 
 @dataclass(frozen=True)
@@ -45,119 +42,6 @@ class PolicyConfig:
             raise ValueError(f"PolicyConfig.hidden must be >= 1, got {self.hidden}")
         if self.min_scale <= 0:
             raise ValueError(f"PolicyConfig.min_scale must be > 0, got {self.min_scale}")
-
-
-class SpatialSoftmax(nn.Module):
-    """Feature maps [B, C, H, W] -> the expected image coordinates of K learned keypoints [B, 2K], in [-1, 1].
-
-    Levine et al. (2016); robomimic's and LeRobot's ResNet18 encoders use it. Written here because torchvision
-    has none (kornia's would add a dependency for a dozen lines). A 1x1 convolution makes K maps; each is
-    softmax-normalized over positions and its mean (x, y) position is the keypoint.
-    """
-
-    def __init__(self, channels: int, keypoints: int):
-        super().__init__()
-        self.project = nn.Conv2d(channels, keypoints, kernel_size=1)
-        self.log_temperature = nn.Parameter(torch.zeros(()))
-
-    def forward(self, maps: torch.Tensor) -> torch.Tensor:
-        maps = self.project(maps)
-        height, width = maps.shape[-2:]
-        attention = torch.softmax(maps.flatten(2).float() / self.log_temperature.exp(), dim=-1)  # [B, K, H*W]
-        ys = torch.linspace(-1, 1, height, device=maps.device)
-        xs = torch.linspace(-1, 1, width, device=maps.device)
-        grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
-        x = (attention * grid_x.reshape(1, 1, -1)).sum(-1)
-        y = (attention * grid_y.reshape(1, 1, -1)).sum(-1)
-        return torch.cat([x, y], dim=-1)
-
-
-class ImageEncoder(nn.Module):
-    """torchvision ResNet18 trunk: uint8 images [B, H, W, 3] (the env's layout) -> features [B, 512 + 2 keypoints].
-
-    The globally pooled 512-d feature says what is in view (the defect verdict); global pooling discards where it
-    is, so ``keypoints`` spatial-softmax keypoints on layer2's maps (stride 8) carry positions in the image, which
-    the pose needs (robomimic's and LeRobot's encoders do the same; no benchmark here isolates their effect).
-    Conversion to float and ImageNet normalization happen inside, so uint8 pixels travel to the device and are
-    converted there; on CUDA the input goes channels-last. It keeps ResNet18's BatchNorm: with GroupNorm the same
-    network did not learn the defect verdict in an early trial (an observation, not a benchmark). PPO runs it in
-    eval mode (fixed statistics, see ``calibrate_batchnorm``) so that a batch never changes what the policy
-    computes.
-    """
-
-    def __init__(self, weights: str | None = None, keypoints: int = 0):
-        super().__init__()
-        resnet = torchvision.models.resnet18(weights=None)
-        if weights is not None:
-            state = torch.load(Path(weights), map_location="cpu", weights_only=True)
-            missing, unexpected = resnet.load_state_dict(state, strict=False)
-            if [k for k in missing if not k.startswith("fc.")] or unexpected:
-                raise ValueError(f"{weights}: not a ResNet18 state dict (missing {missing}, unexpected {unexpected})")
-        resnet.fc = nn.Identity()
-        self.trunk = resnet
-        self.keypoints = SpatialSoftmax(resnet.layer2[-1].conv2.out_channels, keypoints) if keypoints else None
-        self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1) * 255)
-        self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) * 255)
-
-    def output_shape(self) -> tuple[int]:
-        return (512 + (2 * self.keypoints.project.out_channels if self.keypoints is not None else 0),)
-
-    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        batch = pixels.shape[:-3]
-        x = pixels.reshape(-1, *pixels.shape[-3:]).permute(0, 3, 1, 2).float()  # NCHW view of channels-last data
-        x = (x - self.mean) / self.std
-        if x.is_cuda:
-            # Channels-last input makes cuDNN pick its NHWC kernels (tensor cores under bf16). The weights stay
-            # in the default layout, which weight transfers to collector workers require (contiguous tensors).
-            x = x.contiguous(memory_format=torch.channels_last)
-        if self.keypoints is None:
-            return self.trunk(x).float().reshape(*batch, 512)
-        t = self.trunk
-        mid = t.layer2(t.layer1(t.maxpool(t.relu(t.bn1(t.conv1(x))))))
-        pooled = torch.flatten(t.avgpool(t.layer4(t.layer3(mid))), 1).float()
-        features = torch.cat([pooled, self.keypoints(mid).float()], dim=-1)
-        return features.reshape(*batch, features.shape[-1])
-
-
-class ObservationEncoder(nn.Module):
-    """Image features concatenated with the joint angles (and, with ``joint_velocities``, velocities) scaled to
-    [-1, 1] by their spec bounds.
-
-    Why not the velocities by default: the expert's actions change slowly, so a joint velocity nearly gives away
-    the previous action, and behaviour cloning can learn to continue the current motion from it instead of
-    reading the image (the "copycat" failure of BC with proprioceptive history, Wen et al. 2020).
-    ``benchmarks/bc_loss_ablation.py`` measures the quick preset's policy with and without them.
-    """
-
-    def __init__(self, joint_low: torch.Tensor, joint_high: torch.Tensor, weights: str | None = None,
-                 keypoints: int = 0, joint_velocities: bool = True):
-        super().__init__()
-        self.image = ImageEncoder(weights, keypoints)
-        read = joint_low.numel() if joint_velocities else joint_low.numel() // 2  # angles come first
-        self.register_buffer("joint_centre", ((joint_high + joint_low) / 2)[:read])
-        self.register_buffer("joint_half_range", ((joint_high - joint_low) / 2)[:read])
-
-    def output_shape(self) -> tuple[int]:
-        return (self.image.output_shape()[0] + self.joint_centre.numel(),)
-
-    def forward(self, pixels: torch.Tensor, joint_state: torch.Tensor) -> torch.Tensor:
-        joints = (joint_state[..., : self.joint_centre.numel()] - self.joint_centre) / self.joint_half_range
-        return torch.cat([self.image(pixels), joints], dim=-1)
-
-
-@torch.no_grad()
-def calibrate_batchnorm(module: nn.Module, *inputs: torch.Tensor) -> None:
-    """Sets every BatchNorm's running statistics to those of ``inputs`` (one forward in train mode, cumulative
-    averages), then leaves the module in eval mode. For networks that start RL without BC statistics."""
-    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    for norm in norms:
-        norm.reset_running_stats()
-        norm.momentum = None
-    module.train()
-    module(*inputs)
-    module.eval()
-    for norm in norms:
-        norm.momentum = 0.1
 
 
 def _mlp(inputs: int, hidden: int, outputs: int) -> nn.Sequential:
@@ -345,14 +229,11 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[
 
     Returns (actor in eval mode, the checkpoint's env info {difficulty, image_size, ...}, checkpoint path).
     """
-    from robot_rl.checkpoint import load_checkpoint
     from robot_rl.envs.torchrl_env import PcbInspectEnv
     from robot_rl.errors import UsageError
+    from robot_rl.run_folder import load_checkpoint, policy_checkpoint
 
-    path = Path(source)
-    if path.is_dir():
-        folder = path / "checkpoints"
-        path = folder / "best.pt" if (folder / "best.pt").is_file() else folder / "last.pt"
+    path = policy_checkpoint(source)
     state = load_checkpoint(path)
     if state.get("kind") not in ("bc", "ppo") or "actor" not in state:
         raise UsageError(f"{path}: not a robot_rl policy checkpoint")

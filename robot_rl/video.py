@@ -1,10 +1,13 @@
 """Episode videos: the wrist camera beside the third-person camera, a caption per frame, H.264 MP4 via PyAV.
 
-Also a PNG contact sheet (a grid of frames) for READMEs and reports.
+Also a PNG contact sheet (a grid of frames) for READMEs and reports, and ``VideoRecorder``, which films the
+episodes ``robot-rl evaluate`` keeps while they run.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,6 +15,9 @@ import av
 import cv2
 import numpy as np
 
+from robot_rl import keys
+from robot_rl.configs import EvaluateConfig
+from robot_rl.envs.task import Verdict
 from robot_rl.io import atomic_path
 
 CAPTION_HEIGHT = 28
@@ -71,3 +77,107 @@ def contact_sheet(path: str | Path, frames: Sequence[np.ndarray], columns: int =
         raise RuntimeError(f"{path}: PNG encoding failed")
     with atomic_path(path) as tmp:
         tmp.write_bytes(encoded.tobytes())
+
+
+def caption(index: int, step) -> str:
+    """The text under a video frame: step number, reward, verdict, collision, localized."""
+    nxt = step.get(keys.NEXT)
+    verdict = Verdict(int(step.get(keys.VERDICT))).name.lower()
+    return (f"step {index} | reward {float(nxt.get(keys.REWARD)):+.2f} | verdict {verdict} | "
+            f"collision {'YES' if bool(nxt.get(keys.COLLISION)) else 'no'} | "
+            f"localized {'yes' if bool(nxt.get(keys.LOCALIZED)) else 'no'}")
+
+
+class VideoRecorder:
+    """Films the episodes worth keeping (the first ``videos`` and failed ones, up to ``failure_videos``).
+
+    Every env slot samples its arm's physics state between control steps (an ``ArmScene.substep_observer``, one
+    ``qpos`` copy every few 4 ms substeps: cheap). When an episode ends and is kept, its sampled states are
+    rendered (set, forward, render the scene and wrist cameras) before the env resets, so a video shows exactly
+    the episode that was counted, smoothly: ``FPS`` frames per second of playback, ``video_slowdown`` times
+    slower than real time (said in the caption). Episodes that are not kept are never rendered.
+    """
+
+    def __init__(self, env, config: EvaluateConfig, out_dir: Path, slots: int):
+        from robot_rl.envs.scene import PHYSICS_TIMESTEP
+
+        self.env, self.config, self.out_dir, self.slots = env, config, out_dir, slots
+        self.height = config.video_height
+        self.width = self.height * 4 // 3
+        self.stride = max(1, round(1 / (FPS * config.video_slowdown * PHYSICS_TIMESTEP)))  # substeps per frame
+        self.slowdown = 1 / (FPS * self.stride * PHYSICS_TIMESTEP)
+        self.states: list[list[np.ndarray]] = [[] for _ in range(slots)]
+        self.steps: list[list[tuple[int, str]]] = [[] for _ in range(slots)]  # (states so far, caption) per step
+        self.substeps = [0] * slots
+        self.episode_counts = [0] * slots
+        self.failures_saved = 0
+        self.written: list[str] = []
+        if config.videos or config.failure_videos:
+            for slot in range(slots):
+                scene = env.tasks[slot].scene
+                scene.substep_observer = functools.partial(self._sample, slot, scene)
+
+    def _sample(self, slot: int, scene) -> None:
+        self.substeps[slot] += 1
+        if self.substeps[slot] % self.stride == 0:
+            self.states[slot].append(scene.data.qpos.copy())
+
+    def on_step(self, slot: int, step) -> None:
+        text = caption(len(self.steps[slot]) + 1, step)
+        if round(self.slowdown, 2) != 1:
+            text += f" | {self.slowdown:g}x slower"
+        self.steps[slot].append((len(self.states[slot]), text))
+        if bool(step.get((keys.NEXT, keys.DONE))):
+            episode = slot + self.episode_counts[slot] * self.slots
+            self.episode_counts[slot] += 1
+            success = bool(step.get((keys.NEXT, keys.SUCCESS)))
+            if self._keep(episode, success):
+                self._write(episode, success, self._render(slot))
+            self.states[slot], self.steps[slot], self.substeps[slot] = [], [], 0
+
+    def _keep(self, episode: int, success: bool) -> bool:
+        if episode >= self.config.episodes:
+            return False  # an extra episode of a slot that already did its share
+        if not success and self.failures_saved < self.config.failure_videos:
+            self.failures_saved += 1
+            return True
+        return episode < self.config.videos
+
+    def _render(self, slot: int) -> list[np.ndarray]:
+        """The frames of the slot's finished episode; leaves the env's state as it found it."""
+        import mujoco
+
+        from robot_rl.envs.rendering import PLAIN, PRETTY, shared_renderer
+        from robot_rl.envs.scene import SCENE_CAMERA
+
+        task = self.env.tasks[slot]
+        model, data = task.scene.model, task.scene.data
+        quality = PRETTY if self.config.video_quality == "pretty" else PLAIN
+        scene_camera = shared_renderer(SCENE_CAMERA, self.height, self.width, quality)
+        saved = data.qpos.copy(), data.qvel.copy()
+        frames: list[np.ndarray] = []
+        start = 0
+        try:
+            for end, text in self.steps[slot]:
+                # A verdict step does not move the arm: its outcome is held on screen for half a second.
+                states = self.states[slot][start:end] or [self.states[slot][end - 1] if end else saved[0]] * (FPS // 2)
+                for qpos in states:
+                    data.qpos[:] = qpos
+                    mujoco.mj_forward(model, data)
+                    frames.append(compose_frame(task.wrist_renderer.render(model, data),
+                                                scene_camera.render(model, data), text))
+                start = end
+        finally:
+            data.qpos[:], data.qvel[:] = saved
+            mujoco.mj_forward(model, data)
+        return frames
+
+    def _write(self, episode: int, success: bool, frames: list[np.ndarray]) -> None:
+        path = self.out_dir / "videos" / f"episode{episode:03d}_{'success' if success else 'failure'}.mp4"
+        try:
+            write_mp4(path, frames, fps=FPS)
+            if not self.written:
+                contact_sheet(self.out_dir / "contact_sheet.png", frames)
+            self.written.append(str(path.relative_to(self.out_dir)))
+        except Exception as err:  # noqa: BLE001 - any codec failure: warn, keep the metrics
+            warnings.warn(f"{path}: video not written ({type(err).__name__}: {err})", stacklevel=2)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from robot_rl.configs import CollectConfig
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.configs import CollectConfig
 
 # Two CPU threads, like CI: keeps timings and thread contention representative.
 torch.set_num_threads(2)
@@ -47,8 +47,8 @@ def demos_copy(demos_dir, tmp_path):
 @pytest.fixture(scope="session")
 def bc_run_dir(demos_dir, tmp_path_factory):
     """A behaviour-cloning run folder trained for a few steps on ``demos_dir`` (for fine-tuning tests)."""
+    from robot_rl.configs import BCConfig
     from robot_rl.pretrain import bc
-    from robot_rl.pretrain.configs import BCConfig
 
     run_dir = tmp_path_factory.mktemp("bc") / "run"
     bc.pretrain(BCConfig(data=str(demos_dir), run_dir=str(run_dir), epochs=1, batch_size=8, steps_per_epoch=2,

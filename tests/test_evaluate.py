@@ -49,7 +49,7 @@ def test_a_verdict_without_looking_is_a_guess_and_never_a_success():
     from tensordict.nn import TensorDictModule
 
     from robot_rl import keys
-    from robot_rl.evaluation import evaluate_policy
+    from robot_rl.closed_loop import evaluate_policy
 
     def answer_rework_at_once(joint_state):
         batch = joint_state.shape[:-1]
@@ -64,7 +64,7 @@ def test_a_verdict_without_looking_is_a_guess_and_never_a_success():
 
 
 def test_a_video_that_cannot_be_encoded_warns_and_keeps_the_metrics(bc_run_dir, tmp_path, monkeypatch):
-    import robot_rl.evaluate as module
+    import robot_rl.video as module
 
     def broken(*args, **kwargs):
         raise RuntimeError("no encoder")
@@ -188,14 +188,30 @@ def test_perturbation_suite_runs_the_same_boards_under_every_shift(bc_run_dir, t
     from robot_rl.envs.randomization import PERTURBATIONS
 
     out = tmp_path / "eval"
-    result = evaluate(EvaluateConfig(checkpoint=str(bc_run_dir), out=str(out), episodes=2, num_envs=2, videos=0,
+    result = evaluate(EvaluateConfig(checkpoint=str(bc_run_dir), out=str(out), episodes=1, num_envs=1, videos=0,
                                      failure_videos=1, video_height=64, video_quality="fast", perturbations=True),
                       progress=False)
     rows = json.loads((out / "report.json").read_text())["perturbations"]
     assert [r["shift"] for r in rows] == ["none", *PERTURBATIONS] == [r["shift"] for r in result["perturbations"]]
     assert rows[0]["success_rate"] == result["metrics"]["success_rate"]  # nominal = the main evaluation
     for row in rows:
-        assert row["episodes"] == 2 and row["success_ci95"][0] <= row["success_rate"] <= row["success_ci95"][1]
+        assert row["episodes"] == 1 and row["success_ci95"][0] <= row["success_rate"] <= row["success_ci95"][1]
         if row["success_rate"] < 1:  # one failure video per shift that failed somewhere
             assert (out / row["video"]).stat().st_size > 0
-    assert "## Perturbations (2 boards each" in (out / "report.md").read_text()
+    assert "## Perturbations (the same boards under every shift: 1)" in (out / "report.md").read_text()
+
+
+def test_finished_episodes_summarizes_every_episode_that_ended_in_a_batch():
+    from robot_rl import keys
+    from robot_rl.envs import make_env
+    from robot_rl.episodes import finished_episodes, summarize_episode
+
+    env = make_env(num_envs=2, difficulty="easy", image_size=32, parallel=False, seed=0)
+    batch = env.rollout(12, break_when_any_done=False)  # [2, 12]: random verdicts end most episodes early
+    env.close()
+    done = batch.get((keys.NEXT, keys.DONE)).squeeze(-1)
+    summaries = finished_episodes(batch)
+    assert len(summaries) == int(done.sum()) > 0
+    first_end = int(done[0].nonzero()[0])
+    assert summaries[0] == summarize_episode(batch[0, : first_end + 1])
+    assert sum(s["steps"] for s in summaries) == sum(int(d.nonzero()[-1]) + 1 for d in done if d.any())

@@ -18,9 +18,9 @@ import torch
 from torchrl.collectors import Collector
 from torchrl.envs import ParallelEnv
 
+from robot_rl.configs import FinetuneConfig
 from robot_rl.envs import make_env
 from robot_rl.envs.torchrl_env import PcbInspectEnv
-from robot_rl.finetune.config import FinetuneConfig
 
 
 def make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: torch.device, seed: int,

@@ -44,6 +44,40 @@ class Distributed:
             dist.destroy_process_group()
 
 
+def setup(device: str, seed: int) -> tuple[Distributed | None, torch.device, int]:
+    """(process group or None, this rank's device, this rank's collection seed: ranks collect different boards)."""
+    from robot_rl.options import resolve_device
+
+    group = from_environment()
+    rank_device = group.device() if group is not None and device in ("auto", "cuda") else resolve_device(device)
+    return group, rank_device, seed + (group.rank * 1_000_003 if group is not None else 0)
+
+
+def wrap(group: Distributed | None, module: nn.Module) -> nn.Module:
+    """``module`` DDP-wrapped for the loss when there are several learners; itself otherwise."""
+    return group.wrap(module) if group is not None else module
+
+
+def wrap_critic(group: Distributed | None, critic):
+    """The critic operator the loss runs: the same ``ValueOperator`` around a DDP-wrapped network, or itself."""
+    from robot_rl.policy import rewrap_critic
+
+    return critic if group is None else rewrap_critic(critic, group.wrap(critic.module))
+
+
+def all_finite(group: Distributed | None):
+    """A check that a loss is finite on every rank (``PPOLearner``'s ``check_finite``)."""
+
+    def check(value: torch.Tensor) -> bool:
+        # Every rank must take the same branch, or the ranks that call backward wait forever for the others.
+        finite = torch.isfinite(value.detach()).all().float().reshape(1)
+        if group is not None:
+            dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+        return bool(finite.item())
+
+    return check
+
+
 def from_environment() -> Distributed | None:
     """The process group that ``torchrun`` describes in the environment (WORLD_SIZE > 1), or None."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))

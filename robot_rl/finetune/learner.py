@@ -21,7 +21,7 @@ from torchrl.modules import ProbabilisticActor, ValueOperator
 from torchrl.objectives.value import GAE
 
 from robot_rl import keys
-from robot_rl.finetune.config import FinetuneConfig
+from robot_rl.configs import FinetuneConfig
 from robot_rl.finetune.loss import FinetunePPOLoss, anchor_parameters
 
 ANCHOR_OFF_BELOW = 1e-3  # anchor weights below this are treated as zero

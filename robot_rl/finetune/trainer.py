@@ -15,14 +15,14 @@ design", has the ablation):
 - constant learning rates (annealing to 0 in a short run leaves the actor where it started).
 
 Every iteration starts its envs from fresh boards seeded by (seed, iteration), so a resumed run collects exactly
-what the uninterrupted one would have; checkpoints hold every state needed to continue the curve.
+what the uninterrupted one would have; checkpoints hold every state needed to continue the curve. The run folder
+(config, checkpoints, Ctrl-C, summary) is ``robot_rl.run_folder``'s; several learners are ``distributed.py``'s.
 """
 
 from __future__ import annotations
 
 import copy
-import os
-import signal
+import functools
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -32,36 +32,39 @@ from tensordict import TensorDictBase
 from tqdm import tqdm
 
 from robot_rl import keys
-from robot_rl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from robot_rl.closed_loop import evaluate_policy
+from robot_rl.configs import FinetuneConfig
+from robot_rl.encoder import calibrate_batchnorm
 from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
-from robot_rl.episodes import summarize_episode
+from robot_rl.episodes import aggregate, check_scalars, finished_episodes
 from robot_rl.errors import UsageError
-from robot_rl.evaluation import aggregate, check_scalars, evaluate_policy
 from robot_rl.finetune import distributed
 from robot_rl.finetune.collection import make_collector, push_weights
-from robot_rl.finetune.config import FinetuneConfig
 from robot_rl.finetune.critic import make_privileged_critic
 from robot_rl.finetune.learner import PPOLearner, TrainingDiverged
 from robot_rl.finetune.loss import FinetunePPOLoss
-from robot_rl.io import write_json
-from robot_rl.options import RUN_CONFIG_FILE as CONFIG_FILE
-from robot_rl.options import load_config, resolve_device, save_config
 from robot_rl.policy import (
     PolicyConfig,
     actor_network,
-    calibrate_batchnorm,
     checkpoint_policy_config,
     feature_writing_actor,
     heads_actor,
     make_actor,
     rewrap_actor,
-    rewrap_critic,
     set_continue_probability,
 )
 from robot_rl.pretrain.bc import held_out_seeds, proof_env
-from robot_rl.run_logger import RunLogger
+from robot_rl.run_folder import (
+    RunFolder,
+    RunLogger,
+    StopOnInterrupt,
+    load_checkpoint,
+    policy_checkpoint,
+    rng_state,
+    run_to_completion,
+    set_rng_state,
+)
 
-CHECKPOINT_DIR = "checkpoints"
 # What each closed-loop check records in the learning curve (and the logs, as eval/<name>).
 CURVE_METRICS = ("success_rate", "success_ci95", "guess_rate", "verdict_accuracy", "collisions_per_episode",
                  "episode_length", "timed_out_rate")
@@ -74,8 +77,7 @@ class CollectionFailed(RuntimeError):
 
 def load_pretrained(run_dir: str | Path) -> dict:
     """The best (else last) checkpoint of a behaviour-cloning run folder."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
-    path = folder / "best.pt" if (folder / "best.pt").is_file() else folder / "last.pt"
+    path = policy_checkpoint(run_dir)
     if not path.is_file():
         raise UsageError(f"--init {run_dir}: no checkpoints/best.pt or last.pt (not a pretrain run folder?)")
     state = load_checkpoint(path)
@@ -84,58 +86,82 @@ def load_pretrained(run_dir: str | Path) -> dict:
     return state
 
 
-def episode_metrics(batch: TensorDictBase) -> list[dict]:
-    """Summaries (``robot_rl.episodes.summarize_episode``) of the episodes that finished in a collected batch
-    [envs, T]; episodes start at t = 0, since every iteration resets its envs. Unfinished tails are left out."""
-    done = batch.get((keys.NEXT, keys.DONE)).squeeze(-1)
-    summaries = []
-    for env in range(done.shape[0]):
-        start = 0
-        for end in done[env].nonzero().squeeze(-1).tolist():
-            summaries.append(summarize_episode(batch[env, start:end + 1]))
-            start = end + 1
-    return summaries
+def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | None]:
+    """(env info, policy architecture, BC checkpoint or None) of a run: the BC run's, or fresh for --from-scratch.
+    Env options given next to --init must agree with the BC run's."""
+    pretrained_state = load_pretrained(config.init) if config.init else None
+    if pretrained_state is not None:
+        env_info = {"randomization": "none", **pretrained_state["env"]}  # BC runs from before the option: none
+        policy_config = checkpoint_policy_config(pretrained_state)
+        for name in ("difficulty", "image_size", "randomization"):
+            given = getattr(config, name)
+            if given and given != env_info[name]:
+                raise UsageError(f"--{name.replace('_', '-')} {given} differs from the BC run's {env_info[name]}")
+    else:
+        env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": config.difficulty or "default",
+                    "image_size": config.image_size or 84, "randomization": config.randomization or "none"}
+        policy_config = PolicyConfig(hidden=config.hidden)
+    if config.pose_min_scale:
+        # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
+        # policy, so PPO sees successes to reinforce. The deterministic policy (tanh of the mean) is unchanged.
+        policy_config = replace(policy_config, min_scale=config.pose_min_scale)
+    return env_info, policy_config, pretrained_state
 
 
 class PPORun:
     """One fine-tuning run folder: models, collector, loss, optimizers, and the loop."""
 
     def __init__(self, config: FinetuneConfig, resume: bool = False):
-        self.config, self.run_dir = config, Path(config.run_dir)
-        self.dist = distributed.from_environment()
-        self.is_main = self.dist is None or self.dist.is_main
-        self.device = self.dist.device() if self.dist and config.device in ("auto", "cuda") \
-            else resolve_device(config.device)
+        self.config, self.folder = config, RunFolder(config.run_dir)
+        self.run_dir = self.folder.path
+        if not resume:
+            self.folder.check_new()
         if config.threads:
             torch.set_num_threads(config.threads)
+        # One learner, or one rank of several started by torchrun: its device and collection seed
+        self.dist, self.device, self.seed = distributed.setup(config.device, config.seed)
+        self.is_main = self.dist is None or self.dist.is_main
         torch.manual_seed(config.seed)  # the same initial weights on every rank
-        self.seed = config.seed + (self.dist.rank * 1_000_003 if self.dist else 0)  # collection seeds differ
 
-        # Resolve the starting point
-        pretrained_state = load_pretrained(config.init) if config.init else None
-        if pretrained_state is not None:
-            env_info = {"randomization": "none", **pretrained_state["env"]}  # BC runs from before the option: none
-            policy_config = checkpoint_policy_config(pretrained_state)
-            for name in ("difficulty", "image_size", "randomization"):
-                given = getattr(config, name)
-                if given and given != env_info[name]:
-                    raise UsageError(f"--{name.replace('_', '-')} {given} differs from the BC run's {env_info[name]}")
-        else:
-            env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": config.difficulty or "default",
-                        "image_size": config.image_size or 84, "randomization": config.randomization or "none"}
-            policy_config = PolicyConfig(hidden=config.hidden)
-        if config.pose_min_scale:
-            # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
-            # policy, so PPO sees successes to reinforce. The deterministic policy (tanh of the mean) is unchanged.
-            policy_config = replace(policy_config, min_scale=config.pose_min_scale)
-        self.env_info, self.policy_config = env_info, policy_config
-        self.env_kwargs = {"difficulty": env_info["difficulty"], "image_size": env_info["image_size"],
-                           "randomization": env_info["randomization"],
+        # Resolve the starting point: the BC run's env and architecture, or fresh ones
+        self.env_info, self.policy_config, pretrained_state = starting_point(config)
+        self.env_kwargs = {"difficulty": self.env_info["difficulty"], "image_size": self.env_info["image_size"],
+                           "randomization": self.env_info["randomization"],
                            "reward_weights": {"shaping": config.shaping}, "shaping_gamma": config.gamma}
 
-        # Create models: the actor (BC weights or fresh), the privileged-state critic
-        proof = proof_env(env_info["difficulty"], env_info["image_size"])
-        self.actor = make_actor(proof.observation_spec, proof.full_action_spec, policy_config)
+        # Create models: the actor (BC weights or fresh), its frozen copy for the anchor, the privileged critic
+        self._make_models(pretrained_state)
+        collection_policy, loss_actor, anchor_actor, param_groups, loss_critic = self._training_views()
+        self.collection_policy = collection_policy
+        torch.manual_seed(self.seed)
+
+        # Create collector: envs on the CPU (here, in env workers, in collector processes or Ray actors)
+        self.iteration, self.frames = 0, 0
+        self.best: dict | None = None  # iteration, frames and success of best.pt (the best held-out check)
+        self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.device,
+                                                  self.seed, pre_collect_hook=self._seed_iteration)
+        if config.collector != "direct":
+            push_weights(self.collector, self.collection_policy)  # workers start from the learner's weights
+
+        # Create learner: GAE, loss, buffer, optimizers
+        self.learner = PPOLearner(config, loss_actor, loss_critic, param_groups, anchor_actor=anchor_actor,
+                                  device=self.device, autocast=self.device.type == "cuda",
+                                  check_finite=distributed.all_finite(self.dist))
+
+        # Create logger (rank 0); restore state when resuming
+        self.logger = RunLogger(self.run_dir) if self.is_main else None
+        self.eval_seeds = held_out_seeds(config.eval_seed, config.eval_episodes, set())
+        self.curve: list[dict] = []  # closed-loop success against frames
+        self.stop = StopOnInterrupt()
+        if resume:
+            self._restore()
+        else:
+            self.folder.start(config)
+
+    def _make_models(self, pretrained_state: dict | None) -> None:
+        config = self.config
+        proof = proof_env(self.env_info["difficulty"], self.env_info["image_size"])
+        self.actor = make_actor(proof.observation_spec, proof.full_action_spec, self.policy_config)
         self.pretrained = None
         if pretrained_state is not None:
             self.actor.load_state_dict(pretrained_state["actor"])
@@ -155,47 +181,23 @@ class PPORun:
         if config.compile:
             network.encoder = torch.compile(network.encoder)
 
-        # What collects (writes features when the encoder is frozen) and what the loss trains. With several
-        # learners the loss runs DDP-wrapped copies of the trained networks (same parameters); everything else
-        # (collection, advantages, evaluation, checkpoints) the plain ones.
-        wrap = self.dist.wrap if self.dist is not None else (lambda module: module)
+    def _training_views(self):
+        """(collection policy, loss actor, anchor actor, parameter groups, loss critic). With a frozen encoder
+        the collector writes features and the loss trains the heads on them. With several learners the loss
+        runs DDP-wrapped copies of the trained networks (same parameters); everything else (collection,
+        advantages, evaluation, checkpoints) the plain ones."""
+        config, network = self.config, actor_network(self.actor)
+        wrap = functools.partial(distributed.wrap, self.dist)
+        heads = [{"params": list(network.heads.parameters()), "lr": config.lr}]
         if config.frozen_encoder:
-            self.collection_policy = feature_writing_actor(self.actor)
-            loss_actor = heads_actor(self.actor, wrap(network.heads))
-            anchor_actor = heads_actor(self.pretrained) if self.pretrained is not None else None
-            groups = [{"params": list(network.heads.parameters()), "lr": config.lr}]
-        else:
-            self.collection_policy = self.actor
-            loss_actor = rewrap_actor(self.actor, wrap(network)) if self.dist is not None else self.actor
-            # The image anchor runs a ResNet over the batch: only worth it while its weight counts.
-            anchor_actor = self.pretrained if config.anchor_weight else None
-            groups = [{"params": list(network.heads.parameters()), "lr": config.lr},
-                      {"params": list(network.encoder.parameters()), "lr": config.encoder_lr}]
-        loss_critic = self.critic if self.dist is None else rewrap_critic(self.critic, wrap(self.critic.module))
-        torch.manual_seed(self.seed)
-
-        # Create collector: envs on the CPU (here, in env workers, in collector processes or Ray actors)
-        self.iteration, self.frames = 0, 0
-        self.best: dict | None = None  # iteration, frames and success of best.pt (the best held-out check)
-        self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.device,
-                                                  self.seed, pre_collect_hook=self._seed_iteration)
-        if config.collector != "direct":
-            push_weights(self.collector, self.collection_policy)  # workers start from the learner's weights
-
-        # Create learner: GAE, loss, buffer, optimizers
-        self.learner = PPOLearner(config, loss_actor, loss_critic, groups, anchor_actor=anchor_actor,
-                                  device=self.device, autocast=self.device.type == "cuda",
-                                  check_finite=self._all_finite)
-
-        # Create logger (rank 0); restore state when resuming
-        self.logger = RunLogger(self.run_dir) if self.is_main else None
-        self.eval_seeds = held_out_seeds(config.eval_seed, config.eval_episodes, set())
-        self.curve: list[dict] = []  # closed-loop success against frames
-        self._stop_requested = False
-        if resume:
-            self._restore()
-        else:
-            save_config(self.run_dir / CONFIG_FILE, config)
+            anchor = heads_actor(self.pretrained) if self.pretrained is not None else None
+            return (feature_writing_actor(self.actor), heads_actor(self.actor, wrap(network.heads)), anchor, heads,
+                    distributed.wrap_critic(self.dist, self.critic))
+        loss_actor = rewrap_actor(self.actor, wrap(network)) if self.dist is not None else self.actor
+        # The image anchor runs a ResNet over the batch: only worth it while its weight counts.
+        anchor = self.pretrained if config.anchor_weight else None
+        groups = heads + [{"params": list(network.encoder.parameters()), "lr": config.encoder_lr}]
+        return self.actor, loss_actor, anchor, groups, distributed.wrap_critic(self.dist, self.critic)
 
     def _calibrate_batchnorm(self) -> None:
         # A network trained from scratch has no BatchNorm statistics yet: take them from random-action frames.
@@ -220,10 +222,10 @@ class PPORun:
 
     def save(self) -> None:
         if self.is_main:
-            save_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", self._checkpoint())
+            self.folder.save(self._checkpoint())
 
     def _restore(self) -> None:
-        state = load_checkpoint(self.run_dir / CHECKPOINT_DIR / "last.pt", map_location=self.device)
+        state = self.folder.load_last(map_location=self.device)
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
         self.learner.load_state_dict(state["learner"])
@@ -238,22 +240,12 @@ class PPORun:
         """The KL anchor's weight at this iteration (decays from the first actor update on)."""
         return self.learner.anchor_weight(self.iteration)
 
-    def _all_finite(self, value: torch.Tensor) -> bool:
-        # Every rank must take the same branch, or the ranks that call backward wait forever for the others.
-        finite = torch.isfinite(value.detach()).all().float().reshape(1)
-        if self.dist is not None:
-            import torch.distributed as dist
-
-            dist.all_reduce(finite, op=dist.ReduceOp.MIN)
-        return bool(finite.item())
-
     def update(self, batch: TensorDictBase) -> dict:
         """One PPO update on a collected batch (see ``PPOLearner.update``)."""
         try:
             return self.learner.update(batch, self.iteration)
         except TrainingDiverged as err:
-            raise TrainingDiverged(f"{err}, last checkpoint kept ({self.run_dir / CHECKPOINT_DIR / 'last.pt'})") \
-                from None
+            raise TrainingDiverged(f"{err}, last checkpoint kept ({self.folder.checkpoint()})") from None
 
     def closed_loop(self) -> dict:
         metrics, _ = evaluate_policy(self.actor, self.eval_seeds, num_envs=min(8, len(self.eval_seeds)),
@@ -263,58 +255,56 @@ class PPORun:
         return metrics
 
     # -- loop -------------------------------------------------------------------------------------------------
-    def _request_stop(self, signum, frame) -> None:
-        if self._stop_requested:
-            raise KeyboardInterrupt
-        self._stop_requested = True
-        tqdm.write("stopping after this iteration and saving a checkpoint (Ctrl-C again to abort)")
-
     def run(self, progress: bool = True, until_iteration: int | None = None) -> dict:
-        """Runs until ``config.iterations`` (or ``until_iteration``); returns the summary (``summary.json``)."""
+        """Runs until ``config.iterations`` (or ``until_iteration``); returns the summary, written to
+        ``summary.json`` once the last iteration is done."""
         config = self.config
         last = min(config.iterations, until_iteration or config.iterations)
-        previous = signal.signal(signal.SIGINT, self._request_stop) if _main_thread() else None
         bar = tqdm(total=last, initial=self.iteration, desc="finetune", unit="it", disable=not progress)
         try:
-            if self.iteration == 0 and not self.curve and self.is_main:
-                self._log(self._eval_metrics())  # the starting point of the learning curve
-            iterator = iter(self.collector)
-            while self.iteration < last and not self._stop_requested:
-                start = time.perf_counter()
-                batch = self._collect(iterator)
-                collect_seconds = time.perf_counter() - start
-                metrics = self.update(batch)
-                self.iteration += 1
-                self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
-                push_weights(self.collector, self.collection_policy)
-                episodes = episode_metrics(batch.reshape(-1, batch.shape[-1]))
-                if episodes:  # sampled actions (exploration), next to the deterministic eval/ figures
-                    stats = aggregate(episodes)
-                    metrics.update({f"train/{name}": stats[name] for name in (
-                        "success_rate", "guess_rate", "collisions_per_episode", "episode_length", "timed_out_rate")})
-                    metrics.update({"train/episode_return": stats["return"], "train/episodes": len(episodes)})
-                    metrics.update({f"reward/{k}": v for k, v in stats["reward_terms"].items()})
-                metrics["train/frames_per_s"] = batch.numel() / collect_seconds
-                metrics["train/iteration_seconds"] = time.perf_counter() - start
-                due = (config.eval_every and self.iteration % config.eval_every == 0) or self.iteration == last
-                if due and self.is_main:
-                    metrics.update(self._eval_metrics())
-                self._log(metrics)
-                if self.iteration % config.checkpoint_every == 0 or self.iteration == last:
+            with self.stop:
+                if self.iteration == 0 and not self.curve and self.is_main:
+                    self._log(self._eval_metrics())  # the starting point of the learning curve
+                iterator = iter(self.collector)
+                while self.iteration < last and not self.stop.requested:
+                    metrics = self._iteration(iterator, final=self.iteration + 1 == last)
+                    bar.update(1)
+                    bar.set_postfix(frames=self.frames, success=metrics.get("train/success_rate"))
+                if self.stop.requested:
                     self.save()
-                bar.update(1)
-                bar.set_postfix(frames=self.frames, success=metrics.get("train/success_rate"))
-            if self._stop_requested:
-                self.save()
         finally:
             bar.close()
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
         summary = {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
-                   "init": config.init or "scratch", "env": self.env_info}
-        if self.is_main:
-            write_json(self.run_dir / "summary.json", summary)
+                   "init": config.init or "scratch", "env": self.env_info,
+                   "finished": self.iteration == config.iterations}
+        if self.is_main and summary["finished"]:
+            self.folder.finish(summary)
         return summary
+
+    def _iteration(self, iterator, final: bool) -> dict:
+        """Collect, update, push the weights, log (a check when due), checkpoint when due."""
+        config, start = self.config, time.perf_counter()
+        batch = self._collect(iterator)
+        collect_seconds = time.perf_counter() - start
+        metrics = self.update(batch)
+        self.iteration += 1
+        self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
+        push_weights(self.collector, self.collection_policy)
+        episodes = finished_episodes(batch.reshape(-1, batch.shape[-1]))
+        if episodes:  # sampled actions (exploration), next to the deterministic eval/ figures
+            stats = aggregate(episodes)
+            metrics.update({f"train/{name}": stats[name] for name in (
+                "success_rate", "guess_rate", "collisions_per_episode", "episode_length", "timed_out_rate")})
+            metrics.update({"train/episode_return": stats["return"], "train/episodes": len(episodes)})
+            metrics.update({f"reward/{k}": v for k, v in stats["reward_terms"].items()})
+        metrics["train/frames_per_s"] = batch.numel() / collect_seconds
+        metrics["train/iteration_seconds"] = time.perf_counter() - start
+        if ((config.eval_every and self.iteration % config.eval_every == 0) or final) and self.is_main:
+            metrics.update(self._eval_metrics())
+        self._log(metrics)
+        if self.iteration % config.checkpoint_every == 0 or final:
+            self.save()
+        return metrics
 
     def _collect(self, iterator) -> TensorDictBase:
         try:
@@ -325,7 +315,7 @@ class PPORun:
             raise CollectionFailed(
                 f"iteration {self.iteration + 1}: a {self.config.collector} collection worker failed "
                 f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'no message'}); run stopped, "
-                f"last checkpoint kept ({self.run_dir / CHECKPOINT_DIR / 'last.pt'})") from err
+                f"last checkpoint kept ({self.folder.checkpoint()})") from err
 
     def _eval_metrics(self) -> dict:
         stats = self.closed_loop()
@@ -335,7 +325,7 @@ class PPORun:
             # policy, so a run that never beats it keeps it). Run folders resolve to best.pt for evaluation.
             self.best = {"iteration": self.iteration, "frames": self.frames, "success_rate": stats["success_rate"]}
             if self.is_main:
-                save_checkpoint(self.run_dir / CHECKPOINT_DIR / "best.pt", self._checkpoint())
+                self.folder.save(self._checkpoint(), best=True)
         return metrics
 
     def _log(self, metrics: dict) -> None:
@@ -351,28 +341,11 @@ class PPORun:
             tqdm.write(f"collector shutdown: {type(err).__name__}: {err}")
 
 
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread() and os.name == "posix"
-
-
 def finetune(config: FinetuneConfig, progress: bool = True) -> dict:
     """Starts a new run in ``config.run_dir`` (which must not hold one) and trains it."""
-    if (Path(config.run_dir) / CONFIG_FILE).exists():
-        raise UsageError(f"{config.run_dir} already holds a run; use --resume {config.run_dir} or another --run-dir")
-    run = PPORun(config)
-    try:
-        return run.run(progress)
-    finally:
-        run.close()
+    return run_to_completion(PPORun, config, progress=progress)
 
 
 def resume(run_dir: str | Path, progress: bool = True) -> dict:
     """Continues the run in ``run_dir`` from its last checkpoint, with its stored config."""
-    config = load_config(Path(run_dir) / CONFIG_FILE, FinetuneConfig)
-    run = PPORun(config, resume=True)
-    try:
-        return run.run(progress)
-    finally:
-        run.close()
+    return run_to_completion(PPORun, RunFolder(run_dir).config(FinetuneConfig), resume=True, progress=progress)

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from robot_rl.configs import RANDOMIZATION_NAMES
 from robot_rl.envs.randomization import (
     DEFAULT,
     PERTURBATIONS,
@@ -17,7 +18,6 @@ from robot_rl.envs.randomization import (
     get_randomization,
 )
 from robot_rl.envs.task import PcbInspectTask, TaskConfig
-from robot_rl.pretrain.configs import RANDOMIZATION_NAMES
 
 SIZE = 48
 

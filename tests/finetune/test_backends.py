@@ -10,10 +10,10 @@ import time
 import pytest
 import torch
 
+from robot_rl.configs import FinetuneConfig
 from robot_rl.envs.torchrl_env import PcbInspectEnv
 from robot_rl.finetune import trainer
 from robot_rl.finetune.collection import make_collector, push_weights
-from robot_rl.finetune.config import FinetuneConfig
 from robot_rl.policy import PolicyConfig, make_actor
 
 ENV = {"difficulty": "easy", "image_size": 48}
@@ -84,7 +84,7 @@ def test_two_rank_gloo_learner_keeps_identical_parameters(tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(textwrap.dedent(f"""
         import os, sys, torch
-        from robot_rl.finetune.config import FinetuneConfig
+        from robot_rl.configs import FinetuneConfig
         from robot_rl.finetune.trainer import PPORun
         config = FinetuneConfig(from_scratch=True, anchor_weight=0.0, difficulty="easy", image_size=48,
                                 run_dir={str(tmp_path / "run")!r}, total_frames=32, frames_per_batch=32,

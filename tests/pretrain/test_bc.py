@@ -9,11 +9,11 @@ import sys
 import pytest
 import torch
 
-from robot_rl.checkpoint import load_checkpoint
 from robot_rl.cli import main
+from robot_rl.configs import BCConfig
 from robot_rl.errors import UsageError
 from robot_rl.pretrain import bc
-from robot_rl.pretrain.configs import BCConfig
+from robot_rl.run_folder import load_checkpoint
 
 
 def small_config(data, run_dir, **overrides) -> BCConfig:

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from robot_rl import keys
+from robot_rl.configs import DIFFICULTY_NAMES
 from robot_rl.envs.difficulty import DIFFICULTIES
 from robot_rl.errors import UsageError
-from robot_rl.pretrain.configs import DIFFICULTY_NAMES
 from robot_rl.pretrain.dataset import DatasetError, DemoDataset, EpisodeRecord
 from tests.conftest import IMAGE_SIZE, collect
 
@@ -143,8 +143,8 @@ def test_difficulty_names_match_the_env():
 
 
 def test_datasets_record_their_randomization_and_refuse_another(demos_copy, tmp_path):
+    from robot_rl.configs import RANDOMIZATION_NAMES
     from robot_rl.envs.randomization import RANDOMIZATIONS
-    from robot_rl.pretrain.configs import RANDOMIZATION_NAMES
 
     assert tuple(RANDOMIZATIONS) == RANDOMIZATION_NAMES
     with pytest.raises(DatasetError, match="randomization='none'.*randomization='default'"):

@@ -1,9 +1,15 @@
-"""What a measurement ran on, recorded next to every benchmark figure."""
+"""Shared by the benchmark scripts: what a measurement ran on, and the median-of-repeats timing loop.
+
+The scripts run as ``python benchmarks/NAME.py``, which puts this folder on ``sys.path``: ``from timing import ...``.
+"""
 
 from __future__ import annotations
 
 import os
 import platform
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -35,3 +41,14 @@ def describe_machine() -> dict:
     except (ValueError, OSError, AttributeError):
         pass
     return info
+
+
+def median_rate(run: Callable[[], int], repeats: int) -> float:
+    """The median over ``repeats`` calls of items per second, where ``run()`` does the work and returns how many
+    items (steps, frames) it handled. Warm up before calling: the first call is timed like the others."""
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        count = run()
+        rates.append(count / (time.perf_counter() - start))
+    return statistics.median(rates)

@@ -1,0 +1,231 @@
+"""What a training run folder is, for behaviour cloning and PPO alike.
+
+::
+
+    RUN_DIR/
+      config.json            the resolved options (a resumed run continues with these)
+      checkpoints/last.pt    written every epoch / iteration, and on Ctrl-C: what --resume continues from
+      checkpoints/best.pt    the policy of the best held-out closed-loop check so far
+      logs/                  scalars (CSV always, TensorBoard when installed), through TorchRL's loggers
+      summary.json           written when the run has finished; a folder without it is unfinished
+
+A folder given where a policy is expected (``evaluate``, ``export``, ``finetune --init``) means its ``best.pt``,
+else its ``last.pt``. A new run refuses a folder that already holds one. The first Ctrl-C lets the current
+step finish and checkpoint (``last.pt``), then stops without ``summary.json``; a second one aborts at once.
+Every file is written to a temporary name and renamed, so a killed run leaves the previous version intact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import pickle
+import random
+import signal
+import threading
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torchrl.record.loggers import CSVLogger, Logger
+from tqdm import tqdm
+
+from robot_rl.errors import UsageError
+from robot_rl.io import atomic_path, write_json
+
+CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoints"
+SUMMARY_FILE = "summary.json"
+LOGS = "logs"
+
+
+# -- checkpoints ------------------------------------------------------------------------------------------------
+def rng_state() -> dict:
+    """States of Python's, NumPy's and torch's (CPU and CUDA) global generators, as torch.save-able values."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    """Restores what ``rng_state`` captured."""
+    random.setstate(state["python"])
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: str | Path, payload: dict) -> None:
+    """Writes ``payload`` with torch.save to a temporary file, then renames it over ``path``."""
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """Loads a checkpoint; a missing or unreadable file is a UsageError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such checkpoint")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as err:
+        raise UsageError(f"{path}: unreadable checkpoint ({type(err).__name__}: {err})") from None
+
+
+def policy_checkpoint(source: str | Path) -> Path:
+    """The checkpoint a run folder stands for (``best.pt``, else ``last.pt``); a file stands for itself."""
+    path = Path(source)
+    if path.is_dir():
+        folder = path / CHECKPOINT_DIR
+        path = folder / "best.pt" if (folder / "best.pt").is_file() else folder / "last.pt"
+    return path
+
+
+def run_folder_of(checkpoint: str | Path) -> Path:
+    """The run folder a checkpoint file belongs to (its parent, for a file outside ``checkpoints/``)."""
+    checkpoint = Path(checkpoint)
+    return checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINT_DIR else checkpoint.parent
+
+
+# -- config and lifecycle ---------------------------------------------------------------------------------------
+def save_config(path: str | Path, config: Any) -> None:
+    write_json(path, dataclasses.asdict(config))
+
+
+def load_config(path: str | Path, config_cls: type) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: missing (not a run folder of this command?)")
+    try:
+        return config_cls(**json.loads(path.read_text()))
+    except (json.JSONDecodeError, TypeError, ValueError) as err:
+        raise UsageError(f"{path}: corrupt config ({err})") from None
+
+
+class RunFolder:
+    """Paths and files of one run folder (see the module docstring)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def checkpoint(self, name: str = "last") -> Path:
+        return self.path / CHECKPOINT_DIR / f"{name}.pt"
+
+    @property
+    def started(self) -> bool:
+        return (self.path / CONFIG_FILE).is_file()
+
+    @property
+    def finished(self) -> bool:
+        return (self.path / SUMMARY_FILE).is_file()
+
+    def check_new(self) -> None:
+        """Refuses a folder that already holds a run (call before building anything for a new run)."""
+        if (self.path / CONFIG_FILE).exists():
+            raise UsageError(f"{self.path} already holds a run; use --resume {self.path} or another --run-dir")
+
+    def start(self, config: Any) -> None:
+        """Claims the folder for a new run with ``config`` (once the run is built)."""
+        self.check_new()
+        save_config(self.path / CONFIG_FILE, config)
+
+    def config(self, config_cls: type) -> Any:
+        """The stored config of the run (for --resume)."""
+        return load_config(self.path / CONFIG_FILE, config_cls)
+
+    def save(self, payload: dict, best: bool = False) -> None:
+        """Writes ``last.pt`` (or ``best.pt``)."""
+        save_checkpoint(self.checkpoint("best" if best else "last"), payload)
+
+    def load_last(self, map_location: str | torch.device = "cpu") -> dict:
+        return load_checkpoint(self.checkpoint("last"), map_location=map_location)
+
+    def finish(self, summary: dict) -> None:
+        write_json(self.path / SUMMARY_FILE, summary)
+
+    def summary(self) -> dict | None:
+        return json.loads((self.path / SUMMARY_FILE).read_text()) if self.finished else None
+
+
+def run_to_completion(run_cls: type, config: Any, resume: bool = False, progress: bool = True) -> dict:
+    """Builds ``run_cls(config, resume)`` (a BC or PPO run), runs it and closes it; returns its summary."""
+    run = run_cls(config, resume=resume)
+    try:
+        return run.run(progress)
+    finally:
+        close = getattr(run, "close", None)
+        if close is not None:
+            close()
+
+
+class StopOnInterrupt:
+    """Within ``with``: the first Ctrl-C sets ``requested`` (the loop finishes its step, checkpoints and stops),
+    a second one raises KeyboardInterrupt. Outside the main thread it does nothing (signals go to that thread)."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        tqdm.write("stopping after this step and saving a checkpoint (Ctrl-C again to abort)")
+
+    def __enter__(self) -> StopOnInterrupt:
+        if threading.current_thread() is threading.main_thread() and os.name == "posix":
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
+# -- logs -------------------------------------------------------------------------------------------------------
+class RunLogger:
+    """Logs namespaced scalars (``train/...``, ``eval/...``, ``reward/<term>``) to every available backend."""
+
+    def __init__(self, run_dir: str | Path, name: str = LOGS):
+        self.log_dir = Path(run_dir)
+        self.loggers: list[Logger] = [CSVLogger(exp_name=name, log_dir=str(self.log_dir))]
+        if importlib.util.find_spec("tensorboard") is not None:
+            from torchrl.record.loggers import TensorboardLogger
+
+            self.loggers.append(TensorboardLogger(exp_name=f"{name}-tb", log_dir=str(self.log_dir)))
+        self.csv_dir = self.log_dir / name / "scalars"
+
+    def log(self, metrics: Mapping[str, float | None], step: int) -> None:
+        for name, value in metrics.items():
+            if value is None:
+                continue
+            for logger in self.loggers:
+                logger.log_scalar(name, float(value), step=step)
+
+    def truncate_after(self, step: int) -> None:
+        """Drops CSV rows logged after ``step`` (by a run killed after its last checkpoint), before resuming."""
+        for csv in self.csv_dir.rglob("*.csv"):
+            rows = [line for line in csv.read_text().splitlines() if line and int(line.split(",")[0]) <= step]
+            csv.write_text("".join(f"{row}\n" for row in rows))
+
+
+def read_scalar(run_dir: str | Path, name: str, logs: str = LOGS) -> list[tuple[int, float]]:
+    """One scalar a ``RunLogger`` wrote in ``run_dir``, as (step, value) pairs in logging order."""
+    path = Path(run_dir) / logs / "scalars" / f"{name}.csv"
+    if not path.is_file():
+        return []
+    return [(int(step), float(value)) for step, value in (line.split(",") for line in path.read_text().split())]

@@ -1,0 +1,98 @@
+"""Run folders, one semantics for behaviour cloning and PPO: which checkpoint a folder means, refusing to
+overwrite, Ctrl-C = finish the step, checkpoint, stop unfinished; and resuming from there."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+
+from robot_rl.errors import UsageError
+from robot_rl.finetune import trainer
+from robot_rl.pretrain import bc
+from robot_rl.run_folder import (
+    RunFolder,
+    StopOnInterrupt,
+    load_checkpoint,
+    policy_checkpoint,
+    run_folder_of,
+    save_checkpoint,
+)
+from tests.finetune.test_trainer import tiny
+from tests.pretrain.test_bc import small_config
+
+
+def test_a_folder_means_its_best_checkpoint_else_its_last(tmp_path):
+    folder = RunFolder(tmp_path / "run")
+    save_checkpoint(folder.checkpoint("last"), {"which": "last"})
+    assert policy_checkpoint(folder.path) == folder.checkpoint("last")
+    save_checkpoint(folder.checkpoint("best"), {"which": "best"})
+    assert policy_checkpoint(folder.path) == folder.checkpoint("best")
+    assert policy_checkpoint(folder.checkpoint("last")) == folder.checkpoint("last")  # a file means itself
+    assert run_folder_of(folder.checkpoint("best")) == folder.path
+    assert run_folder_of(tmp_path / "elsewhere" / "policy.pt") == tmp_path / "elsewhere"
+    with pytest.raises(UsageError, match="no such checkpoint"):
+        load_checkpoint(tmp_path / "missing" / "checkpoints" / "last.pt")
+
+
+def test_a_folder_holding_a_run_is_never_overwritten(demos_dir, tmp_path):
+    config = small_config(demos_dir, tmp_path / "run", epochs=1)
+    RunFolder(config.run_dir).start(config)
+    with pytest.raises(UsageError, match="already holds a run; use --resume"):
+        bc.pretrain(config, progress=False)
+
+
+def test_the_first_ctrl_c_asks_to_stop_and_the_second_aborts():
+    with StopOnInterrupt() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the previous handler is back
+
+
+class _InterruptAfter:
+    """Wraps a sampler-like ``sample`` callable: sends this process a SIGINT after ``calls`` calls."""
+
+    def __init__(self, sample, calls: int):
+        self.sample, self.calls = sample, calls
+
+    def __call__(self, *args, **kwargs):
+        self.calls -= 1
+        if self.calls == 0:
+            os.kill(os.getpid(), signal.SIGINT)
+        return self.sample(*args, **kwargs)
+
+
+def test_ctrl_c_in_bc_checkpoints_mid_epoch_and_resume_matches_an_uninterrupted_run(demos_dir, tmp_path):
+    bc.pretrain(small_config(demos_dir, tmp_path / "whole", epochs=1), progress=False)
+
+    run = bc.BCRun(small_config(demos_dir, tmp_path / "stopped", epochs=1))
+    run.train_buffer.sample = _InterruptAfter(run.train_buffer.sample, calls=2)
+    summary = run.run(progress=False)
+    assert not summary["finished"] and summary["steps"] == 2 and summary["epochs"] == 0
+    folder = RunFolder(tmp_path / "stopped")
+    assert folder.checkpoint("last").is_file() and not folder.finished
+    del run
+
+    assert bc.resume(folder.path, progress=False)["finished"] and folder.finished
+    a = load_checkpoint(tmp_path / "whole" / "checkpoints" / "last.pt")
+    b = load_checkpoint(folder.checkpoint("last"))
+    assert a["step"] == b["step"] == 4
+    for name, tensor in a["actor"].items():
+        assert torch.equal(tensor, b["actor"][name]), name
+
+
+def test_ctrl_c_in_ppo_finishes_the_iteration_checkpoints_and_stops_unfinished(tmp_path):
+    run = trainer.PPORun(tiny(tmp_path / "ppo"))
+    try:
+        run.update = _InterruptAfter(run.update, calls=2)
+        summary = run.run(progress=False)
+    finally:
+        run.close()
+    folder = RunFolder(tmp_path / "ppo")
+    assert not summary["finished"] and summary["iterations"] == 2 and not folder.finished
+    assert load_checkpoint(folder.checkpoint("last"))["iteration"] == 2
+    assert trainer.resume(folder.path, progress=False)["iterations"] == 3 and folder.finished
