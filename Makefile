@@ -43,8 +43,10 @@ bench-quality: $(STAMP)
 	$(BIN)/python benchmarks/quick_demo.py
 	$(BIN)/python benchmarks/bc_quality.py
 	$(BIN)/python benchmarks/bc_loss_ablation.py
+	$(BIN)/python benchmarks/robustness.py
 
 bench-bc-vs-scratch: $(STAMP)
+	$(BIN)/python benchmarks/bc_vs_scratch.py --preset few
 	$(BIN)/python benchmarks/bc_vs_scratch.py --preset cpu
 	$(BIN)/python benchmarks/few_demo_bc.py
 	$(BIN)/python benchmarks/ppo_throughput.py

@@ -46,32 +46,32 @@ from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results"
 
+# The CPU presets' PPO: frozen encoder (features cached at collection), privileged critic, shaping for both arms;
+# 16 PPO iterations of 1,024 frames for BC+PPO, scratch gets 3x what BC+PPO needed; three seeds each.
+CPU_PPO = {
+    "ppo": dict(frames_per_batch=1024, num_envs=8, ppo_epochs=8, minibatch_size=256, eval_every=2,
+                eval_episodes=50, critic_warmup=2, checkpoint_every=2, shaping=1.0),
+    "bc_frames": 16_384,
+    "scratch_budget_factor": 3,
+    "scratch": dict(continue_prob=0.97),
+    "seeds": (0, 1, 2),
+}
+
 PRESETS = {
     "cpu": {
-        # The few-demo setting (README, "A few-demo BC policy"): 400 demos on easy boards, 6 epochs,
-        # leave BC in a partly working state; benchmarks/few_demo_bc.py measures it beside two other settings.
+        # The few-demo setting of the old BC loss (README, "A few-demo BC policy"): 400 demos on easy boards,
+        # 6 epochs left BC in a partly working state; benchmarks/few_demo_bc.py measures it beside two others.
         "demos": CollectConfig(out="data/bench-cpu-demos", episodes=400, difficulty="easy", image_size=84),
         "bc": BCConfig(run_dir="runs/bench-cpu/bc", epochs=6, batch_size=64, eval_every=2, eval_episodes=50),
-        # Frozen encoder (features cached at collection), privileged critic, shaping for both arms.
-        "ppo": dict(frames_per_batch=1024, num_envs=8, ppo_epochs=8, minibatch_size=256, eval_every=2,
-                    eval_episodes=50, critic_warmup=2, checkpoint_every=2, shaping=1.0),
-        "bc_frames": 16_384,
-        "scratch_budget_factor": 3,
-        "scratch": dict(continue_prob=0.97),
-        "seeds": (0, 1, 2),
+        **CPU_PPO,
     },
     "few": {
         # Fewer demos for the fixed BC recipe (mode loss, locator, keypoints), whose 1,000-demo quick setting
         # reaches 100%: 150 easy demos at 64x64, 8 epochs; a development run of this setting gave 46% strict
-        # success on 50 fresh boards. PPO settings as the cpu preset's.
+        # success on 50 fresh boards.
         "demos": CollectConfig(out="data/bench-few-demos", episodes=150, difficulty="easy", image_size=64),
         "bc": BCConfig(run_dir="runs/bench-few/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
-        "ppo": dict(frames_per_batch=1024, num_envs=8, ppo_epochs=8, minibatch_size=256, eval_every=2,
-                    eval_episodes=50, critic_warmup=2, checkpoint_every=2, shaping=1.0),
-        "bc_frames": 16_384,
-        "scratch_budget_factor": 3,
-        "scratch": dict(continue_prob=0.97),
-        "seeds": (0, 1, 2),
+        **CPU_PPO,
     },
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
