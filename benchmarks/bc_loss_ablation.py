@@ -26,9 +26,8 @@ from robot_rl.configs import EvaluateConfig
 from robot_rl.evaluate import evaluate
 from robot_rl.io import write_json
 from robot_rl.pipeline import PRESETS
-from robot_rl.pretrain.bc import pretrain
+from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "bc_loss_ablation.json"
@@ -57,9 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.variants:
         run_dir = root / name.replace(" ", "-")
         start = time.perf_counter()
-        if not RunFolder(run_dir).finished:
-            pretrain(replace(quick.pretrain, **VARIANTS[name], data=str(root / "demos"), run_dir=str(run_dir),
-                             seed=0), progress=False)
+        ensure_trained(replace(quick.pretrain, **VARIANTS[name], data=str(root / "demos"), run_dir=str(run_dir),
+                               seed=0), progress=False)
         train_s = time.perf_counter() - start
         metrics = evaluate(EvaluateConfig(checkpoint=str(run_dir), episodes=args.boards, videos=0,
                                           failure_videos=0, out=str(run_dir / "eval-fresh")),

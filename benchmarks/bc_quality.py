@@ -22,10 +22,10 @@ from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
 from robot_rl.episodes import wilson_interval
 from robot_rl.evaluate import evaluate
 from robot_rl.io import write_json
-from robot_rl.pretrain.bc import pretrain
+from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_folder import RunFolder, read_scalar
+from robot_rl.run_folder import read_scalar
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "bc_quality.json"
@@ -73,10 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     dataset = DemoDataset.open(args.data)
     seconds["collect"] = time.perf_counter() - start
     start = time.perf_counter()
-    if not RunFolder(run_dir).finished:
-        pretrain(bc_config)
+    summary = ensure_trained(bc_config)
     seconds["pretrain"] = time.perf_counter() - start
-    summary = RunFolder(run_dir).summary()
     start = time.perf_counter()
     final = evaluate(EvaluateConfig(checkpoint=str(run_dir / "checkpoints" / "best.pt"), episodes=args.boards,
                                     out=str(run_dir / "eval-fresh"), videos=0, failure_videos=0,

@@ -34,11 +34,12 @@ from timing import describe_machine
 
 from robot_rl.closed_loop import evaluate_policy
 from robot_rl.configs import BCConfig, CollectConfig, FinetuneConfig
+from robot_rl.errors import RunStopped
 from robot_rl.finetune import trainer
 from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
-from robot_rl.pretrain.bc import held_out_seeds, pretrain
+from robot_rl.pretrain.bc import ensure_trained, held_out_seeds
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder
@@ -134,9 +135,11 @@ def run_ppo(config: FinetuneConfig) -> dict:
     done = _finished(run_dir)
     if done is not None and done["frames"] >= config.total_frames:
         return done
-    if RunFolder(run_dir).started:
-        return trainer.resume(run_dir, progress=False)
-    return trainer.finetune(config, progress=False)
+    summary = trainer.resume(run_dir, progress=False) if RunFolder(run_dir).started else \
+        trainer.finetune(config, progress=False)
+    if not summary["finished"]:
+        raise RunStopped(run_dir, "finetune")
+    return summary
 
 
 def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:
@@ -225,8 +228,7 @@ def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
         collect_demos(demos, progress=False)
     bc_dir = Path(preset["bc"].run_dir)
     bc_config = replace(preset["bc"], data=demos.out, device=device)
-    if _finished(bc_dir) is None:
-        pretrain(bc_config, progress=False)
+    ensure_trained(bc_config, progress=False)
     return bc_dir, bc_config
 
 

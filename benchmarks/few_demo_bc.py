@@ -31,7 +31,7 @@ from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
-from robot_rl.pretrain.bc import held_out_seeds, pretrain
+from robot_rl.pretrain.bc import ensure_trained, held_out_seeds
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
@@ -99,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (demos, bc) in SETTINGS.items():
         if not (Path(demos.out) / "meta.json").is_file() and not RunFolder(bc.run_dir).finished:
             collect_demos(demos, progress=False)
-        if not RunFolder(bc.run_dir).finished:
-            pretrain(BCConfig(**{**bc.__dict__, "data": demos.out, "device": args.device}), progress=False)
+        ensure_trained(BCConfig(**{**bc.__dict__, "data": demos.out, "device": args.device}), progress=False)
         result = breakdown(bc.run_dir, demos.difficulty, demos.image_size, seeds, device)
         results[name] = {"demos": demos.__dict__, "bc": bc.__dict__, **result}
         errors = result["errors"]

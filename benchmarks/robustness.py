@@ -27,9 +27,8 @@ from timing import describe_machine
 from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
 from robot_rl.evaluate import evaluate
 from robot_rl.io import write_json
-from robot_rl.pretrain.bc import pretrain
+from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "robustness.json"
@@ -56,9 +55,8 @@ def train_arm(randomization: str, data: str, run_dir: str, epochs: int, args) ->
                          f"{meta.get('randomization', 'none')}, this arm needs {args.episodes} with {randomization}")
     seconds["collect"] = time.perf_counter() - start
     start = time.perf_counter()
-    if not RunFolder(run_dir).finished:
-        pretrain(BCConfig(data=data, run_dir=run_dir, epochs=epochs, batch_size=64, eval_every=2,
-                          eval_episodes=args.boards, device=args.device))
+    ensure_trained(BCConfig(data=data, run_dir=run_dir, epochs=epochs, batch_size=64, eval_every=2,
+                            eval_episodes=args.boards, device=args.device))
     seconds["pretrain"] = time.perf_counter() - start
     return seconds
 

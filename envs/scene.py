@@ -165,6 +165,8 @@ class ArmScene:
         camera offset moves the rendered camera only, not ``CAMERA_SITE`` (the pose the arm controls).
         """
         m, a = self.model, appearance
+        if a.light_tilt.shape[0] != m.nlight:
+            raise ValueError(f"Appearance tilts {a.light_tilt.shape[0]} lights, the model has {m.nlight}")
         rgba, specular, shininess = self._nominal_materials
         m.mat_rgba[:], m.mat_specular[:], m.mat_shininess[:] = rgba, specular, shininess
         m.light_diffuse[:] *= a.light_intensity * a.light_colour

@@ -28,6 +28,18 @@ MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 32, 224
 NOISE_BANK_FRAMES = 32
 
 
+_NOISE_BANKS: dict[int, np.ndarray] = {}
+
+
+def _noise_bank(size: int) -> np.ndarray:
+    """The unit-Gaussian frames of this image size, shared by every task of the process (19 MB at 224x224)."""
+    if size not in _NOISE_BANKS:
+        bank = np.random.default_rng(0x0153).standard_normal((NOISE_BANK_FRAMES, size, size, 3), dtype=np.float32)
+        bank.flags.writeable = False
+        _NOISE_BANKS[size] = bank
+    return _NOISE_BANKS[size]
+
+
 class Verdict(IntEnum):
     CONTINUE = 0
     PASS = 1
@@ -155,8 +167,7 @@ class PcbInspectTask:
         self.appearance = None  # this episode's drawn randomization (None when randomization is nominal)
         self._noise_bank = None
         if self.randomization.pixel_noise[1] > 0:
-            self._noise_bank = np.random.default_rng(0x0153).standard_normal(
-                (NOISE_BANK_FRAMES, size, size, 3), dtype=np.float32)
+            self._noise_bank = _noise_bank(size)
             self._noise_frame = np.empty((size, size, 3), np.float32)
         self._noise_rng = np.random.default_rng(0)
         self._episode_seed = -1
@@ -243,6 +254,10 @@ class PcbInspectTask:
 
     # -- observations -----------------------------------------------------------------------------------------
     def _observe(self) -> dict[str, np.ndarray]:
+        return {"pixels": self.camera_image(), "joint_state": self.scene.joint_state()}
+
+    def camera_image(self) -> np.ndarray:
+        """The wrist camera's image of the current state as the policy sees it (pixel noise included)."""
         image = self.wrist_renderer.render(self.scene.model, self.scene.data)
         if self.appearance is not None and self.appearance.pixel_noise > 0:
             noisy = self._noise_frame  # in place: a quarter of the time of the same arithmetic with temporaries
@@ -251,7 +266,7 @@ class PcbInspectTask:
             noisy += image
             noisy += 0.5  # rounds when cast
             image = np.clip(noisy, 0, 255, out=noisy).astype(np.uint8)
-        return {"pixels": image, "joint_state": self.scene.joint_state()}
+        return image
 
     def _repeat_observation(self) -> dict[str, np.ndarray]:
         # Fresh arrays: callers may keep and modify what they were given.

@@ -33,7 +33,15 @@ from robot_rl.policy import make_actor
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_folder import RunFolder, RunLogger, StopOnInterrupt, rng_state, run_to_completion, set_rng_state
+from robot_rl.run_folder import (
+    RunFolder,
+    RunLogger,
+    StopOnInterrupt,
+    ensure_finished,
+    rng_state,
+    run_to_completion,
+    set_rng_state,
+)
 
 
 def proof_env(difficulty: str, image_size: int) -> PcbInspectEnv:
@@ -120,6 +128,7 @@ class BCRun:
 
         # Create logger; restore state when resuming
         self.epoch, self.step, self.best_success = 0, 0, -1.0
+        self.epoch_sums: dict[str, float] = {}  # loss sums of the current epoch's steps so far
         self.logger = RunLogger(self.run_dir)
         self.stop = StopOnInterrupt()
         if resume:
@@ -134,7 +143,7 @@ class BCRun:
             "env": self.env_info, "actor": self.actor.state_dict(), "optimizer": self.optimizer.state_dict(),
             "locator": self.loss.locator.state_dict() if self.loss.locator is not None else None,
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "step": self.step,
-            "best_success": self.best_success, "rng": rng_state(),
+            "best_success": self.best_success, "rng": rng_state(), "epoch_sums": dict(self.epoch_sums),
             # Where the samplers are in their current permutations (an epoch can stop before a full pass).
             "samplers": {"train": dict(self.train_buffer.sampler.state_dict()),
                          "val": dict(self.val_buffer.sampler.state_dict())},
@@ -148,6 +157,7 @@ class BCRun:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.step, self.best_success = state["epoch"], state["step"], state["best_success"]
+        self.epoch_sums = dict(state.get("epoch_sums", {}))
         self.train_buffer.sampler.load_state_dict(state["samplers"]["train"])
         self.val_buffer.sampler.load_state_dict(state["samplers"]["val"])
         set_rng_state(state["rng"])
@@ -163,7 +173,8 @@ class BCRun:
         done_before = self.step - self.epoch * self.steps_per_epoch  # > 0 after a Ctrl-C in this epoch
         bar = tqdm(range(done_before, self.steps_per_epoch), desc=f"epoch {self.epoch + 1}/{self.config.epochs}",
                    disable=not progress, leave=False)
-        sums: dict[str, float] = {}
+        # The loss sums so far are checkpointed, so a resumed epoch's means cover all of its steps.
+        sums = self.epoch_sums = self.epoch_sums if done_before else {}
         start = time.perf_counter()
         for _ in bar:
             if self.stop.requested:
@@ -185,9 +196,9 @@ class BCRun:
                     sums[name] = sums.get(name, 0.0) + float(value)
             samples_per_s = (bar.n + 1) * self.config.batch_size / (time.perf_counter() - start)
             bar.set_postfix(loss=f"{loss.item():.3f}", samples_per_s=f"{samples_per_s:.0f}")
-        steps = self.steps_per_epoch - done_before
-        metrics = {f"train/{k}": v / steps for k, v in sums.items()}
+        metrics = {f"train/{k}": v / self.steps_per_epoch for k, v in sums.items()}
         metrics["train/lr"] = self.scheduler.get_last_lr()[0]
+        steps = self.steps_per_epoch - done_before  # timed in this process
         metrics["train/samples_per_s"] = steps * self.config.batch_size / (time.perf_counter() - start)
         return metrics
 
@@ -222,7 +233,7 @@ class BCRun:
                 if metrics is None:  # Ctrl-C part-way through the epoch
                     self.folder.save(self._checkpoint())
                     break
-                last_eval = self._end_epoch(metrics, progress)
+                last_eval = self._end_epoch(metrics, progress) or last_eval
         summary = {"epochs": self.epoch, "steps": self.step, "best_success": self.best_success,
                    "final_eval": last_eval, "eval_seeds": [self.eval_seeds[0], self.eval_seeds[-1]],
                    "demos": {"episodes": len(self.dataset.episodes), "frames": self.dataset.frames},
@@ -263,3 +274,9 @@ def pretrain(config: BCConfig, progress: bool = True) -> dict:
 def resume(run_dir: str | Path, progress: bool = True) -> dict:
     """Continues the run in ``run_dir`` from its last checkpoint, with its stored config."""
     return run_to_completion(BCRun, RunFolder(run_dir).config(BCConfig), resume=True, progress=progress)
+
+
+def ensure_trained(config: BCConfig, progress: bool = True) -> dict:
+    """The finished run of ``config.run_dir``: reused, resumed or started (for benchmarks and scripts)."""
+    return ensure_finished(config.run_dir, "pretrain", lambda: pretrain(config, progress),
+                           lambda path: resume(path, progress))

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from robot_rl.errors import UsageError
+from robot_rl.errors import RunStopped, UsageError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -55,7 +55,7 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     else:
         summary = bc.pretrain(config_from_args(BCConfig, args))
     if not summary["finished"]:
-        return _stopped("pretrain", f"epoch {summary['epochs']}, step {summary['steps']}", args)
+        raise RunStopped(args.resume or args.run_dir, "pretrain")
     final = summary["final_eval"] or {}
     print(f"best closed-loop success {summary['best_success']:.1%}; final: success "
           f"{final.get('success_rate', 0):.1%}, guesses {final.get('guesses')}, verdict accuracy "
@@ -80,7 +80,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         print(f"robot-rl finetune: stopped: {err}", file=sys.stderr)
         return 1
     if not summary["finished"]:
-        return _stopped("finetune", f"iteration {summary['iterations']}, {summary['frames']} frames", args)
+        raise RunStopped(args.resume or args.run_dir, "finetune")
     curve = summary["curve"]
     if curve:
         def point(p: dict) -> str:
@@ -125,12 +125,6 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stopped(command: str, where: str, args: argparse.Namespace) -> int:
-    """A run stopped by Ctrl-C: where it checkpointed and how to continue (exit code 130, as for SIGINT)."""
-    run_dir = args.resume or args.run_dir
-    print(f"robot-rl {command}: stopped at {where}, checkpoint saved; continue with "
-          f"robot-rl {command} --resume {run_dir}", file=sys.stderr)
-    return 130
 
 
 def _add_command(commands, name: str, help_text: str, config_cls: type, func, resumable: bool = False) -> None:
@@ -183,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"robot-rl {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except RunStopped as err:  # Ctrl-C: the run checkpointed and stopped; exit as a SIGINT would
+        again = ("the same command (finished stages are skipped)" if args.command == "pipeline"
+                 else f"robot-rl {err.command} --resume {err.run_dir}")
+        print(f"robot-rl {args.command}: {err}; continue with {again}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

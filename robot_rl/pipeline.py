@@ -21,7 +21,7 @@ from robot_rl.io import write_json
 from robot_rl.pretrain import bc
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_folder import RunFolder
+from robot_rl.run_folder import RunFolder, ensure_finished
 from robot_rl.tables import markdown_table
 
 # Where each stage writes, under the pipeline's root; the stages are linked through these.
@@ -94,17 +94,14 @@ def _check_preset(root: Path, preset: Preset) -> None:
                          f"remove it or choose another --root")
 
 
-def _train_stage(label: str, run_dir: Path, start, resume, make_config, progress: bool, log) -> None:
-    """A training stage: skipped when its run folder is finished, resumed when interrupted, started otherwise."""
+def _train_stage(label: str, command: str, run_dir: Path, start, resume, make_config, progress: bool, log) -> None:
+    """A training stage: skipped when its run folder is finished, resumed when interrupted, started otherwise;
+    a stage stopped by Ctrl-C stops the pipeline (RunStopped), before anything uses its unfinished run."""
     folder = RunFolder(run_dir)
-    if folder.finished:
-        log(f"{label}: {run_dir} is finished, skipped")
-    elif folder.started:
-        log(f"{label}: resuming {run_dir}")
-        resume(run_dir, progress=progress)
-    else:
-        log(f"{label} -> {run_dir}")
-        start(make_config(), progress=progress)
+    log(f"{label}: {run_dir} is finished, skipped" if folder.finished else
+        f"{label}: resuming {run_dir}" if folder.started else f"{label} -> {run_dir}")
+    ensure_finished(run_dir, command, lambda: start(make_config(), progress=progress),
+                    lambda path: resume(path, progress=progress))
 
 
 def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: EvaluateConfig, device: str,
@@ -143,7 +140,7 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     timings["collect-demos"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    _train_stage("[2/5] pretrain", bc_dir, bc.pretrain, bc.resume, lambda: replace(
+    _train_stage("[2/5] pretrain", "pretrain", bc_dir, bc.pretrain, bc.resume, lambda: replace(
         preset.pretrain, data=str(data), run_dir=str(bc_dir), device=device), progress, log)
     timings["pretrain"] = time.perf_counter() - start
 
@@ -154,7 +151,7 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     timings["evaluate BC"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    _train_stage("[4/5] finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
+    _train_stage("[4/5] finetune", "finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
         preset.finetune, init=str(bc_dir), run_dir=str(ppo_dir), device=device), progress, log)
     timings["finetune"] = time.perf_counter() - start
 

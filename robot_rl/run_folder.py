@@ -4,7 +4,8 @@
 
     RUN_DIR/
       config.json            the resolved options (a resumed run continues with these)
-      checkpoints/last.pt    written every epoch / iteration, and on Ctrl-C: what --resume continues from
+      checkpoints/last.pt    written every epoch (BC) / every few iterations (PPO), at the end and on Ctrl-C:
+                             what --resume continues from
       checkpoints/best.pt    the policy of the best held-out closed-loop check so far
       logs/                  scalars (CSV always, TensorBoard when installed), through TorchRL's loggers
       summary.json           written when the run has finished; a folder without it is unfinished
@@ -26,7 +27,7 @@ import random
 import signal
 import threading
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ import torch
 from torchrl.record.loggers import CSVLogger, Logger
 from tqdm import tqdm
 
-from robot_rl.errors import UsageError
+from robot_rl.errors import RunStopped, UsageError
 from robot_rl.io import atomic_path, write_json
 
 CONFIG_FILE = "config.json"
@@ -169,6 +170,20 @@ def run_to_completion(run_cls: type, config: Any, resume: bool = False, progress
         close = getattr(run, "close", None)
         if close is not None:
             close()
+
+
+def ensure_finished(run_dir: str | Path, command: str, start: Callable[[], dict],
+                    resume: Callable[[Path], dict]) -> dict:
+    """The summary of the run in ``run_dir``: read when it has finished, else the run is resumed (a started
+    folder) or started (``start()``). Raises RunStopped when Ctrl-C stopped it (for pipelines and benchmarks,
+    which must not go on with an unfinished run)."""
+    folder = RunFolder(run_dir)
+    if folder.finished:
+        return folder.summary()
+    summary = resume(folder.path) if folder.started else start()
+    if not summary.get("finished"):
+        raise RunStopped(folder.path, command)
+    return summary
 
 
 class StopOnInterrupt:

@@ -164,7 +164,7 @@ class VideoRecorder:
                 for qpos in states:
                     data.qpos[:] = qpos
                     mujoco.mj_forward(model, data)
-                    frames.append(compose_frame(task.wrist_renderer.render(model, data),
+                    frames.append(compose_frame(task.camera_image(),
                                                 scene_camera.render(model, data), text))
                 start = end
         finally:

@@ -96,3 +96,36 @@ def test_ctrl_c_in_ppo_finishes_the_iteration_checkpoints_and_stops_unfinished(t
     assert not summary["finished"] and summary["iterations"] == 2 and not folder.finished
     assert load_checkpoint(folder.checkpoint("last"))["iteration"] == 2
     assert trainer.resume(folder.path, progress=False)["iterations"] == 3 and folder.finished
+
+
+def test_whoever_needs_a_finished_run_gets_it_reused_resumed_or_started_and_a_stop_stops_them(tmp_path):
+    from robot_rl.errors import RunStopped
+    from robot_rl.run_folder import ensure_finished
+
+    calls = []
+
+    def start():
+        calls.append("start")
+        return {"finished": False}
+
+    def resume(path):
+        calls.append("resume")
+        RunFolder(path).finish({"finished": True, "by": "resume"})
+        return {"finished": True, "by": "resume"}
+
+    folder = RunFolder(tmp_path / "run")
+    with pytest.raises(RunStopped, match="stopped, checkpoint saved"):  # Ctrl-C'd: nobody goes on with it
+        ensure_finished(folder.path, "pretrain", start, resume)
+    save_checkpoint(folder.checkpoint(), {})
+    (folder.path / "config.json").write_text("{}")  # a started, unfinished run
+    assert ensure_finished(folder.path, "pretrain", start, resume)["by"] == "resume"
+    assert ensure_finished(folder.path, "pretrain", start, resume)["by"] == "resume"  # finished: reused
+    assert calls == ["start", "resume"]
+
+
+def test_a_stopped_command_exits_130_with_the_resume_command(tmp_path, monkeypatch, capsys):
+    from robot_rl.cli import main
+
+    monkeypatch.setattr(bc, "pretrain", lambda config: {"finished": False})
+    assert main(["pretrain", "--run-dir", str(tmp_path / "run")]) == 130
+    assert f"continue with robot-rl pretrain --resume {tmp_path / 'run'}" in capsys.readouterr().err

@@ -155,7 +155,7 @@ class PPORun:
         self.stop = StopOnInterrupt()
         if resume:
             self._restore()
-        else:
+        elif self.is_main:  # every rank checked the folder above; one writes the config
             self.folder.start(config)
 
     def _make_models(self, pretrained_state: dict | None) -> None:
