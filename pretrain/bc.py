@@ -96,6 +96,9 @@ class BCRun:
         self.randomization = self.dataset.meta.get("randomization", "none")
         if self.randomization not in RANDOMIZATIONS:
             raise UsageError(f"{config.data}: unknown randomization {self.randomization!r} in meta.json")
+        if config.randomization and config.randomization != self.randomization:
+            raise UsageError(f"--randomization {config.randomization} does not match the demos in {config.data} "
+                             f"({self.randomization})")
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")

@@ -96,6 +96,8 @@ class BCConfig:
     compile: bool = option(False, "torch.compile the actor network")
     seed: int = option(0, "seed of sampling, augmentation and initialization")
     image_size: int = option(0, "expected image side in pixels; 0 = the dataset's")
+    randomization: str = option("", "expected domain randomization of the demos (and of the closed-loop checks); "
+                                "'' = the dataset's")
     hidden: int = option(256, "width of the MLP heads")
     min_scale: float = option(0.3, "lower bound of the pose distribution's scale (pre-tanh)")
     keypoints: int = option(32, "spatial-softmax keypoints beside the pooled image feature (0 = none)")
@@ -116,6 +118,8 @@ class BCConfig:
             ("eval_envs", self.eval_envs >= 0, ">= 0"), ("image_size", self.image_size >= 0, ">= 0"),
             ("hidden", self.hidden >= 1, ">= 1"), ("min_scale", self.min_scale > 0, "> 0"),
             ("keypoints", self.keypoints >= 0, ">= 0"),
+            ("randomization", self.randomization in ("", *RANDOMIZATION_NAMES),
+             f"'' or {_one_of(RANDOMIZATION_NAMES)}"),
             ("steps_per_epoch", self.steps_per_epoch >= 0, ">= 0"), ("threads", self.threads >= 0, ">= 0"),
         ])
 

@@ -111,6 +111,7 @@ def test_commands_run_end_to_end(tmp_path, capsys):
     (["--epochs", "-1"], "--epochs must be >= 1, got -1"),
     (["--device", "tpu"], "--device: unknown device 'tpu'"),
     (["--image-size", "84"], "--image-size 84 does not match the demos"),
+    (["--randomization", "strong"], "--randomization strong does not match the demos"),
     (["--data", "/nonexistent/demos"], "/nonexistent/demos: no such dataset folder"),
 ])
 def test_bad_options_fail_before_any_work(demos_dir, tmp_path, args, message):
