@@ -162,7 +162,11 @@ def test_torchrl_pixel_transforms_read_the_env_like_any_pixel_env(tmp_path):
     env = TransformedEnv(make_env(seed=0, difficulty="easy", image_size=48),
                          ToTensorImage(in_keys=[keys.PIXELS], out_keys=["image"]))
     env.append_transform(recorder)
-    td = env.rollout(3, break_when_any_done=False)
+    def keep_looking(td):  # random moves, never a verdict: no episode ends (and resets) within the rollout
+        td.set(keys.POSE, torch.rand(6) * 2 - 1)
+        return td.set(keys.VERDICT, torch.zeros((), dtype=torch.int64))
+
+    td = env.rollout(3, policy=keep_looking, break_when_any_done=False)
     raw = td[keys.PIXELS]
     assert raw.shape == (3, 48, 48, 3) and raw.dtype == torch.uint8
     assert td["image"].shape == (3, 3, 48, 48) and td["image"].dtype == torch.float32
