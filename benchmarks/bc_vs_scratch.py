@@ -34,7 +34,6 @@ from timing import describe_machine
 
 from robot_rl.closed_loop import evaluate_policy
 from robot_rl.configs import BCConfig, CollectConfig, FinetuneConfig
-from robot_rl.errors import RunStopped
 from robot_rl.finetune import trainer
 from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
@@ -42,7 +41,6 @@ from robot_rl.policy import load_actor
 from robot_rl.pretrain.bc import ensure_trained, held_out_seeds
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results"
@@ -87,10 +85,6 @@ PRESETS = {
 }
 
 
-def _finished(run_dir: Path) -> dict | None:
-    return RunFolder(run_dir).summary()
-
-
 def threshold_rule(start: float) -> float:
     """tau: the BC start plus half its distance to 100%."""
     return start + (1.0 - start) / 2
@@ -131,15 +125,7 @@ def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, devi
 
 def run_ppo(config: FinetuneConfig) -> dict:
     """Runs (or resumes, or reuses) the fine-tuning run of ``config``; returns its summary."""
-    run_dir = Path(config.run_dir)
-    done = _finished(run_dir)
-    if done is not None and done["frames"] >= config.total_frames:
-        return done
-    summary = trainer.resume(run_dir, progress=False) if RunFolder(run_dir).started else \
-        trainer.finetune(config, progress=False)
-    if not summary["finished"]:
-        raise RunStopped(run_dir, "finetune")
-    return summary
+    return trainer.ensure_trained(config, progress=False)
 
 
 def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:

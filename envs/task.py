@@ -158,6 +158,7 @@ class PcbInspectTask:
         self.difficulty = get_difficulty(difficulty)
         self.config = config or TaskConfig()
         self.randomization = get_randomization(randomization)
+        self._randomized = not self.randomization.is_nominal  # once: reset is on the collection hot path
         self.scene = ArmScene(self.difficulty.num_posts)
         self.ik = CameraPoseIK(self.scene.model, CAMERA_SITE)
         self.board_geoms = BoardGeoms(self.scene.model)
@@ -190,7 +191,7 @@ class PcbInspectTask:
         if d.num_posts:
             self.scene.place_posts(*self.board_xy, self.board_yaw, d.post_gap, d.post_height, rng)
         self.scene.set_lighting(rng, d.light_variation)
-        if not self.randomization.is_nominal:
+        if self._randomized:
             # Its own stream: the board, arm and lighting of a seed stay the same with or without randomization.
             visual_rng = np.random.default_rng([int(seed), 0xD0A1])
             self.appearance = self.randomization.sample(visual_rng)

@@ -58,6 +58,7 @@ from robot_rl.run_folder import (
     RunFolder,
     RunLogger,
     StopOnInterrupt,
+    ensure_finished,
     load_checkpoint,
     policy_checkpoint,
     rng_state,
@@ -349,3 +350,9 @@ def finetune(config: FinetuneConfig, progress: bool = True) -> dict:
 def resume(run_dir: str | Path, progress: bool = True) -> dict:
     """Continues the run in ``run_dir`` from its last checkpoint, with its stored config."""
     return run_to_completion(PPORun, RunFolder(run_dir).config(FinetuneConfig), resume=True, progress=progress)
+
+
+def ensure_trained(config: FinetuneConfig, progress: bool = True) -> dict:
+    """The finished run of ``config.run_dir``: reused, resumed or started (for benchmarks and scripts)."""
+    return ensure_finished(config.run_dir, "finetune", lambda: finetune(config, progress),
+                           lambda path: resume(path, progress))
