@@ -1,23 +1,30 @@
 """BC-initialized PPO against PPO from scratch: closed-loop success against environment frames.
 
-The protocol (issue 10), fixed in this file before any run:
+The protocol (issues 10 and 18), fixed in this file before any run:
 - one few-demo behaviour-cloning policy (the preset's demos and epochs); PPO from it and PPO from random weights
-  with the same network, PPO settings and held-out boards, ``seeds`` seeds each;
+  with the same network, PPO settings and check boards, ``seeds`` seeds each;
 - success = a correct verdict given while the board is localized; every curve point is a deterministic rollout
-  on the same ``eval_episodes`` held-out boards, with its Wilson 95% interval;
+  on the same ``eval_episodes`` held-out check boards, with its Wilson 95% interval;
 - threshold tau = BC start + half the distance to 100%, where the start is the BC policy's success on those boards
   before any PPO frame (the rule is fixed here; its value is recorded, never tuned);
-- frames-to-tau per seed (first curve point at or above tau); an arm's figure is the median over seeds;
+- frames-to-tau per seed: the first of two consecutive checks at or above tau (one 50-board check is +-13 points);
+  an arm's figure is the median over seeds;
 - ratio = scratch / BC+PPO frames-to-tau. The BC arm runs first; scratch then gets a budget of
   ``scratch_budget_factor`` (>= 3) times BC+PPO's median frames-to-tau, and never less than BC+PPO's own budget.
   If scratch's median never reaches tau, the result is censored: ``ratio`` null and ``ratio_lower_bound`` = scratch
-  budget / BC+PPO frames-to-tau. The ratio counting the demonstrations' frames as BC's is reported too.
+  budget / BC+PPO frames-to-tau. The ratio counting the demonstrations' frames as BC's is reported too;
+- the final success of a run is its **last** policy (last.pt) on ``--fresh-boards`` boards no run has seen, with
+  best.pt beside it; the lift is measured against the BC policy on the same fresh boards.
+Targets (issue 18): every seed's last policy >= 80% and >= 40 points above the start, its interval above the
+start's; no check more than 10 points below the running best after tau; ratio (or censored bound) >= 3.
 
-Finished runs are reused (a killed benchmark resumes where it stopped). Writes
-``benchmarks/results/bc_vs_scratch_<preset>.json`` and a PNG of mean and min-max success against frames.
+Finished runs are reused (a killed benchmark resumes where it stopped), and ``--arms`` runs the benchmark in parts
+(the BC arm first; scratch's budget follows from it). Writes ``benchmarks/results/bc_vs_scratch_<preset>.json``
+(each run's minutes in ``run_seconds``) and a PNG of mean and min-max success against frames.
 
-    python benchmarks/bc_vs_scratch.py --preset cpu     # about 30 minutes on 2 CPU cores (84x84)
-    python benchmarks/bc_vs_scratch.py --preset gpu     # 224x224, larger budgets, for a CUDA machine
+    python benchmarks/bc_vs_scratch.py --preset few --arms bc        # BC arm: 3 x 65,536 frames
+    python benchmarks/bc_vs_scratch.py --preset few --arms scratch   # then scratch, >= 3x BC's frames to tau
+    python benchmarks/bc_vs_scratch.py --preset gpu                  # 224x224, larger budgets, for a CUDA machine
 """
 
 from __future__ import annotations
@@ -41,9 +48,11 @@ from robot_rl.policy import load_actor
 from robot_rl.pretrain.bc import ensure_trained, held_out_seeds
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results"
+FRESH_BOARDS_SEED = 40_000_000  # boards for last.pt / best.pt: neither demos, BC checks nor PPO checks use them
 
 # The CPU presets' PPO: frozen encoder (features cached at collection), privileged critic, shaping for both arms;
 # 16 PPO iterations of 1,024 frames for BC+PPO, scratch gets 3x what BC+PPO needed; three seeds each.
@@ -71,6 +80,10 @@ PRESETS = {
         "demos": CollectConfig(out="data/bench-few-demos", episodes=150, difficulty="easy", image_size=64),
         "bc": BCConfig(run_dir="runs/bench-few/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
         **CPU_PPO,
+        # Issue 18: the lift took 49k frames with the old design, so the BC arm gets 65,536; a check every 4
+        # iterations (4,096 frames), the same schedule for both arms (a scratch check runs 80-step timeouts).
+        "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
+        "bc_frames": 65_536,
     },
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
@@ -91,8 +104,36 @@ def threshold_rule(start: float) -> float:
 
 
 def frames_to_threshold(curve: list[dict], threshold: float) -> int | None:
-    """Frames at the first curve point whose success rate reaches ``threshold`` (None if none does)."""
-    return next((point["frames"] for point in curve if point["success_rate"] >= threshold - 1e-9), None)
+    """Frames at the first of two consecutive curve points whose success rates reach ``threshold`` (None if no
+    two do): one 50-board check has a +-13-point interval, so one lucky check is not convergence."""
+    reached = [point["success_rate"] >= threshold - 1e-9 for point in curve]
+    return next((curve[i]["frames"] for i in range(len(curve) - 1) if reached[i] and reached[i + 1]), None)
+
+
+def largest_fall_after(curve: list[dict], frames: int) -> float:
+    """The largest fall of a check below the running best of the checks before it, from ``frames`` on."""
+    best, fall = 0.0, 0.0
+    for point in curve:
+        if point["frames"] > frames:
+            fall = max(fall, best - point["success_rate"])
+        best = max(best, point["success_rate"])
+    return round(fall, 4)
+
+
+def fresh_board_success(run_dir: Path, boards: int, device: str) -> dict:
+    """last.pt and best.pt of a PPO run on ``boards`` boards no run has seen (not the check boards): success with
+    its Wilson interval, guesses, timeouts."""
+    device = resolve_device(device)
+    seeds = held_out_seeds(FRESH_BOARDS_SEED, boards, set())
+    out = {}
+    for name in ("last", "best"):
+        actor, env, _ = load_actor(Path(run_dir) / "checkpoints" / f"{name}.pt", device)
+        metrics, _ = evaluate_policy(actor, seeds, difficulty=env["difficulty"], image_size=env["image_size"],
+                                     randomization=env["randomization"], num_envs=8, device=device)
+        out[name] = {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
+                     "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],
+                     "verdict_accuracy": metrics["verdict_accuracy"]}
+    return out
 
 
 def median_or_none(values: list[int | None]) -> float | None:
@@ -142,46 +183,57 @@ def _point(curve_point: dict) -> dict:
     return {"rate": curve_point["success_rate"], "ci95": curve_point["success_ci95"]}
 
 
-def summarize(curves: dict[str, list[list[dict]]], seeds, threshold: float, budgets: dict, demo_frames: int,
-              warmup_frames: int) -> dict:
-    """The results JSON's top level: ratio (or its lower bound), threshold, start/final success per seed with CI,
-    frames-to-threshold per arm and seed, and the targets of issue 10 checked."""
+def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]], start_fresh: dict, seeds,
+              threshold: float, budgets: dict, demo_frames: int, warmup_frames: int) -> dict:
+    """The results JSON's top level: ratio (or its censored bound), threshold, per seed the last and best policy
+    on fresh boards and frames-to-tau per arm, and the targets of issue 18 (fixed before the run) checked. An arm
+    missing from ``curves`` (not run yet) leaves the ratio and its targets out."""
     arms = {}
     for arm, runs in curves.items():
         reached = [frames_to_threshold(c, threshold) for c in runs]
         arms[arm] = {
             "frames_to_threshold": dict(zip(map(str, seeds), reached)),
             "median_frames_to_threshold": median_or_none(reached),
-            "start_success": {str(s): _point(c[0]) for s, c in zip(seeds, runs)},
-            "final_success": {str(s): _point(c[-1]) for s, c in zip(seeds, runs)},
-            "lowest_after_warmup": {str(s): min((p["success_rate"] for p in c if p["frames"] > warmup_frames),
-                                                default=None) for s, c in zip(seeds, runs)},
-            "final_guess_rate": {str(s): c[-1]["guess_rate"] for s, c in zip(seeds, runs)},
+            "start_check": {str(s): _point(c[0]) for s, c in zip(seeds, runs)},
+            "last_check": {str(s): _point(c[-1]) for s, c in zip(seeds, runs)},
+            "final_success": {str(s): f["last"] for s, f in zip(seeds, fresh[arm])},  # last.pt, fresh boards
+            "best_pt_success": {str(s): f["best"] for s, f in zip(seeds, fresh[arm])},
+            "largest_fall_below_best_after_tau": {
+                str(s): largest_fall_after(c, r if r is not None else warmup_frames)
+                for s, c, r in zip(seeds, runs, reached)},
             "budget_frames": budgets[arm],
         }
-    bc, scratch = arms["bc"]["median_frames_to_threshold"], arms["scratch"]["median_frames_to_threshold"]
-    ratio = bound = ratio_demos = bound_demos = None
-    if bc is not None and bc > 0:
-        if scratch is not None:
-            ratio, ratio_demos = scratch / bc, scratch / (bc + demo_frames)
-        else:
-            bound, bound_demos = budgets["scratch"] / bc, budgets["scratch"] / (bc + demo_frames)
-    bc_runs = curves["bc"]
-    lifts = [c[-1]["success_rate"] - c[0]["success_rate"] for c in bc_runs]
+    result = {"threshold": threshold, "start_fresh_boards": start_fresh, "arms": arms, "demo_frames": demo_frames,
+              "complete": set(curves) == {"bc", "scratch"}}
+    if "bc" not in arms:
+        return result
+    bc = arms["bc"]
+    result.update({"final_success": bc["final_success"], "best_pt_success": bc["best_pt_success"],
+                   "frames_to_threshold": {arm: a["frames_to_threshold"] for arm, a in arms.items()},
+                   "lift_points_fresh_boards": {s: round(100 * (f["rate"] - start_fresh["rate"]), 1)
+                                                for s, f in bc["final_success"].items()}})
     targets = {
-        "lift_20_points_every_seed": all(lift >= 0.2 for lift in lifts),
-        "end_ci_above_start_ci_every_seed": all(c[-1]["success_ci95"][0] > c[0]["success_ci95"][1] for c in bc_runs),
-        "no_seed_below_start_minus_10_after_warmup": all(
-            lowest is None or lowest >= c[0]["success_rate"] - 0.10
-            for lowest, c in zip(arms["bc"]["lowest_after_warmup"].values(), bc_runs)),
-        "ratio_at_least_3": (ratio or bound or 0) >= 3,
+        "last_policy_at_least_80_percent_every_seed": all(f["rate"] >= 0.8 for f in bc["final_success"].values()),
+        "last_policy_40_points_above_start_every_seed": all(
+            f["rate"] >= start_fresh["rate"] + 0.4 - 1e-9 for f in bc["final_success"].values()),
+        "end_ci_above_start_ci_every_seed": all(
+            f["ci95"][0] > start_fresh["ci95"][1] for f in bc["final_success"].values()),
+        "no_check_10_points_below_best_after_tau": all(
+            fall <= 0.10 + 1e-9 for fall in bc["largest_fall_below_best_after_tau"].values()),
     }
-    return {"ratio": ratio, "ratio_lower_bound": bound, "threshold": threshold,
-            "ratio_counting_demo_frames": ratio_demos, "ratio_lower_bound_counting_demo_frames": bound_demos,
-            "start_success": arms["bc"]["start_success"], "final_success": arms["bc"]["final_success"],
-            "frames_to_threshold": {arm: a["frames_to_threshold"] for arm, a in arms.items()},
-            "bc_lift_points": dict(zip(map(str, seeds), [round(100 * lift, 1) for lift in lifts])),
-            "targets": targets, "arms": arms, "demo_frames": demo_frames}
+    if "scratch" in arms:
+        bc_median, scratch = bc["median_frames_to_threshold"], arms["scratch"]["median_frames_to_threshold"]
+        ratio = bound = ratio_demos = bound_demos = None
+        if bc_median is not None and bc_median > 0:
+            if scratch is not None:
+                ratio, ratio_demos = scratch / bc_median, scratch / (bc_median + demo_frames)
+            else:
+                bound, bound_demos = budgets["scratch"] / bc_median, budgets["scratch"] / (bc_median + demo_frames)
+        targets["ratio_or_censored_bound_at_least_3"] = (ratio or bound or 0) >= 3
+        result.update({"ratio": ratio, "ratio_lower_bound": bound, "ratio_counting_demo_frames": ratio_demos,
+                       "ratio_lower_bound_counting_demo_frames": bound_demos})
+    result["targets"] = targets
+    return result
 
 
 def plot(curves: dict[str, list[list[dict]]], threshold: float, path: Path, title: str) -> None:
@@ -218,16 +270,30 @@ def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
     return bc_dir, bc_config
 
 
+def _fresh_start(bc_dir: Path, boards: int, device: str) -> dict:
+    """The BC policy on the fresh boards that last.pt is judged on (the start of the lift targets)."""
+    device = resolve_device(device)
+    actor, env, _ = load_actor(bc_dir, device)
+    metrics, _ = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()),
+                                 difficulty=env["difficulty"], image_size=env["image_size"], num_envs=8, device=device)
+    return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
+            "guesses": metrics["guesses"], "timed_out": metrics["timed_out"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--preset", choices=list(PRESETS), default="cpu", help="budget and image size")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="PPO seeds (default: the preset's)")
+    parser.add_argument("--arms", nargs="+", choices=("bc", "scratch"), default=["bc", "scratch"],
+                        help="arms to run now (in parts: the other arm's finished runs are read, never started)")
+    parser.add_argument("--fresh-boards", type=int, default=100, help="boards no run has seen, for last/best.pt")
     parser.add_argument("--device", default="auto", help="learner device")
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
     seeds = tuple(args.seeds or preset["seeds"])
     root = Path(preset["bc"].run_dir).parent
+    out = RESULTS / f"bc_vs_scratch_{args.preset}.json"
     start = time.perf_counter()
 
     # Demonstrations and behaviour cloning, then the start and the threshold (before any PPO frame)
@@ -236,57 +302,80 @@ def main(argv: list[str] | None = None) -> int:
     reference = ppo_config(preset, "bc", seeds[0], root, bc_dir, args.device)
     start_metrics = start_success(bc_dir, reference, demos.difficulty, demos.image_size, args.device)
     threshold = threshold_rule(start_metrics["success_rate"])
-    print(f"BC start {start_metrics['success_rate']:.0%} on {start_metrics['episodes']} boards "
-          f"(guesses {start_metrics['guesses']}); threshold tau = {threshold:.0%}", file=sys.stderr)
+    start_fresh = _fresh_start(bc_dir, args.fresh_boards, args.device)
+    print(f"BC start {start_metrics['success_rate']:.0%} on {start_metrics['episodes']} check boards "
+          f"(guesses {start_metrics['guesses']}), {start_fresh['rate']:.0%} on {start_fresh['boards']} fresh boards; "
+          f"threshold tau = {threshold:.0%}", file=sys.stderr)
 
-    # PPO from BC, then from scratch with a budget of at least 3x what BC+PPO needed; the same settings otherwise
-    curves: dict[str, list[list[dict]]] = {"bc": [], "scratch": []}
-    seconds: dict[str, list[float]] = {"bc": [], "scratch": []}
+    # PPO from BC, then from scratch with a budget of at least 3x what BC+PPO needed; the same settings otherwise.
+    # An arm not run now is read from its finished runs (a benchmark run in parts, possibly across sessions).
+    curves: dict[str, list[list[dict]]] = {}
+    fresh: dict[str, list[dict]] = {}
+    seconds: dict[str, dict[str, float | None]] = {}
     budgets = {"bc": preset["bc_frames"]}
     for arm in ("bc", "scratch"):
         if arm == "scratch":
+            if "bc" not in curves:
+                break  # scratch's budget follows from the BC arm's frames to tau
             bc_median = median_or_none([frames_to_threshold(c, threshold) for c in curves["bc"]])
             budgets["scratch"] = scratch_budget(preset, bc_median)
+        summaries = []
         for seed in seeds:
-            t0 = time.perf_counter()
-            summary = run_ppo(ppo_config(preset, arm, seed, root, bc_dir, args.device, frames=budgets[arm]))
-            seconds[arm].append(round(time.perf_counter() - t0))
-            curves[arm].append(summary["curve"])
-            print(f"{arm} seed {seed}: success {summary['curve'][0]['success_rate']:.0%} -> "
-                  f"{summary['curve'][-1]['success_rate']:.0%} in {summary['frames']} frames", file=sys.stderr)
+            config = ppo_config(preset, arm, seed, root, bc_dir, args.device, frames=budgets[arm])
+            folder = RunFolder(config.run_dir)
+            summary = run_ppo(config) if arm in args.arms else folder.summary() if folder.finished else None
+            if summary is None or summary["frames"] != config.total_frames:
+                break
+            summaries.append((summary, fresh_board_success(Path(config.run_dir), args.fresh_boards, args.device)))
+            print(f"{arm} seed {seed}: check success {summary['curve'][0]['success_rate']:.0%} -> "
+                  f"{summary['curve'][-1]['success_rate']:.0%} in {summary['frames']} frames; last.pt "
+                  f"{summaries[-1][1]['last']['rate']:.0%} on fresh boards", file=sys.stderr)
+        if len(summaries) < len(seeds):
+            print(f"{arm} arm: not every seed has a finished run; run --arms {arm}", file=sys.stderr)
+            break
+        curves[arm] = [summary["curve"] for summary, _ in summaries]
+        fresh[arm] = [f for _, f in summaries]
+        # wall seconds of each run (collection, updates and checks, summed over its parts; None: run before the
+        # trainer recorded it)
+        seconds[arm] = {str(seed): summary.get("seconds") for seed, (summary, _) in zip(seeds, summaries)}
 
-    result = summarize(curves, seeds, threshold, budgets, DemoDataset.open(demos.out).frames,
-                       reference.critic_warmup * reference.frames_per_batch)
+    result = summarize(curves, fresh, start_fresh, seeds, threshold, budgets,
+                       DemoDataset.open(demos.out).frames, reference.critic_warmup * reference.frames_per_batch)
     rows = [{"arm": "PPO from few-demo BC" if arm == "bc" else "PPO from scratch", "seed": seed,
-             "start": f"{c[0]['success_rate']:.0%}", "final": f"{c[-1]['success_rate']:.0%}",
-             "final 95% CI": "{:.0%}-{:.0%}".format(*c[-1]["success_ci95"]),
-             "final guesses": f"{c[-1]['guess_rate']:.0%}", f"frames to {threshold:.0%}":
-             result["frames_to_threshold"][arm][str(seed)], "budget": budgets[arm]}
-            for arm, runs in curves.items() for seed, c in zip(seeds, runs)]
+             "check start": f"{c[0]['success_rate']:.0%}", "check end": f"{c[-1]['success_rate']:.0%}",
+             "last.pt, fresh boards": "{:.0%} ({:.0%}-{:.0%})".format(f["last"]["rate"], *f["last"]["ci95"]),
+             "best.pt, fresh boards": "{:.0%} ({:.0%}-{:.0%})".format(f["best"]["rate"], *f["best"]["ci95"]),
+             "last.pt guesses": f["last"]["guesses"],
+             f"frames to {threshold:.0%}": result["arms"][arm]["frames_to_threshold"][str(seed)],
+             "budget": budgets[arm], "minutes": round((seconds[arm][str(seed)] or 0) / 60, 1)}
+            for arm, runs in curves.items() for seed, c, f in zip(seeds, runs, fresh[arm])]
     print(markdown_table(rows))
-    if result["ratio"] is not None:
+    if result.get("ratio") is not None:
         print(f"\nratio (scratch / BC+PPO median frames to tau): {result['ratio']:.1f}x")
-    elif result["ratio_lower_bound"] is not None:
+    elif result.get("ratio_lower_bound") is not None:
         print(f"\nscratch never reached tau in {budgets['scratch']} frames: ratio >= "
               f"{result['ratio_lower_bound']:.1f}x (censored)")
-    else:
+    elif "scratch" in curves:
         print(f"\nBC+PPO's median seed did not reach tau within {budgets['bc']} frames: no ratio")
-    print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in result["targets"].items()))
+    if "targets" in result:
+        print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in result["targets"].items()))
     result.update({
-        "preset": args.preset, "seeds": list(seeds), "threshold_rule": "BC start + (1 - BC start) / 2",
+        "preset": args.preset, "seeds": list(seeds),
+        "threshold_rule": "BC start + (1 - BC start) / 2 on the check boards, reached at the first of two "
+                          "consecutive checks at or above it",
         "bc_start_metrics": {k: start_metrics[k] for k in ("success_rate", "success_ci95", "episodes", "guesses",
                                                            "verdict_accuracy", "collisions_per_episode",
                                                            "episode_length", "timed_out")},
-        "curves": curves, "run_seconds": seconds, "machine": describe_machine(),
-        "wall_seconds": round(time.perf_counter() - start), "demo_config": asdict(demos),
+        "curves": curves, "run_seconds": seconds, "table": rows, "machine": describe_machine(),
+        "wall_seconds_this_invocation": round(time.perf_counter() - start), "demo_config": asdict(demos),
         "bc_config": asdict(bc_config), "ppo_config": asdict(reference), "scratch_options": preset["scratch"],
     })
-    out = RESULTS / f"bc_vs_scratch_{args.preset}.json"
     write_json(out, result)
-    plot(curves, threshold, RESULTS / f"bc_vs_scratch_{args.preset}.png",
-         f"{args.preset} preset: {demos.episodes} demos, {demos.difficulty} boards, {demos.image_size}x"
-         f"{demos.image_size}")
-    print(f"wrote {out} and the learning-curve PNG beside it")
+    if curves:
+        plot(curves, threshold, RESULTS / f"bc_vs_scratch_{args.preset}.png",
+             f"{args.preset} preset: {demos.episodes} demos, {demos.difficulty} boards, {demos.image_size}x"
+             f"{demos.image_size}")
+    print(f"wrote {out}" + (" and the learning-curve PNG beside it" if curves else ""))
     return 0
 
 

@@ -155,7 +155,8 @@ class FinetuneConfig:
     worker_device: str = option("cpu", "process/ray: device of the workers' policy copies")
     ppo_epochs: int = option(4, "passes over each batch")
     minibatch_size: int = option(128, "frames per gradient step")
-    lr: float = option(1e-4, "learning rate of the actor's heads")
+    lr: float = option(3e-5, "learning rate of the actor's heads (one Adam step at 1e-4 moved a BC policy's "
+                       "actions past PPO's clip on 78% of frames)")
     encoder_lr: float = option(0.0, "learning rate of the actor's image encoder; 0 = frozen: features computed once "
                                "per collected frame and reused by every PPO epoch")
     critic_lr: float = option(1e-3, "learning rate of the (privileged-state) critic")
@@ -170,6 +171,14 @@ class FinetuneConfig:
     critic_warmup: int = option(3, "first iterations update only the critic (actor frozen)")
     anchor_weight: float = option(1.0, "weight of KL(pretrained || current) at the first actor update (0 = off)")
     anchor_decay: float = option(0.95, "per-iteration decay of the anchor weight (DAPG's 0.95^k)")
+    anchor_floor: float = option(0.1, "the anchor weight never decays below this (0 = decays away; no anchor with "
+                                 "--anchor-weight 0)")
+    target_kl: float = option(0.02, "stop an iteration's PPO epochs at the first minibatch whose approximate KL to "
+                              "the collecting policy exceeds 1.5 x this (0 = off)")
+    answer_temperature: float = option(0.25, "temperature of the verdict's answer-now decision while fine-tuning "
+                                       "(1 = BC's 3-way softmax; < 1 answers where the policy is sure)")
+    continue_floor: float = option(0.05, "while fine-tuning, the verdict continues with at least this probability "
+                                   "on every step, so an answer given too early is still questioned (0 = off)")
     anchor_pose_only: bool = option(False, "anchor the pose head only, leaving the verdicts free")
     mask_verdict_pose: bool = option(True, "leave the pose's log-prob out of the ratio on steps that give a verdict")
     verdict_ce_weight: float = option(1.0, "weight of the verdict cross-entropy whose labels the verdict reward "
@@ -218,6 +227,11 @@ class FinetuneConfig:
             ("grad_clip", self.grad_clip > 0, "> 0"), ("critic_warmup", self.critic_warmup >= 0, ">= 0"),
             ("anchor_weight", self.anchor_weight >= 0, ">= 0"),
             ("anchor_decay", 0 <= self.anchor_decay <= 1, "in [0, 1]"),
+            ("anchor_floor", 0 <= self.anchor_floor and (not self.anchor_weight or self.anchor_floor <= self.anchor_weight),
+             "in [0, --anchor-weight]"),
+            ("target_kl", self.target_kl >= 0, ">= 0"),
+            ("answer_temperature", self.answer_temperature > 0, "> 0"),
+            ("continue_floor", 0 <= self.continue_floor < 0.5, "in [0, 0.5)"),
             ("shaping", self.shaping >= 0, ">= 0"), ("eval_every", self.eval_every >= 0, ">= 0"),
             ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("checkpoint_every", self.checkpoint_every >= 1, ">= 1"),

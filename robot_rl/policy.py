@@ -36,12 +36,20 @@ class PolicyConfig:
     encoder_weights: str | None = None  # local ResNet18 state dict (e.g. ImageNet weights); random init if None
     keypoints: int = 32  # spatial-softmax keypoints on ResNet18's layer2 next to its pooled feature (0 = none)
     joint_velocities: bool = False  # read the joint velocities too (by default the policy reads the angles only)
+    # The verdict's "answer now?" decision (``factored_verdict_logits``): its temperature, and the least
+    # probability of continuing. 1 and 0 = the plain 3-way softmax BC trains; PPO fine-tuning sets others.
+    answer_temperature: float = 1.0
+    continue_floor: float = 0.0
 
     def __post_init__(self) -> None:
         if self.hidden < 1:
             raise ValueError(f"PolicyConfig.hidden must be >= 1, got {self.hidden}")
         if self.min_scale <= 0:
             raise ValueError(f"PolicyConfig.min_scale must be > 0, got {self.min_scale}")
+        if self.answer_temperature <= 0:
+            raise ValueError(f"PolicyConfig.answer_temperature must be > 0, got {self.answer_temperature}")
+        if not 0 <= self.continue_floor < 1:
+            raise ValueError(f"PolicyConfig.continue_floor must be in [0, 1), got {self.continue_floor}")
 
 
 def _mlp(inputs: int, hidden: int, outputs: int) -> nn.Sequential:
@@ -49,12 +57,41 @@ def _mlp(inputs: int, hidden: int, outputs: int) -> nn.Sequential:
                          nn.Linear(hidden, outputs))
 
 
-class ActorHeads(nn.Module):
-    """Features -> pose loc [*B, P], pose scale [*B, P] (>= min_scale) and verdict logits [*B, V]."""
+def factored_verdict_logits(logits: torch.Tensor, answer_temperature: float,
+                            continue_floor: float = 0.0) -> torch.Tensor:
+    """Verdict logits [*B, 3] (continue, pass, rework) as "answer now?" x "which answer": log-probabilities
+    [*B, 3] of
 
-    def __init__(self, features: int, hidden: int, pose_dim: int, verdicts: int, min_scale: float):
+        p(answer now) = (1 - eps) * sigmoid(a / T),   p(pass | answer), p(rework | answer) = softmax(pass, rework)
+
+    with ``a = logsumexp(pass, rework) - continue``, the plain softmax's answer-now logit, T the
+    ``answer_temperature`` and eps the ``continue_floor``. T = 1, eps = 0 is that softmax exactly.
+
+    Why (measured in README, "Fine-tuning design"): sampled every step, a BC head that answers with 5% a step ends
+    half of all 15-step episodes early by chance, so most of PPO's training episodes are guesses. T < 1 sharpens
+    when to answer (an unsure head stays unsure) and leaves which answer alone, so sampled episodes answer where
+    the deterministic policy would. But a sure answer is then never questioned, also where BC answers too early;
+    eps keeps "continue" sampled on a share of such steps, so PPO still sees what waiting would have given. The
+    result is an ordinary Categorical over three verdicts: log-probs stay exact."""
+    cont, answers = logits[..., :1], logits[..., 1:]
+    answer_now = (answers.logsumexp(-1, keepdim=True) - cont) / answer_temperature
+    log_continue, log_answer = nn.functional.logsigmoid(-answer_now), nn.functional.logsigmoid(answer_now)
+    if continue_floor:
+        log_continue = torch.logaddexp(torch.full_like(log_continue, math.log(continue_floor)),
+                                       log_continue + math.log1p(-continue_floor))
+        log_answer = log_answer + math.log1p(-continue_floor)
+    return torch.cat([log_continue, log_answer + answers.log_softmax(-1)], dim=-1)
+
+
+class ActorHeads(nn.Module):
+    """Features -> pose loc [*B, P], pose scale [*B, P] (>= min_scale) and verdict logits [*B, V] (factored as in
+    ``factored_verdict_logits`` unless temperature 1 and floor 0)."""
+
+    def __init__(self, features: int, hidden: int, pose_dim: int, verdicts: int, min_scale: float,
+                 answer_temperature: float = 1.0, continue_floor: float = 0.0):
         super().__init__()
         self.pose_dim, self.min_scale = pose_dim, min_scale
+        self.answer_temperature, self.continue_floor = answer_temperature, continue_floor
         self.net = _mlp(features, hidden, 2 * pose_dim + verdicts)
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -63,6 +100,8 @@ class ActorHeads(nn.Module):
         with torch.autocast(features.device.type, enabled=False):
             out = self.net(features.float())
         loc, scale, logits = out.split([self.pose_dim, self.pose_dim, out.shape[-1] - 2 * self.pose_dim], dim=-1)
+        if self.answer_temperature != 1.0 or self.continue_floor:
+            logits = factored_verdict_logits(logits, self.answer_temperature, self.continue_floor)
         return loc, nn.functional.softplus(scale) + self.min_scale, logits
 
 
@@ -110,7 +149,7 @@ def make_actor(observation_spec: Composite, action_spec: Composite,
     pose_spec, verdict_spec = _spec_leaf(action_spec, keys.POSE), _spec_leaf(action_spec, keys.VERDICT)
     encoder = _encoder(observation_spec, config)
     heads = ActorHeads(encoder.output_shape()[0], config.hidden, pose_spec.shape[-1], verdict_spec.space.n,
-                       config.min_scale)
+                       config.min_scale, config.answer_temperature, config.continue_floor)
     return _probabilistic_actor(ActorNetwork(encoder, heads), pose_spec.space.low, pose_spec.space.high)
 
 
@@ -138,8 +177,8 @@ def _probabilistic_actor(network: nn.Module, low: torch.Tensor, high: torch.Tens
 @torch.no_grad()
 def set_continue_probability(actor: ProbabilisticActor, probability: float) -> None:
     """Biases a fresh verdict head so that 'continue' has ``probability`` (the answers share the rest equally)
-    whatever the features: a freshly initialized 3-way head answers on two steps of three, so from-scratch
-    episodes would end before the camera could find the board."""
+    whatever the features, at the head's answer temperature: a freshly initialized 3-way head answers on two steps
+    of three, so from-scratch episodes would end before the camera could find the board."""
     heads = actor_network(actor).heads
     last = heads.net[-1]
     verdicts = last.out_features - 2 * heads.pose_dim
@@ -147,7 +186,13 @@ def set_continue_probability(actor: ProbabilisticActor, probability: float) -> N
     last.weight[rows] *= 0.01  # near-constant verdicts at first: exploration is the pose's job
     answers = verdicts - 1
     last.bias[rows] = 0.0
-    last.bias[2 * heads.pose_dim] = math.log(probability * answers / (1 - probability))
+    # Answer-now logit a = log(answers) - bias; the head continues with probability eps + (1 - eps) sigmoid(-a / T).
+    floor = heads.continue_floor
+    if probability <= floor:
+        raise ValueError(f"set_continue_probability: {probability} is not above the head's continue floor {floor}")
+    sigmoid_continue = (probability - floor) / (1 - floor)
+    answer_logit = heads.answer_temperature * math.log((1 - sigmoid_continue) / sigmoid_continue)
+    last.bias[2 * heads.pose_dim] = math.log(answers) - answer_logit
 
 
 def rewrap_actor(actor: ProbabilisticActor, network: nn.Module) -> ProbabilisticActor:
@@ -160,7 +205,8 @@ def make_feature_actor(features: int, action_spec: Composite, config: PolicyConf
     alone (for envs that emit features, e.g. the toy env of the PPO tests)."""
     config = config or PolicyConfig()
     pose_spec, verdict_spec = _spec_leaf(action_spec, keys.POSE), _spec_leaf(action_spec, keys.VERDICT)
-    heads = ActorHeads(features, config.hidden, pose_spec.shape[-1], verdict_spec.space.n, config.min_scale)
+    heads = ActorHeads(features, config.hidden, pose_spec.shape[-1], verdict_spec.space.n, config.min_scale,
+                       config.answer_temperature, config.continue_floor)
     return _probabilistic_actor(heads, pose_spec.space.low, pose_spec.space.high, in_keys=(keys.FEATURES,))
 
 

@@ -78,6 +78,19 @@ def all_finite(group: Distributed | None):
     return check
 
 
+def mean_over_ranks(group: Distributed | None):
+    """``fn(scalar tensor) -> its mean over ranks`` (``PPOLearner``'s KL stop), or None with one learner."""
+    if group is None:
+        return None
+
+    def mean(value: torch.Tensor) -> torch.Tensor:
+        value = value.detach().float().reshape(1).clone()
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        return value[0] / group.world_size
+
+    return mean
+
+
 def from_environment() -> Distributed | None:
     """The process group that ``torchrun`` describes in the environment (WORLD_SIZE > 1), or None."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))

@@ -42,13 +42,15 @@ class PPOLearner:
         anchor_actor: the frozen start policy, reading what ``loss_actor`` reads; None = no anchor, no KL log.
         autocast: run GAE and the losses under bf16 autocast on ``device`` (the heads stay fp32 regardless).
         check_finite: ``fn(tensor) -> bool``, agreed across ranks when several learners run.
+        mean_over_ranks: ``fn(scalar) -> mean over ranks`` when several learners run (the KL stop agrees), or None.
     """
 
     def __init__(self, config: FinetuneConfig, loss_actor: ProbabilisticActor, critic: ValueOperator,
                  actor_parameter_groups: list[dict], anchor_actor: ProbabilisticActor | None = None,
-                 device: torch.device | str = "cpu", autocast: bool = False, check_finite=None):
+                 device: torch.device | str = "cpu", autocast: bool = False, check_finite=None,
+                 mean_over_ranks=None):
         self.config, self.device, self.anchor_actor = config, torch.device(device), anchor_actor
-        self.autocast = autocast
+        self.autocast, self.mean_over_ranks = autocast, mean_over_ranks
         self.check_finite = check_finite or (lambda t: bool(torch.isfinite(t.detach()).all()))
         # vmap (GAE's default for evaluating root and next states together) cannot run channels-last convolutions.
         self.advantage = GAE(gamma=config.gamma, lmbda=config.gae_lambda, value_network=critic, average_gae=False,
@@ -86,10 +88,12 @@ class PPOLearner:
             getattr(self, name).load_state_dict(value)
 
     def anchor_weight(self, iteration: int) -> float:
-        """The KL anchor's weight at ``iteration`` (decays from the first actor update on)."""
+        """The KL anchor's weight at ``iteration`` (decays from the first actor update on, down to its floor)."""
+        if self.anchor_actor is None or not self.config.anchor_weight:
+            return 0.0
         updates_done = max(0, iteration - self.config.critic_warmup)
-        weight = self.config.anchor_weight * self.config.anchor_decay**updates_done
-        return weight if self.anchor_actor is not None and weight >= ANCHOR_OFF_BELOW else 0.0
+        weight = max(self.config.anchor_weight * self.config.anchor_decay**updates_done, self.config.anchor_floor)
+        return weight if weight >= ANCHOR_OFF_BELOW else 0.0
 
     def _autocast(self):
         if not self.autocast:
@@ -114,7 +118,8 @@ class PPOLearner:
         return flat
 
     def update(self, batch: TensorDictBase, iteration: int) -> dict:
-        """GAE, then ``ppo_epochs`` passes of minibatch updates; returns the mean of each logged quantity."""
+        """GAE, then ``ppo_epochs`` passes of minibatch updates (the actor's stopped early by ``target_kl``); returns
+        the mean of each logged quantity."""
         config = self.config
         warmup = iteration < config.critic_warmup
         self.loss.anchor_weight = self.anchor_weight(iteration)
@@ -122,33 +127,55 @@ class PPOLearner:
         self.buffer.empty()
         self.buffer.extend(flat)
         sums: dict[str, float] = {}
-        steps = config.ppo_epochs * (flat.shape[0] // config.minibatch_size)
-        for _ in range(steps):
+        counts: dict[str, int] = {}
+        planned = config.ppo_epochs * (flat.shape[0] // config.minibatch_size)
+        actor_steps, actor_stopped = 0, warmup
+        for _ in range(planned):
             minibatch = self.buffer.sample()
             with self._autocast():
-                if warmup:  # value-only update: the actor is neither run nor stepped
+                if actor_stopped:  # value-only update: the actor is neither run nor stepped
                     critic_loss, _, explained = self.loss.loss_critic(minibatch)
                     out = {"loss_critic": critic_loss.mean(), "explained_variance": explained}
                 else:
                     out = dict(self.loss(minibatch).items())
-            actor_total = sum(v for k, v in out.items() if k.startswith("loss_") and k != "loss_critic")
-            if not warmup:
+                    if self._kl_exceeded(out["kl_approx"]):
+                        # The policy has moved as far from the collecting one as this iteration may: this and the
+                        # remaining minibatches train the critic only.
+                        actor_stopped = True
+                        out = {"loss_critic": out["loss_critic"], "explained_variance": out["explained_variance"]}
+            if not actor_stopped:
+                actor_total = sum(v for k, v in out.items() if k.startswith("loss_") and k != "loss_critic")
                 out["grad_norm_actor"] = self._step(self.actor_optimizer, self.actor_parameters, actor_total,
                                                     "actor", iteration)
+                actor_steps += 1
             out["grad_norm_critic"] = self._step(self.critic_optimizer, self.critic_parameters, out["loss_critic"],
                                                  "critic", iteration)
             for name, value in out.items():
                 if value is not None and not isinstance(value, TensorDictBase):
                     sums[name] = sums.get(name, 0.0) + float(torch.as_tensor(value, dtype=torch.float32).detach()
                                                              .float().mean())
+                    counts[name] = counts.get(name, 0) + 1
         if not warmup:
             self.actor_scheduler.step()
         self.critic_scheduler.step()
-        metrics = {f"train/{k}": v / max(steps, 1) for k, v in sums.items()}
+        metrics = {f"train/{k}": v / counts[k] for k, v in sums.items()}
         metrics.update({"train/anchor_weight": self.loss.anchor_weight if not warmup else 0.0,
                         "train/critic_warmup": float(warmup),
                         "train/lr_actor": self.actor_scheduler.get_last_lr()[0]})
+        if not warmup:  # the share of planned actor steps taken (< 1: the KL target stopped the epochs)
+            metrics["train/actor_update_fraction"] = actor_steps / max(planned, 1)
         return metrics
+
+    def _kl_exceeded(self, kl_approx: torch.Tensor) -> bool:
+        """True once a minibatch's approximate KL to the collecting policy passes 1.5 x ``target_kl`` (the rule of
+        Stable-Baselines3's ``target_kl``; TorchRL's PPO losses have no such stop). Every learner rank decides
+        on the mean over ranks, so all stop at the same step."""
+        if not self.config.target_kl:
+            return False
+        kl = kl_approx.detach().float().mean()
+        if self.mean_over_ranks is not None:
+            kl = self.mean_over_ranks(kl)
+        return bool(kl > 1.5 * self.config.target_kl)
 
     def _step(self, optimizer, parameters, loss: torch.Tensor, what: str, iteration: int) -> float:
         if not self.check_finite(loss):

@@ -106,6 +106,9 @@ def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | N
         # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
         # policy, so PPO sees successes to reinforce. The deterministic policy (tanh of the mean) is unchanged.
         policy_config = replace(policy_config, min_scale=config.pose_min_scale)
+    # The same for the verdict: answer where the policy is sure, not by chance on any step (policy.py).
+    policy_config = replace(policy_config, answer_temperature=config.answer_temperature,
+                            continue_floor=config.continue_floor)
     return env_info, policy_config, pretrained_state
 
 
@@ -138,6 +141,7 @@ class PPORun:
 
         # Create collector: envs on the CPU (here, in env workers, in collector processes or Ray actors)
         self.iteration, self.frames = 0, 0
+        self.seconds = 0.0  # wall time of the iterations and checks so far, across resumes
         self.best: dict | None = None  # iteration, frames and success of best.pt (the best held-out check)
         self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.device,
                                                   self.seed, pre_collect_hook=self._seed_iteration)
@@ -147,7 +151,8 @@ class PPORun:
         # Create learner: GAE, loss, buffer, optimizers
         self.learner = PPOLearner(config, loss_actor, loss_critic, param_groups, anchor_actor=anchor_actor,
                                   device=self.device, autocast=self.device.type == "cuda",
-                                  check_finite=distributed.all_finite(self.dist))
+                                  check_finite=distributed.all_finite(self.dist),
+                                  mean_over_ranks=distributed.mean_over_ranks(self.dist))
 
         # Create logger (rank 0); restore state when resuming
         self.logger = RunLogger(self.run_dir) if self.is_main else None
@@ -218,7 +223,8 @@ class PPORun:
             "kind": "ppo", "config": asdict(self.config), "env": self.env_info,
             "policy_config": asdict(self.policy_config), "actor": self.actor.state_dict(),
             "critic": self.critic.state_dict(), "learner": self.learner.state_dict(), "iteration": self.iteration,
-            "frames": self.frames, "curve": self.curve, "best": self.best, "rng": rng_state(),
+            "frames": self.frames, "curve": self.curve, "best": self.best, "seconds": self.seconds,
+            "rng": rng_state(),
         }
 
     def save(self) -> None:
@@ -232,6 +238,7 @@ class PPORun:
         self.learner.load_state_dict(state["learner"])
         self.iteration, self.frames, self.curve = state["iteration"], state["frames"], list(state["curve"])
         self.best = state.get("best")
+        self.seconds = state.get("seconds", 0.0)
         set_rng_state(state["rng"])
         if self.logger is not None:
             self.logger.truncate_after(self.frames)
@@ -265,7 +272,9 @@ class PPORun:
         try:
             with self.stop:
                 if self.iteration == 0 and not self.curve and self.is_main:
+                    start = time.perf_counter()
                     self._log(self._eval_metrics())  # the starting point of the learning curve
+                    self.seconds += time.perf_counter() - start
                 iterator = iter(self.collector)
                 while self.iteration < last and not self.stop.requested:
                     metrics = self._iteration(iterator, final=self.iteration + 1 == last)
@@ -276,7 +285,7 @@ class PPORun:
         finally:
             bar.close()
         summary = {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
-                   "init": config.init or "scratch", "env": self.env_info,
+                   "init": config.init or "scratch", "env": self.env_info, "seconds": round(self.seconds, 1),
                    "finished": self.iteration == config.iterations}
         if self.is_main and summary["finished"]:
             self.folder.finish(summary)
@@ -302,6 +311,7 @@ class PPORun:
         metrics["train/iteration_seconds"] = time.perf_counter() - start
         if ((config.eval_every and self.iteration % config.eval_every == 0) or final) and self.is_main:
             metrics.update(self._eval_metrics())
+        self.seconds += time.perf_counter() - start
         self._log(metrics)
         if self.iteration % config.checkpoint_every == 0 or final:
             self.save()

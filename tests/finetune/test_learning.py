@@ -87,8 +87,9 @@ def make_wrong_and_confident(actor) -> None:
 
 
 def toy_config(**overrides) -> FinetuneConfig:
+    # The toy's own scale: a large learning rate, no KL stop (test_stability tests it), the plain verdict.
     values = dict(from_scratch=True, anchor_weight=0.0, total_frames=256 * 12, frames_per_batch=256,
-                  minibatch_size=64, ppo_epochs=4, critic_warmup=0, lr=3e-3, critic_lr=1e-3)
+                  minibatch_size=64, ppo_epochs=4, critic_warmup=0, lr=3e-3, critic_lr=1e-3, target_kl=0.0)
     return FinetuneConfig(**{**values, **overrides})
 
 

@@ -14,7 +14,7 @@ from robot_rl.envs.torchrl_env import PcbInspectEnv
 from robot_rl.finetune.critic import make_privileged_critic
 from robot_rl.finetune.learner import PPOLearner
 from robot_rl.finetune.loss import anchor_parameters, verdict_targets
-from robot_rl.policy import make_actor, set_continue_probability
+from robot_rl.policy import PolicyConfig, make_actor, set_continue_probability
 
 from .test_learning import ToyInspectionEnv, toy_config, toy_models
 
@@ -88,9 +88,11 @@ def test_privileged_critic_reads_the_task_state_not_the_pixels():
     assert not torch.equal(critic(moved_board).get(keys.STATE_VALUE), value)
 
 
-def test_continue_bias_makes_a_fresh_head_keep_looking():
+@pytest.mark.parametrize("temperature, floor", [(1.0, 0.0), (0.25, 0.1)], ids=["plain", "factored"])
+def test_continue_bias_makes_a_fresh_head_keep_looking(temperature, floor):
     env = PcbInspectEnv(difficulty="easy", image_size=48)
-    actor = make_actor(env.observation_spec, env.full_action_spec).eval()
+    config = PolicyConfig(answer_temperature=temperature, continue_floor=floor)  # holds at the head's temperature
+    actor = make_actor(env.observation_spec, env.full_action_spec, config).eval()
     set_continue_probability(actor, 0.97)
     batch = TensorDict({keys.PIXELS: torch.randint(0, 255, (16, 48, 48, 3), dtype=torch.uint8),
                         keys.JOINT_STATE: torch.randn(16, 12)}, [16])

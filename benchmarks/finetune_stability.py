@@ -1,0 +1,184 @@
+"""Fine-tuning that lifts fast and stays up (issue 18), from the few preset's BC policy (150 easy demos, 64x64).
+
+Two parts, both on the BC policy of ``bc_vs_scratch.py --preset few`` (reused):
+
+- ``start``: what PPO's training episodes look like before any update. The BC policy on 100 fresh boards,
+  deterministic, and with sampled actions under each verdict parametrization (``VERDICT_SAMPLING``): success,
+  guesses (a verdict given without the board localized), timeouts, episode length. This is the measurement behind
+  the factored verdict (``robot_rl.policy.factored_verdict_logits``).
+- ``ppo``: PPO variants (``VARIANTS``) with the same budget, seeds and check boards; per run: the check curve,
+  frames to tau (two consecutive checks at or above it), the largest fall below the running best after tau,
+  last.pt and best.pt on 100 fresh boards, and per-iteration diagnostics from the run's log (approximate KL, clip
+  fraction, anchor weight and KL, entropy, explained variance, share of planned minibatch steps applied, sampled
+  success and guesses). The "shipped" variant is the benchmark's own BC-arm run of that seed: reused, not repeated.
+
+Finished runs are reused; each run's seconds are recorded. Writes ``benchmarks/results/finetune_stability.json``.
+
+    python benchmarks/finetune_stability.py --part start             # about 2 minutes on 2 CPU cores
+    python benchmarks/finetune_stability.py --part ppo --seeds 0     # about 15 minutes per variant and seed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from bc_vs_scratch import (
+    FRESH_BOARDS_SEED,
+    PRESETS,
+    RESULTS,
+    frames_to_threshold,
+    fresh_board_success,
+    largest_fall_after,
+    ppo_config,
+    prepare_bc,
+    run_ppo,
+    start_success,
+    threshold_rule,
+)
+from timing import describe_machine
+
+from robot_rl.closed_loop import evaluate_policy
+from robot_rl.configs import FinetuneConfig
+from robot_rl.io import write_json
+from robot_rl.options import resolve_device
+from robot_rl.policy import checkpoint_policy_config, make_actor
+from robot_rl.pretrain.bc import held_out_seeds, proof_env
+from robot_rl.run_folder import load_checkpoint, policy_checkpoint, read_scalar
+from robot_rl.tables import markdown_table
+
+PRESET = PRESETS["few"]
+OUT = RESULTS / "finetune_stability.json"
+
+# How the verdict is sampled in PPO's training episodes: (answer temperature, continue floor).
+VERDICT_SAMPLING = {
+    "plain softmax (T 1)": (1.0, 0.0),
+    "T 0.25": (0.25, 0.0),
+    "T 0.25, continue floor 0.1": (0.25, 0.1),
+    "T 0.1": (0.1, 0.0),
+    "T 0.02 (verdict nearly deterministic)": (0.02, 0.0),
+}
+# The design before issue 18, and each lever of the shipped one switched off in turn.
+BEFORE = {"lr": 1e-4, "answer_temperature": 1.0, "continue_floor": 0.0, "target_kl": 0.0, "anchor_floor": 0.0}
+VARIANTS = {
+    "shipped": {},
+    "before (lr 1e-4, plain verdict, no KL stop, anchor decays to 0)": BEFORE,
+    "actor lr 1e-4": {"lr": 1e-4},
+    "anchor 0.1, constant": {"anchor_weight": 0.1, "anchor_decay": 1.0, "anchor_floor": 0.1},
+    "no anchor": {"anchor_weight": 0.0, "anchor_floor": 0.0},
+    "plain verdict (T 1, no continue floor)": {"answer_temperature": 1.0, "continue_floor": 0.0},
+    "no KL stop": {"target_kl": 0.0},
+    "anchor decays to 0": {"anchor_floor": 0.0},
+}
+DIAGNOSTICS = ("kl_approx", "clip_fraction", "anchor_weight", "anchor_kl", "entropy", "explained_variance",
+               "loss_critic", "actor_update_fraction", "success_rate", "guess_rate", "lr_actor")
+
+
+def sampled_start(bc_dir: Path, boards: int, device: str) -> list[dict]:
+    """The BC policy on ``boards`` fresh boards: deterministic, then sampled under each ``VERDICT_SAMPLING``."""
+    state = load_checkpoint(policy_checkpoint(bc_dir))
+    demos = PRESET["demos"]
+    proof = proof_env(demos.difficulty, demos.image_size)
+    seeds = held_out_seeds(FRESH_BOARDS_SEED, boards, set())
+    pose_min_scale = FinetuneConfig.pose_min_scale  # PPO samples the pose with its own (smaller) noise floor
+    rows = []
+    for name, (temperature, floor) in [("deterministic", (1.0, 0.0)), *VERDICT_SAMPLING.items()]:
+        config = replace(checkpoint_policy_config(state), min_scale=pose_min_scale, answer_temperature=temperature,
+                         continue_floor=floor)
+        actor = make_actor(proof.observation_spec, proof.full_action_spec, config)
+        actor.load_state_dict(state["actor"])
+        torch.manual_seed(0)
+        metrics, _ = evaluate_policy(actor.eval(), seeds, difficulty=demos.difficulty, image_size=demos.image_size,
+                                     num_envs=8, deterministic=name == "deterministic", device=device)
+        rows.append({"actions": name if name == "deterministic" else f"sampled, {name}",
+                     "success": f"{metrics['success_rate']:.0%}",
+                     "95% CI": "{:.0%}-{:.0%}".format(*metrics["success_ci95"]),
+                     "guesses": metrics["guesses"], "timeouts": metrics["timed_out"],
+                     "wrong at the board": metrics["verdicts_given"] - metrics["guesses"]
+                     - round(metrics["success_rate"] * metrics["episodes"]),
+                     "episode length": round(metrics["episode_length"], 1), "boards": metrics["episodes"]})
+        print(rows[-1], file=sys.stderr)
+    return rows
+
+
+def diagnostics(run_dir: Path) -> dict[str, list[float]]:
+    """Per-iteration training scalars of a run (``train/<name>``), from its log."""
+    return {name: [round(v, 5) for _, v in read_scalar(run_dir, f"train/{name}")] for name in DIAGNOSTICS}
+
+
+def run_variant(name: str, seed: int, bc_dir: Path, root: Path, threshold: float, warmup_frames: int,
+                boards: int, device: str) -> dict:
+    runs = root.parent if name == "shipped" else root / "".join(c if c.isalnum() else "-" for c in name.split(" (")[0])
+    config = ppo_config(PRESET, "bc", seed, runs, bc_dir, device, frames=PRESET["bc_frames"], **VARIANTS[name])
+    t0 = time.perf_counter()
+    curve = run_ppo(config)["curve"]
+    run_dir = Path(config.run_dir)
+    reached = frames_to_threshold(curve, threshold)
+    return {"variant": name, "seed": seed, "overrides": VARIANTS[name], "curve": curve,
+            "frames_to_threshold": reached,
+            "largest_fall_below_best": largest_fall_after(curve, reached if reached is not None else warmup_frames),
+            "fresh_boards": fresh_board_success(run_dir, boards, device),
+            "diagnostics": diagnostics(run_dir),
+            "ppo_seconds": round(sum(v for _, v in read_scalar(run_dir, "train/iteration_seconds"))),
+            "seconds_this_invocation": round(time.perf_counter() - t0)}
+
+
+def _row(result: dict) -> dict:
+    fresh = result["fresh_boards"]
+    return {"variant": result["variant"], "seed": result["seed"], "start": f"{result['curve'][0]['success_rate']:.0%}",
+            "best check": f"{max(p['success_rate'] for p in result['curve']):.0%}",
+            "frames to tau": result["frames_to_threshold"],
+            "largest fall below best": f"{result['largest_fall_below_best']:.0%}",
+            "last.pt (fresh)": "{:.0%} ({:.0%}-{:.0%})".format(fresh["last"]["rate"], *fresh["last"]["ci95"]),
+            "best.pt (fresh)": "{:.0%} ({:.0%}-{:.0%})".format(fresh["best"]["rate"], *fresh["best"]["ci95"]),
+            "last.pt guesses": fresh["last"]["guesses"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("start", "ppo"), default="ppo")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="PPO seeds per variant")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--boards", type=int, default=100, help="fresh boards for the start and last/best")
+    parser.add_argument("--device", default="auto")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    args.device = str(resolve_device(args.device))
+    bc_dir, _ = prepare_bc(PRESET, args.device)
+    result = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    if args.part == "start":
+        rows = sampled_start(bc_dir, args.boards, args.device)
+        print(markdown_table(rows))
+        result["start"] = {"rows": rows, "machine": describe_machine(),
+                           "wall_seconds": round(time.perf_counter() - start)}
+    else:
+        root = Path(PRESET["bc"].run_dir).parent / "stability"
+        reference = ppo_config(PRESET, "bc", args.seeds[0], root, bc_dir, args.device)
+        start_metrics = start_success(bc_dir, reference, PRESET["demos"].difficulty, PRESET["demos"].image_size,
+                                      args.device)
+        threshold = threshold_rule(start_metrics["success_rate"])
+        runs = {(r["variant"], r["seed"]): r for r in result.get("ppo", {}).get("runs", [])}
+        for name in args.variants:
+            for seed in args.seeds:
+                runs[(name, seed)] = run_variant(name, seed, bc_dir, root, threshold,
+                                                 reference.critic_warmup * reference.frames_per_batch,
+                                                 args.boards, args.device)
+                print(_row(runs[(name, seed)]), file=sys.stderr)
+        ordered = sorted(runs.values(), key=lambda r: (list(VARIANTS).index(r["variant"]), r["seed"]))
+        print(markdown_table([_row(r) for r in ordered]))
+        result["ppo"] = {"threshold": threshold, "threshold_rule": "BC start + (1 - BC start) / 2, reached at the "
+                         "first of two consecutive checks at or above it", "budget_frames": PRESET["bc_frames"],
+                         "runs": ordered, "table": [_row(r) for r in ordered], "machine": describe_machine(),
+                         "wall_seconds_last_invocation": round(time.perf_counter() - start)}
+    write_json(OUT, result)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
