@@ -46,10 +46,13 @@ bench-quality: $(STAMP)
 	$(BIN)/python benchmarks/robustness.py
 
 bench-bc-vs-scratch: $(STAMP)
-	$(BIN)/python benchmarks/bc_vs_scratch.py --preset few
+	$(BIN)/python benchmarks/bc_vs_scratch.py --preset few --arms bc
+	$(BIN)/python benchmarks/bc_vs_scratch.py --preset few --arms scratch
+	$(BIN)/python benchmarks/finetune_stability.py --part start
+	$(BIN)/python benchmarks/finetune_stability.py --part ppo
+	$(BIN)/python benchmarks/ppo_throughput.py
 	$(BIN)/python benchmarks/bc_vs_scratch.py --preset cpu
 	$(BIN)/python benchmarks/few_demo_bc.py
-	$(BIN)/python benchmarks/ppo_throughput.py
 	$(BIN)/python benchmarks/finetune_ablation.py
 
 lint: $(STAMP)

@@ -5,7 +5,8 @@ Two parts, both on the BC policy of ``bc_vs_scratch.py --preset few`` (reused):
 - ``start``: what PPO's training episodes look like before any update. The BC policy on 100 fresh boards,
   deterministic, and with sampled actions under each verdict parametrization (``VERDICT_SAMPLING``): success,
   guesses (a verdict given without the board localized), timeouts, episode length. This is the measurement behind
-  the factored verdict (``robot_rl.policy.factored_verdict_logits``).
+  the factored verdict (``robot_rl.policy.factored_verdict_logits``). Then how far the first Adam steps of the
+  PPO loss move the BC policy at each actor learning rate (approximate KL, clip fraction): behind the lr.
 - ``ppo``: PPO variants (``VARIANTS``) with the same budget, seeds and check boards; per run: the check curve,
   frames to tau (two consecutive checks at or above it), the largest fall below the running best after tau,
   last.pt and best.pt on 100 fresh boards, and per-iteration diagnostics from the run's log (approximate KL, clip
@@ -63,17 +64,16 @@ VERDICT_SAMPLING = {
     "T 0.1": (0.1, 0.0),
     "T 0.02 (verdict nearly deterministic)": (0.02, 0.0),
 }
-# The design before issue 18, and each lever of the shipped one switched off in turn.
-BEFORE = {"lr": 1e-4, "answer_temperature": 1.0, "continue_floor": 0.0, "target_kl": 0.0, "anchor_floor": 0.0}
+# The design before issue 18, and each lever of the shipped one switched off (or the anchor on) in turn.
+BEFORE = {"lr": 1e-4, "answer_temperature": 1.0, "continue_floor": 0.0, "target_kl": 0.0, "anchor_weight": 1.0,
+          "anchor_floor": 0.0}
 VARIANTS = {
     "shipped": {},
     "before (lr 1e-4, plain verdict, no KL stop, anchor decays to 0)": BEFORE,
-    "actor lr 1e-4": {"lr": 1e-4},
     "anchor 0.1, constant": {"anchor_weight": 0.1, "anchor_decay": 1.0, "anchor_floor": 0.1},
-    "no anchor": {"anchor_weight": 0.0, "anchor_floor": 0.0},
     "plain verdict (T 1, no continue floor)": {"answer_temperature": 1.0, "continue_floor": 0.0},
     "no KL stop": {"target_kl": 0.0},
-    "anchor decays to 0": {"anchor_floor": 0.0},
+    "DAPG anchor (1.0 x 0.95^k)": {"anchor_weight": 1.0},
 }
 DIAGNOSTICS = ("kl_approx", "clip_fraction", "anchor_weight", "anchor_kl", "entropy", "explained_variance",
                "loss_critic", "actor_update_fraction", "success_rate", "guess_rate", "lr_actor")
@@ -103,6 +103,47 @@ def sampled_start(bc_dir: Path, boards: int, device: str) -> list[dict]:
                      - round(metrics["success_rate"] * metrics["episodes"]),
                      "episode length": round(metrics["episode_length"], 1), "boards": metrics["episodes"]})
         print(rows[-1], file=sys.stderr)
+    return rows
+
+
+def first_steps(bc_dir: Path, root: Path, device: str, steps: int = 4) -> list[dict]:
+    """How far Adam steps move the BC policy, by actor learning rate: one collected batch (the shipped sampling),
+    then ``steps`` minibatch steps of the PPO loss from the BC heads; after each, the approximate KL to the
+    collecting policy and PPO's clip fraction over the whole batch."""
+    import copy
+    import shutil
+
+    from robot_rl.finetune.trainer import PPORun
+
+    shutil.rmtree(root, ignore_errors=True)
+    run = PPORun(ppo_config(PRESET, "bc", 0, root, bc_dir, device, run_dir=str(root), critic_warmup=0,
+                            eval_every=0, anchor_weight=0.0, anchor_floor=0.0))
+    try:
+        batch = next(iter(run.collector))
+    finally:
+        run.close()
+    flat = run.learner.prepare(batch, iteration=0)
+    heads, loss = run.actor.module[0].module.heads, run.learner.loss
+    start = copy.deepcopy(heads.state_dict())
+    rows = []
+    for lr in (1e-4, 3e-5, 1e-5):
+        heads.load_state_dict(start)
+        optimizer = torch.optim.Adam(heads.parameters(), lr=lr)
+        generator = torch.Generator().manual_seed(0)
+        row = {"actor lr": lr}
+        for step in range(1, steps + 1):
+            minibatch = flat[torch.randperm(flat.shape[0], generator=generator)[:PRESET["ppo"]["minibatch_size"]]]
+            out = loss(minibatch)
+            optimizer.zero_grad()
+            sum(v for k, v in out.items() if k.startswith("loss_") and k != "loss_critic").backward()
+            optimizer.step()
+            with torch.no_grad():
+                whole = loss(flat)
+            row[f"KL after step {step}"] = round(float(whole["kl_approx"]), 4)
+            row[f"clip fraction after step {step}"] = round(float(whole["clip_fraction"]), 3)
+        rows.append(row)
+        print(row, file=sys.stderr)
+    heads.load_state_dict(start)
     return rows
 
 
@@ -154,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "start":
         rows = sampled_start(bc_dir, args.boards, args.device)
         print(markdown_table(rows))
-        result["start"] = {"rows": rows, "machine": describe_machine(),
+        steps = first_steps(bc_dir, Path(PRESET["bc"].run_dir).parent / "stability" / "first-steps", args.device)
+        print(markdown_table(steps))
+        result["start"] = {"rows": rows, "first_adam_steps": steps, "machine": describe_machine(),
                            "wall_seconds": round(time.perf_counter() - start)}
     else:
         root = Path(PRESET["bc"].run_dir).parent / "stability"
@@ -162,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         start_metrics = start_success(bc_dir, reference, PRESET["demos"].difficulty, PRESET["demos"].image_size,
                                       args.device)
         threshold = threshold_rule(start_metrics["success_rate"])
-        runs = {(r["variant"], r["seed"]): r for r in result.get("ppo", {}).get("runs", [])}
+        runs = {(r["variant"], r["seed"]): r for r in result.get("ppo", {}).get("runs", []) if r["variant"] in VARIANTS}
         for name in args.variants:
             for seed in args.seeds:
                 runs[(name, seed)] = run_variant(name, seed, bc_dir, root, threshold,

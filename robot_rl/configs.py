@@ -169,9 +169,10 @@ class FinetuneConfig:
     gae_lambda: float = option(0.95, "GAE lambda")
     grad_clip: float = option(1.0, "max gradient norm (actor and critic separately)")
     critic_warmup: int = option(3, "first iterations update only the critic (actor frozen)")
-    anchor_weight: float = option(1.0, "weight of KL(pretrained || current) at the first actor update (0 = off)")
+    anchor_weight: float = option(0.0, "weight of KL(pretrained || current) at the first actor update (0 = off: an "
+                                  "anchor to an imperfect BC policy caps the lift, README 'Fine-tuning design')")
     anchor_decay: float = option(0.95, "per-iteration decay of the anchor weight (DAPG's 0.95^k)")
-    anchor_floor: float = option(0.1, "the anchor weight never decays below this (0 = decays away; no anchor with "
+    anchor_floor: float = option(0.0, "the anchor weight never decays below this (0 = decays away; no anchor with "
                                  "--anchor-weight 0)")
     target_kl: float = option(0.02, "stop an iteration's PPO epochs at the first minibatch whose approximate KL to "
                               "the collecting policy exceeds 1.5 x this (0 = off)")

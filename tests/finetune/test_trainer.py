@@ -39,7 +39,8 @@ def test_a_tiny_run_from_bc_logs_every_metric(bc_run_dir, tmp_path, capsys):
     run_dir = tmp_path / "ppo"
     args = ["finetune", "--init", str(bc_run_dir), "--run-dir", str(run_dir), "--total-frames", "96",
             "--frames-per-batch", "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1",
-            "--eval-every", "1", "--eval-episodes", "2", "--critic-warmup", "1", "--threads", "2"]
+            "--eval-every", "1", "--eval-episodes", "2", "--critic-warmup", "1", "--threads", "2",
+            "--anchor-weight", "1"]  # (off by default; on here, so its terms are logged too)
     assert main(args) == 0
     assert "96 frames, 3 iterations" in capsys.readouterr().out
     for name in LOGGED:
