@@ -1,6 +1,7 @@
-"""Which behaviour-cloning terms and inputs the quick preset's policy needs: one change at a time.
+"""Which behaviour-cloning terms and inputs the BC policy needs: one change at a time.
 
-The quick preset's BC stage (1,000 demos on easy boards, 64x64, 4 epochs, seed 0), trained once per variant on
+The BC stage of the quick preset as it was until issue 18 (1,000 demos on easy boards, 64x64, 4 epochs, seed 0;
+the quick preset now uses fewer demos, to leave PPO room), trained once per variant on
 the same demos, each ``best.pt`` evaluated deterministically on the same 50 fresh boards: strict success with its
 Wilson 95% interval, guesses, collisions, episode length. Variants (all else as the preset):
 
@@ -22,15 +23,17 @@ from pathlib import Path
 
 from timing import describe_machine
 
-from robot_rl.configs import EvaluateConfig
+from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
 from robot_rl.evaluate import evaluate
 from robot_rl.io import write_json
-from robot_rl.pipeline import PRESETS
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "bc_loss_ablation.json"
+# The setting (the quick preset's BC stage until issue 18).
+COLLECT = CollectConfig(out="demos", episodes=1000, difficulty="easy", image_size=64)
+PRETRAIN = BCConfig(data="demos", run_dir="bc", epochs=4, batch_size=64, eval_every=0, eval_episodes=20)
 VARIANTS = {
     "full": {},
     "likelihood only": {"mode_weight": 0.0},
@@ -47,16 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default="runs/bc-loss-ablation", help="demos and run folders (reused)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
     args = parser.parse_args(argv)
-    quick = PRESETS["quick"]
     root = Path(args.root)
-    collect = replace(quick.collect, out=str(root / "demos"), seed=0)
+    collect = replace(COLLECT, out=str(root / "demos"), seed=0)
     if not (root / "demos" / "meta.json").is_file():
         collect_demos(collect, progress=False)
     rows, results = [], {}
     for name in args.variants:
         run_dir = root / name.replace(" ", "-")
         start = time.perf_counter()
-        ensure_trained(replace(quick.pretrain, **VARIANTS[name], data=str(root / "demos"), run_dir=str(run_dir),
+        ensure_trained(replace(PRETRAIN, **VARIANTS[name], data=str(root / "demos"), run_dir=str(run_dir),
                                seed=0), progress=False)
         train_s = time.perf_counter() - start
         metrics = evaluate(EvaluateConfig(checkpoint=str(run_dir), episodes=args.boards, videos=0,
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {metrics['success_rate']:.0%}", file=sys.stderr)
         # Written after every variant: an interrupted run keeps what it measured.
         write_json(args.out, {"benchmark": "bc_loss_ablation", "machine": describe_machine(),
-                              "setting": {"collect": quick.collect, "pretrain": quick.pretrain, "seed": 0,
+                              "setting": {"collect": COLLECT, "pretrain": PRETRAIN, "seed": 0,
                                           "eval_seeds": [30_000_000, 30_000_000 + args.boards - 1]},
                               "variants": results})
     print(markdown_table(rows))

@@ -228,7 +228,7 @@ class FinetuneConfig:
             ("grad_clip", self.grad_clip > 0, "> 0"), ("critic_warmup", self.critic_warmup >= 0, ">= 0"),
             ("anchor_weight", self.anchor_weight >= 0, ">= 0"),
             ("anchor_decay", 0 <= self.anchor_decay <= 1, "in [0, 1]"),
-            ("anchor_floor", 0 <= self.anchor_floor and (not self.anchor_weight or self.anchor_floor <= self.anchor_weight),
+            ("anchor_floor", 0 <= self.anchor_floor <= (self.anchor_weight or self.anchor_floor),
              "in [0, --anchor-weight]"),
             ("target_kl", self.target_kl >= 0, ">= 0"),
             ("answer_temperature", self.answer_temperature > 0, "> 0"),

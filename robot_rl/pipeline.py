@@ -3,8 +3,9 @@
 A stage whose output is complete is skipped; one that was interrupted is resumed. So running the same command
 again after a crash picks up where it stopped; a root made with other preset options is refused. Presets:
 ``quick`` (the README's first command, about a quarter of an hour on two CPU cores: easy boards, 64x64 images,
-150 demos and 8 BC epochs, which leave the policy partly working, then 49,152 PPO frames that lift it) and ``full`` (default difficulty at 84x84, sized for a GPU). The BC policy and the
-fine-tuned one are evaluated on the same held-out boards, for the closing table.
+150 demos and 8 BC epochs, which leave the policy partly working, then 49,152 PPO frames that lift it) and
+``full`` (default difficulty at 84x84, sized for a GPU). The BC policy and the fine-tuned one are evaluated on the
+same held-out boards, for the closing table.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ TorchRL, which knows nothing of what the action leaves mean):
   answer logits only, so it never pushes the policy to answer earlier (that is the surrogate's job), and only on
   verdicts given with the board localized (when the batch has the env's ``localized`` flag): learning to guess
   better from afar would make guessing pay and pull the policy away from inspecting.
-- **A decaying KL anchor** toward the pretrained policy (DAPG-style), ``weight * KL(pretrained || current)`` on the
-  pose and the verdict, or on the pose only (``anchor_verdict=False``), leaving the verdicts free to change.
+- **An optional KL anchor** toward the pretrained policy (DAPG-style, decaying to a floor),
+  ``weight * KL(pretrained || current)`` on the pose and the verdict, or on the pose only (``anchor_verdict=False``).
+  The trainer leaves it off by default: anchored to a partly working BC policy, PPO lifted less far.
   The current policy's distribution is caught in ``_get_cur_log_prob`` (TorchRL's documented extension point),
   so the anchor costs no extra forward pass.
 """

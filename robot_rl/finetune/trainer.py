@@ -2,17 +2,19 @@
 
 One screen of structure, like TorchRL's PPO recipes: models, collector, learner (loss, buffer, optimizers), logger,
 then one loop. What lets PPO lift an imperfect behaviour-cloned policy without collapsing it (README, "Fine-tuning
-design", has the ablation):
+design" and "Fine-tuning that lifts and stays up", has the measurements):
 
+- small, bounded policy steps: actor lr 3e-5 and a per-iteration KL target that stops the actor's epochs
+  (``learner.py``);
+- the factored verdict (``policy.factored_verdict_logits``): sampled episodes answer where the deterministic
+  policy would, instead of ending early by chance;
 - a frozen image encoder by default (``encoder_lr 0``): the BC features stay intact, PPO trains the heads on
   features cached at collection, and 2 CPU cores can afford the frames;
 - an asymmetric critic that reads the privileged task state (``critic.py``), warmed up alone for the first
   ``critic_warmup`` iterations, so the first policy gradients use advantages from a critic that knows the task;
-- less pose noise than BC's scale floor (``pose_min_scale``), so sampled episodes succeed about as often as the
-  deterministic policy and PPO has successes to reinforce;
+- less pose noise than BC's scale floor (``pose_min_scale``), so sampled episodes succeed more often;
 - the loss terms of ``loss.py``: pose log-prob masked on verdict steps, the verdict cross-entropy that the verdict
-  reward labels, a decaying KL anchor to the BC policy;
-- constant learning rates (annealing to 0 in a short run leaves the actor where it started).
+  reward labels, an optional KL anchor to the BC policy (off by default: it capped the lift near the BC start).
 
 Every iteration starts its envs from fresh boards seeded by (seed, iteration), so a resumed run collects exactly
 what the uninterrupted one would have; checkpoints hold every state needed to continue the curve. The run folder
