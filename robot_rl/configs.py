@@ -155,8 +155,8 @@ class FinetuneConfig:
     worker_device: str = option("cpu", "process/ray: device of the workers' policy copies")
     ppo_epochs: int = option(4, "passes over each batch")
     minibatch_size: int = option(128, "frames per gradient step")
-    lr: float = option(3e-5, "learning rate of the actor's heads (one Adam step at 1e-4 moved a BC policy's "
-                       "actions past PPO's clip on 78% of frames)")
+    lr: float = option(3e-5, "learning rate of the actor's heads (one Adam step at 1e-4 moved most of a batch's "
+                       "actions outside PPO's clip range)")
     encoder_lr: float = option(0.0, "learning rate of the actor's image encoder; 0 = frozen: features computed once "
                                "per collected frame and reused by every PPO epoch")
     critic_lr: float = option(1e-3, "learning rate of the (privileged-state) critic")
