@@ -120,20 +120,23 @@ def largest_fall_after(curve: list[dict], frames: int) -> float:
     return round(fall, 4)
 
 
-def fresh_board_success(run_dir: Path, boards: int, device: str) -> dict:
-    """last.pt and best.pt of a PPO run on ``boards`` boards no run has seen (not the check boards): success with
-    its Wilson interval, guesses, timeouts."""
+def on_fresh_boards(checkpoint: str | Path, boards: int, device: str) -> dict:
+    """A policy checkpoint (or run folder) on ``boards`` boards no run has seen (not the check boards): success
+    with its Wilson interval, guesses, timeouts, verdict accuracy."""
     device = resolve_device(device)
-    seeds = held_out_seeds(FRESH_BOARDS_SEED, boards, set())
-    out = {}
-    for name in ("last", "best"):
-        actor, env, _ = load_actor(Path(run_dir) / "checkpoints" / f"{name}.pt", device)
-        metrics, _ = evaluate_policy(actor, seeds, difficulty=env["difficulty"], image_size=env["image_size"],
-                                     randomization=env["randomization"], num_envs=8, device=device)
-        out[name] = {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
-                     "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],
-                     "verdict_accuracy": metrics["verdict_accuracy"]}
-    return out
+    actor, env, _ = load_actor(checkpoint, device)
+    metrics, _ = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()),
+                                 difficulty=env["difficulty"], image_size=env["image_size"],
+                                 randomization=env["randomization"], num_envs=8, device=device)
+    return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
+            "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],
+            "verdict_accuracy": metrics["verdict_accuracy"]}
+
+
+def fresh_board_success(run_dir: Path, boards: int, device: str) -> dict:
+    """last.pt and best.pt of a PPO run on fresh boards (``on_fresh_boards``)."""
+    return {name: on_fresh_boards(Path(run_dir) / "checkpoints" / f"{name}.pt", boards, device)
+            for name in ("last", "best")}
 
 
 def median_or_none(values: list[int | None]) -> float | None:
@@ -270,16 +273,6 @@ def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
     return bc_dir, bc_config
 
 
-def _fresh_start(bc_dir: Path, boards: int, device: str) -> dict:
-    """The BC policy on the fresh boards that last.pt is judged on (the start of the lift targets)."""
-    device = resolve_device(device)
-    actor, env, _ = load_actor(bc_dir, device)
-    metrics, _ = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()),
-                                 difficulty=env["difficulty"], image_size=env["image_size"], num_envs=8, device=device)
-    return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
-            "guesses": metrics["guesses"], "timed_out": metrics["timed_out"]}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -302,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     reference = ppo_config(preset, "bc", seeds[0], root, bc_dir, args.device)
     start_metrics = start_success(bc_dir, reference, demos.difficulty, demos.image_size, args.device)
     threshold = threshold_rule(start_metrics["success_rate"])
-    start_fresh = _fresh_start(bc_dir, args.fresh_boards, args.device)
+    start_fresh = on_fresh_boards(bc_dir, args.fresh_boards, args.device)  # the start of the lift targets
     print(f"BC start {start_metrics['success_rate']:.0%} on {start_metrics['episodes']} check boards "
           f"(guesses {start_metrics['guesses']}), {start_fresh['rate']:.0%} on {start_fresh['boards']} fresh boards; "
           f"threshold tau = {threshold:.0%}", file=sys.stderr)

@@ -48,7 +48,7 @@ from robot_rl.closed_loop import evaluate_policy
 from robot_rl.configs import FinetuneConfig
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
-from robot_rl.policy import checkpoint_policy_config, make_actor
+from robot_rl.policy import actor_network, checkpoint_policy_config, make_actor
 from robot_rl.pretrain.bc import held_out_seeds, proof_env
 from robot_rl.run_folder import load_checkpoint, policy_checkpoint, read_scalar
 from robot_rl.tables import markdown_table
@@ -123,7 +123,7 @@ def first_steps(bc_dir: Path, root: Path, device: str, steps: int = 4) -> list[d
     finally:
         run.close()
     flat = run.learner.prepare(batch, iteration=0)
-    heads, loss = run.actor.module[0].module.heads, run.learner.loss
+    heads, loss = actor_network(run.actor).heads, run.learner.loss
     start = copy.deepcopy(heads.state_dict())
     rows = []
     for lr in (1e-4, 3e-5, 1e-5):
