@@ -39,13 +39,13 @@ from pathlib import Path
 import numpy as np
 from timing import describe_machine
 
-from robot_rl.closed_loop import evaluate_policy
+from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, CollectConfig, FinetuneConfig
 from robot_rl.finetune import trainer
 from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
-from robot_rl.pretrain.bc import ensure_trained, held_out_seeds
+from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder

@@ -23,7 +23,7 @@ from bc_vs_scratch import PRESETS, RESULTS
 from timing import describe_machine
 
 from robot_rl import keys
-from robot_rl.closed_loop import run_episodes
+from robot_rl.closed_loop import held_out_seeds, run_episodes
 from robot_rl.configs import BCConfig, CollectConfig
 from robot_rl.envs import make_env
 from robot_rl.envs.task import TaskConfig, inspection_geometry
@@ -31,7 +31,7 @@ from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
-from robot_rl.pretrain.bc import ensure_trained, held_out_seeds
+from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table

@@ -44,12 +44,12 @@ from bc_vs_scratch import (
 )
 from timing import describe_machine
 
-from robot_rl.closed_loop import evaluate_policy
+from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import FinetuneConfig
+from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import actor_network, checkpoint_policy_config, make_actor
-from robot_rl.pretrain.bc import held_out_seeds, proof_env
 from robot_rl.run_folder import load_checkpoint, policy_checkpoint, read_scalar
 from robot_rl.tables import markdown_table
 
@@ -66,11 +66,14 @@ VERDICT_SAMPLING = {
 }
 # The design before issue 18, and each lever of the shipped one switched off (or the anchor on) in turn.
 BEFORE = {"lr": 1e-4, "answer_temperature": 1.0, "continue_floor": 0.0, "target_kl": 0.0, "anchor_weight": 1.0,
-          "anchor_floor": 0.0}
+          "anchor_floor": 0.0, "guess_penalty": 0.0}
 VARIANTS = {
     "shipped": {},
-    "before (lr 1e-4, plain verdict, no KL stop, anchor decays to 0)": BEFORE,
-    "anchor 0.1, constant": {"anchor_weight": 0.1, "anchor_decay": 1.0, "anchor_floor": 0.1},
+    "before (lr 1e-4, plain verdict, no KL stop, anchor decays to 0, env reward)": BEFORE,
+    # The shipped design before the guess penalty: a verdict given off the board paid as much as an inspection.
+    "no guess penalty (the env's reward)": {"guess_penalty": 0.0},
+    "anchor 0.1, constant (env reward)": {"anchor_weight": 0.1, "anchor_decay": 1.0, "anchor_floor": 0.1,
+                                          "guess_penalty": 0.0},
     "plain verdict (T 1, no continue floor)": {"answer_temperature": 1.0, "continue_floor": 0.0},
     "no KL stop": {"target_kl": 0.0},
     "DAPG anchor (1.0 x 0.95^k)": {"anchor_weight": 1.0},

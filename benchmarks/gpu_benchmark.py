@@ -29,8 +29,9 @@ from timing import describe_machine
 from robot_rl import keys
 from robot_rl.envs.task import PcbInspectTask, TaskConfig
 from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.finetune.critic import make_privileged_critic
 from robot_rl.io import write_json
-from robot_rl.policy import make_actor, make_critic
+from robot_rl.policy import make_actor
 from robot_rl.pretrain.bc_loss import BehaviourCloningLoss, total_loss
 from robot_rl.tables import markdown_table
 
@@ -90,7 +91,7 @@ def ppo_learner_frames_per_s(size: int, frames: int, minibatch: int, device: tor
 
     env = PcbInspectEnv(image_size=size)
     actor = make_actor(env.observation_spec, env.full_action_spec).to(device).eval()
-    critic = make_critic(env.observation_spec, actor=actor).to(device).eval()
+    critic = make_privileged_critic(env.observation_spec).to(device).eval()  # what PPO trains
     data = fake_frames(env, frames, device)
     with torch.no_grad():
         actor(data)

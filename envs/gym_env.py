@@ -1,9 +1,8 @@
-"""Gymnasium front-end of the PCB inspection task, registered as ``robot_rl/PcbInspect-v1``."""
+"""Gymnasium front-end of the PCB inspection task, registered as ``robot_rl.GYM_ID`` (``robot_rl/PcbInspect-v2``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -12,16 +11,7 @@ from gymnasium import spaces
 
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.randomization import Randomization
-from robot_rl.envs.task import JOINT_STATE_DIM, POSE_DIM, PcbInspectTask, RewardWeights, TaskConfig, Verdict
-
-
-def build_task(difficulty: str | Difficulty, image_size: int, reward_weights: RewardWeights | Mapping | None,
-               task_overrides: Mapping[str, Any], randomization: str | Randomization = "none") -> PcbInspectTask:
-    """The task behind both front-ends, from constructor arguments (``reward_weights`` may be a partial dict)."""
-    if isinstance(reward_weights, Mapping):
-        reward_weights = replace(RewardWeights(), **reward_weights)
-    config = TaskConfig(image_size=image_size, reward_weights=reward_weights or RewardWeights(), **task_overrides)
-    return PcbInspectTask(difficulty, config, randomization)
+from robot_rl.envs.task import JOINT_STATE_DIM, POSE_DIM, RewardWeights, Verdict, build_task
 
 
 class PcbInspectGymEnv(gym.Env):

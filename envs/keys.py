@@ -57,7 +57,7 @@ NEXT = "next"
 
 # Reward terms, each already multiplied by its weight.
 REWARD_TERMS = "reward_terms"
-REWARD_TERM_NAMES = ("verdict", "localization", "collision", "shaping")
+REWARD_TERM_NAMES = ("verdict", "localization", "collision", "shaping", "guess")
 
 
 def reward_term(name: str) -> tuple[str, str]:

@@ -181,12 +181,8 @@ class ArmScene:
         pos, quat, fovy = self._nominal_camera
         cam = self.wrist_camera_id
         m.cam_pos[cam] = pos + a.camera_offset
-        angle = float(np.linalg.norm(a.camera_rotation))
-        tilt = np.array([1.0, 0.0, 0.0, 0.0])
-        if angle > 0:
-            mujoco.mju_axisAngle2Quat(tilt, a.camera_rotation / angle, angle)
         tilted = np.empty(4)
-        mujoco.mju_mulQuat(tilted, quat, tilt)
+        mujoco.mju_mulQuat(tilted, quat, quat_from_rotvec(a.camera_rotation))
         m.cam_quat[cam] = tilted
         m.cam_fovy[cam] = fovy + a.camera_fov
 
@@ -211,6 +207,15 @@ class ArmScene:
             np.isfinite(d.qacc).all() and np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all()
         )
         return StepOutcome(collision=collision, unstable=unstable)
+
+
+def quat_from_rotvec(rotvec: np.ndarray) -> np.ndarray:
+    """The unit quaternion (wxyz) of a rotation vector (axis x angle, rad); identity for a zero vector."""
+    angle = float(np.linalg.norm(rotvec))
+    quat = np.array([1.0, 0.0, 0.0, 0.0])
+    if angle > 0:
+        mujoco.mju_axisAngle2Quat(quat, rotvec / angle, angle)
+    return quat
 
 
 def _yaw_quat(yaw: float) -> np.ndarray:

@@ -6,8 +6,10 @@ Framework-free: the Gymnasium and TorchRL environments are thin adapters over ``
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -17,7 +19,7 @@ from robot_rl.envs.difficulty import Difficulty, get_difficulty
 from robot_rl.envs.ik import CameraPoseIK
 from robot_rl.envs.randomization import Randomization, get_randomization
 from robot_rl.envs.rendering import PRETTY, shared_renderer
-from robot_rl.envs.scene import CAMERA_SITE, HOME_QPOS, SCENE_CAMERA, WRIST_CAMERA, ArmScene
+from robot_rl.envs.scene import CAMERA_SITE, HOME_QPOS, SCENE_CAMERA, WRIST_CAMERA, ArmScene, quat_from_rotvec
 
 POSE_DIM = 6
 JOINT_STATE_DIM = 12
@@ -55,6 +57,7 @@ class RewardWeights:
     localization: float = 0.5  # once, the first time the board is localized within the step budget
     collision: float = -0.3  # per control step in which the arm touches the table, board or a post
     shaping: float = 0.0  # potential-based: weight * (gamma * phi(s') - phi(s)), phi in [0, 1]
+    guess: float = 0.0  # added once to a verdict given while the board is not localized (0: a guess pays as a look)
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,7 @@ class PcbInspectTask:
             raise RuntimeError("PcbInspectTask.step called after the episode ended; call reset() first")
         pose, verdict = validate_action(pose, verdict)
         w = self.config.reward_weights
-        terms = dict.fromkeys(("verdict", "localization", "collision", "shaping"), 0.0)
+        terms = dict.fromkeys(("verdict", "localization", "collision", "shaping", "guess"), 0.0)
         flags = dict.fromkeys(("collision", "localized", "success", "unstable"), False)
         self._step_count += 1
         terminated = truncated = False
@@ -222,8 +225,9 @@ class PcbInspectTask:
             terms["verdict"] = w.correct_verdict if correct else w.wrong_verdict
             flags["localized"] = self.localized()
             # Success needs the board inspected: a correct verdict given from elsewhere is a lucky guess (the
-            # reward still pays it; episode summaries count it as a guess).
+            # verdict term still pays it; the guess term, 0 by default, is what fine-tuning sets to take it back).
             flags["success"] = correct and flags["localized"]
+            terms["guess"] = 0.0 if flags["localized"] else w.guess
             terminated = True
             observation = self._repeat_observation()
             next_potential = 0.0  # absorbing state: zero potential keeps the shaping policy-invariant
@@ -300,13 +304,8 @@ class PcbInspectTask:
         c = self.config
         target_pos = self.scene.camera_pose()[0] + pose[:3] * c.max_translation
         # The rotation part is a world-frame rotation vector: target = exp(w) * current.
-        rotvec = pose[3:] * c.max_rotation
-        angle = float(np.linalg.norm(rotvec))
-        delta = np.array([1.0, 0.0, 0.0, 0.0])
-        if angle > 0:
-            mujoco.mju_axisAngle2Quat(delta, rotvec / angle, angle)
         target_quat = np.empty(4)
-        mujoco.mju_mulQuat(target_quat, delta, self.scene.camera_quat())
+        mujoco.mju_mulQuat(target_quat, quat_from_rotvec(pose[3:] * c.max_rotation), self.scene.camera_quat())
         return self.ik.solve(self.scene.qpos, target_pos, target_quat)
 
     # -- rendering and bookkeeping ----------------------------------------------------------------------------
@@ -322,6 +321,11 @@ class PcbInspectTask:
     def episode_seed(self) -> int:
         return self._episode_seed
 
-    def config_dict(self) -> dict:
-        return {"difficulty": asdict(self.difficulty), "task": asdict(self.config),
-                "randomization": asdict(self.randomization)}
+
+def build_task(difficulty: str | Difficulty, image_size: int, reward_weights: RewardWeights | Mapping | None,
+               task_overrides: Mapping[str, Any], randomization: str | Randomization = "none") -> PcbInspectTask:
+    """The task behind both front-ends, from constructor arguments (``reward_weights`` may be a partial dict)."""
+    if isinstance(reward_weights, Mapping):
+        reward_weights = replace(RewardWeights(), **reward_weights)
+    config = TaskConfig(image_size=image_size, reward_weights=reward_weights or RewardWeights(), **task_overrides)
+    return PcbInspectTask(difficulty, config, randomization)

@@ -23,9 +23,8 @@ from torchrl.envs import EnvBase, ParallelEnv
 from robot_rl.envs import keys
 from robot_rl.envs.board import DEFECT_TYPES
 from robot_rl.envs.difficulty import Difficulty
-from robot_rl.envs.gym_env import build_task
 from robot_rl.envs.randomization import Randomization
-from robot_rl.envs.task import JOINT_STATE_DIM, POSE_DIM, RewardWeights, StepResult, Verdict
+from robot_rl.envs.task import JOINT_STATE_DIM, POSE_DIM, RewardWeights, StepResult, Verdict, build_task
 
 _NO_FLAGS = dict.fromkeys(keys.INFO_FLAGS, False)
 _NO_TERMS = dict.fromkeys(keys.REWARD_TERM_NAMES, 0.0)
@@ -196,3 +195,8 @@ def make_env(num_envs: int = 1, difficulty: str | Difficulty = "default", image_
     if seed is not None:
         env.set_seed(seed)
     return env
+
+
+def proof_env(difficulty: str, image_size: int) -> PcbInspectEnv:
+    """An env for its specs only (it never renders unless reset)."""
+    return PcbInspectEnv(difficulty=difficulty, image_size=image_size)

@@ -20,16 +20,16 @@ from torchrl.data import SamplerWithoutReplacement, TensorDictReplayBuffer, Tens
 from tqdm import tqdm
 
 from robot_rl import keys
-from robot_rl.closed_loop import evaluate_policy
+from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
 from robot_rl.envs import ENV_VERSION, TASK_NAME
 from robot_rl.envs.difficulty import DIFFICULTIES
 from robot_rl.envs.randomization import RANDOMIZATIONS
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import check_scalars
-from robot_rl.errors import UsageError
+from robot_rl.errors import TrainingDiverged, UsageError
 from robot_rl.options import resolve_device
-from robot_rl.policy import make_actor
+from robot_rl.policy import actor_network, make_actor
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.dataset import DemoDataset
@@ -42,21 +42,6 @@ from robot_rl.run_folder import (
     run_to_completion,
     set_rng_state,
 )
-
-
-def proof_env(difficulty: str, image_size: int) -> PcbInspectEnv:
-    """An env for its specs only (it never renders unless reset)."""
-    return PcbInspectEnv(difficulty=difficulty, image_size=image_size)
-
-
-def held_out_seeds(first: int, count: int, excluded: set[int]) -> list[int]:
-    """``count`` board seeds from ``first`` upwards, skipping any seed the training data contains."""
-    seeds, seed = [], first
-    while len(seeds) < count:
-        if seed not in excluded:
-            seeds.append(seed)
-        seed += 1
-    return seeds
 
 
 def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int) -> TensorDictBase:
@@ -78,8 +63,7 @@ class BCRun:
     def __init__(self, config: BCConfig, resume: bool = False):
         self.config, self.folder = config, RunFolder(config.run_dir)
         self.run_dir = self.folder.path
-        if not resume:
-            self.folder.check_new()
+        resume = resume or self.folder.check_new(config)
         self.device = resolve_device(config.device)
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -122,8 +106,8 @@ class BCRun:
                                          verdict_weight=config.verdict_weight,
                                          locate_weight=config.locate_weight,
                                          mode_weight=config.mode_weight).to(self.device)
-        if config.compile:
-            self.actor.module[0].module = torch.compile(self.actor.module[0].module)
+        if config.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
+            actor_network(self.actor).encoder.compile()
         # The actor's parameters and the loss's training-only ones (the auxiliary locator head).
         self.optimizer = torch.optim.AdamW(self.loss.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
@@ -137,7 +121,7 @@ class BCRun:
         if resume:
             self._restore()
         else:
-            self.folder.start(config)
+            self.folder.start(config, self._checkpoint())
 
     # -- checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint(self) -> dict:
@@ -187,10 +171,14 @@ class BCRun:
                 losses = self.loss(batch)
                 loss = total_loss(losses)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"non-finite BC loss at step {self.step}: {losses.to_dict()}")
+                bad = ", ".join(name for name, value in losses.items() if not torch.isfinite(value).all())
+                self._diverged(f"BC loss is {loss.item()} ({bad})")
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.actor.parameters(), self.config.grad_clip)
+            # What the optimizer steps: the actor and the loss's locator head.
+            norm = torch.nn.utils.clip_grad_norm_(self.loss.parameters(), self.config.grad_clip)
+            if not torch.isfinite(norm):
+                self._diverged(f"gradient norm is {norm.item()}")
             self.optimizer.step()
             self.scheduler.step()
             self.step += 1
@@ -204,6 +192,10 @@ class BCRun:
         steps = self.steps_per_epoch - done_before  # timed in this process
         metrics["train/samples_per_s"] = steps * self.config.batch_size / (time.perf_counter() - start)
         return metrics
+
+    def _diverged(self, what: str) -> None:
+        raise TrainingDiverged(f"epoch {self.epoch + 1}, step {self.step + 1}: {what}; update skipped, last "
+                               f"checkpoint kept ({self.folder.checkpoint()})")
 
     @torch.no_grad()
     def validate(self) -> dict:

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from robot_rl.errors import RunStopped, UsageError
+from robot_rl.errors import RunStopped, TrainingStopped, UsageError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -43,19 +43,33 @@ def _cmd_collect_demos(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_pretrain(args: argparse.Namespace) -> int:
-    from robot_rl.configs import BCConfig
+def _train_command(args: argparse.Namespace, command: str, config_cls: type, start, resume) -> dict | None:
+    """A pretrain or finetune run, new or ``--resume``d; its summary, or None when it stopped on a failure
+    (printed as one line; the caller exits 1). Ctrl-C raises RunStopped (exit 130)."""
     from robot_rl.options import check_resume_options, config_from_args
-    from robot_rl.pretrain import bc
     from robot_rl.run_folder import RunFolder
 
-    if args.resume:
-        check_resume_options(RunFolder(args.resume).config(BCConfig), args, args.parser, args.resume)
-        summary = bc.resume(args.resume)
-    else:
-        summary = bc.pretrain(config_from_args(BCConfig, args))
+    try:
+        if args.resume:
+            check_resume_options(RunFolder(args.resume).config(config_cls), args, args.resume)
+            summary = resume(args.resume)
+        else:
+            summary = start(config_from_args(config_cls, args))
+    except TrainingStopped as err:
+        print(f"robot-rl {command}: stopped: {err}", file=sys.stderr)
+        return None
     if not summary["finished"]:
-        raise RunStopped(args.resume or args.run_dir, "pretrain")
+        raise RunStopped(args.resume or args.run_dir, command)
+    return summary
+
+
+def _cmd_pretrain(args: argparse.Namespace) -> int:
+    from robot_rl.configs import BCConfig
+    from robot_rl.pretrain import bc
+
+    summary = _train_command(args, "pretrain", BCConfig, bc.pretrain, bc.resume)
+    if summary is None:
+        return 1
     final = summary["final_eval"] or {}
     print(f"best closed-loop success {summary['best_success']:.1%}; final: success "
           f"{final.get('success_rate', 0):.1%}, guesses {final.get('guesses')}, verdict accuracy "
@@ -67,20 +81,10 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from robot_rl.configs import FinetuneConfig
     from robot_rl.finetune import trainer
-    from robot_rl.options import check_resume_options, config_from_args
-    from robot_rl.run_folder import RunFolder
 
-    try:
-        if args.resume:
-            check_resume_options(RunFolder(args.resume).config(FinetuneConfig), args, args.parser, args.resume)
-            summary = trainer.resume(args.resume)
-        else:
-            summary = trainer.finetune(config_from_args(FinetuneConfig, args))
-    except (trainer.TrainingDiverged, trainer.CollectionFailed) as err:
-        print(f"robot-rl finetune: stopped: {err}", file=sys.stderr)
+    summary = _train_command(args, "finetune", FinetuneConfig, trainer.finetune, trainer.resume)
+    if summary is None:
         return 1
-    if not summary["finished"]:
-        raise RunStopped(args.resume or args.run_dir, "finetune")
     curve = summary["curve"]
     if curve:
         def point(p: dict) -> str:
@@ -135,7 +139,7 @@ def _add_command(commands, name: str, help_text: str, config_cls: type, func, re
     add_options(command, config_cls)
     if resumable:
         command.add_argument("--resume", metavar="RUN_DIR", default="", help="continue the run in RUN_DIR")
-    command.set_defaults(func=func, parser=command)
+    command.set_defaults(func=func)
 
 
 def build_parser() -> argparse.ArgumentParser:

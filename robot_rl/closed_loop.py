@@ -19,6 +19,16 @@ from robot_rl.episodes import aggregate, summarize_episode
 StepCallback = Callable[[int, TensorDictBase], None]
 
 
+def held_out_seeds(first: int, count: int, excluded: set[int]) -> list[int]:
+    """``count`` board seeds from ``first`` upwards, skipping any seed the training data contains."""
+    seeds, seed = [], first
+    while len(seeds) < count:
+        if seed not in excluded:
+            seeds.append(seed)
+        seed += 1
+    return seeds
+
+
 def run_episodes(env, policy, episodes: int, deterministic: bool = True, keep_pixels: bool = False,
                  callback: StepCallback | None = None) -> list[TensorDictBase]:
     """Runs ``policy`` in ``env`` until ``episodes`` episodes have finished; returns each as a [T] TensorDict.

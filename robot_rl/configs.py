@@ -7,6 +7,7 @@ into an argparse parser; the pipeline's presets (``robot_rl.pipeline.PRESETS``) 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from robot_rl.options import option, validate
 
@@ -93,7 +94,7 @@ class BCConfig:
     eval_seed: int = option(10_000_000, "first board seed of the closed-loop checks")
     eval_envs: int = option(0, "envs stepped together in a check (0 = one per CPU core)")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    compile: bool = option(False, "torch.compile the actor network")
+    compile: bool = option(False, "torch.compile the actor's image encoder (the heads stay eager)")
     seed: int = option(0, "seed of sampling, augmentation and initialization")
     image_size: int = option(0, "expected image side in pixels; 0 = the dataset's")
     randomization: str = option("", "expected domain randomization of the demos (and of the closed-loop checks); "
@@ -136,6 +137,11 @@ class BCConfig:
 @dataclass(frozen=True)
 class FinetuneConfig:
     """PPO fine-tuning: every field is one ``--option``."""
+
+    # What an option added later means in a config stored before it existed: the behaviour of that time
+    # (``run_folder.load_config``), so a resumed older run keeps the design it started with.
+    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"target_kl": 0.0, "answer_temperature": 1.0, "continue_floor": 0.0,
+                                              "anchor_floor": 0.0, "guess_penalty": 0.0}
 
     init: str = option("", "BC run folder to start the actor from (its best.pt); '' with --from-scratch")
     from_scratch: bool = option(False, "start from random weights, same architecture")
@@ -189,12 +195,15 @@ class FinetuneConfig:
     pose_min_scale: float = option(0.1, "lower bound of the pose TanhNormal's scale while fine-tuning (pre-tanh); "
                                    "0 = the policy's own (BC's 0.3 makes most sampled episodes fail)")
     shaping: float = option(0.0, "weight of the env's potential-based shaping term")
+    guess_penalty: float = option(1.0, "subtracted from the reward of a verdict given while the board is not "
+                                  "localized, so the reward agrees with success (0 = the env's reward: a lucky "
+                                  "guess pays as much as an inspection)")
     eval_every: int = option(5, "closed-loop check every N iterations (0 = only at the end)")
     eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
     eval_seed: int = option(20_000_000, "first board seed of the closed-loop checks")
     checkpoint_every: int = option(5, "checkpoint every N iterations (and on Ctrl-C)")
     device: str = option("auto", "learner device: auto, cpu, cuda or cuda:N")
-    compile: bool = option(False, "torch.compile the actor and critic networks")
+    compile: bool = option(False, "torch.compile the actor's image encoder (the heads and critic stay eager)")
     seed: int = option(0, "seed of collection, sampling and initialization")
     hidden: int = option(256, "MLP width of the critic, and of the actor with --from-scratch (a BC init keeps its own)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
@@ -233,7 +242,8 @@ class FinetuneConfig:
             ("target_kl", self.target_kl >= 0, ">= 0"),
             ("answer_temperature", self.answer_temperature > 0, "> 0"),
             ("continue_floor", 0 <= self.continue_floor < 0.5, "in [0, 0.5)"),
-            ("shaping", self.shaping >= 0, ">= 0"), ("eval_every", self.eval_every >= 0, ">= 0"),
+            ("shaping", self.shaping >= 0, ">= 0"), ("guess_penalty", self.guess_penalty >= 0, ">= 0"),
+            ("eval_every", self.eval_every >= 0, ">= 0"),
             ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("checkpoint_every", self.checkpoint_every >= 1, ">= 1"),
             ("hidden", self.hidden >= 1, ">= 1"), ("threads", self.threads >= 0, ">= 0"),

@@ -4,28 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from robot_rl.envs import keys, make_env
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.episodes import summarize_episode
-from robot_rl.io import atomic_path
-
-
-def side_by_side(wrist_hwc: np.ndarray, scene_hwc: np.ndarray) -> np.ndarray:
-    """The wrist image (uint8 [h, w, 3]) scaled to the scene image's height, left of it: uint8 [H, W', 3]."""
-    height = scene_hwc.shape[0]
-    wrist = cv2.resize(np.ascontiguousarray(wrist_hwc), (height, height), interpolation=cv2.INTER_NEAREST)
-    return np.concatenate([wrist, scene_hwc], axis=1)
-
-
-def write_png(path: Path, rgb: np.ndarray) -> None:
-    ok, encoded = cv2.imencode(".png", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
-    if not ok:
-        raise RuntimeError(f"could not encode {path}")
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(encoded.tobytes())
+from robot_rl.video import side_by_side, write_png
 
 
 def run_expert_demo(out_dir: str | Path, episodes: int = 3, difficulty: str = "default", image_size: int = 84,

@@ -52,7 +52,7 @@ class ImageEncoder(nn.Module):
     computes.
     """
 
-    def __init__(self, weights: str | None = None, keypoints: int = 0):
+    def __init__(self, weights: str | None, keypoints: int):  # no defaults here: PolicyConfig holds them
         super().__init__()
         resnet = torchvision.models.resnet18(weights=None)
         if weights is not None:
@@ -96,8 +96,8 @@ class ObservationEncoder(nn.Module):
     ``benchmarks/bc_loss_ablation.py`` measures a 1,000-demo policy with and without them.
     """
 
-    def __init__(self, joint_low: torch.Tensor, joint_high: torch.Tensor, weights: str | None = None,
-                 keypoints: int = 0, joint_velocities: bool = True):
+    def __init__(self, joint_low: torch.Tensor, joint_high: torch.Tensor, weights: str | None, keypoints: int,
+                 joint_velocities: bool):  # no defaults here: PolicyConfig holds them
         super().__init__()
         self.image = ImageEncoder(weights, keypoints)
         read = joint_low.numel() if joint_velocities else joint_low.numel() // 2  # angles come first

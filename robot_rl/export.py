@@ -41,9 +41,7 @@ class DeployedPolicy(nn.Module):
 
 def deploy(actor) -> DeployedPolicy:
     """The deterministic plain-torch policy of a ``robot_rl.policy.make_actor`` actor (shares its weights)."""
-    pose_kwargs = actor.module[1].distribution_kwargs["extra_kwargs"]["pose"]
-    return DeployedPolicy(actor_network(actor), torch.as_tensor(pose_kwargs["low"]),
-                          torch.as_tensor(pose_kwargs["high"])).eval()
+    return DeployedPolicy(actor_network(actor), actor.pose_low.cpu(), actor.pose_high.cpu()).eval()
 
 
 def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]:

@@ -22,9 +22,8 @@ EPISODE = "episode"  # int64 []: index of the episode in its dataset
 STEP = "step"  # int64 []: index of the frame in its episode (0 = the reset observation)
 
 # PPO fine-tuning.
-ADVANTAGE = "advantage"
-VALUE_TARGET = "value_target"
 ANCHOR = "anchor"  # the pretrained (frozen) policy's distribution parameters on the collected states
 ANCHOR_POSE_LOC = (ANCHOR, "pose_loc")
 ANCHOR_POSE_SCALE = (ANCHOR, "pose_scale")
 ANCHOR_VERDICT_LOGITS = (ANCHOR, "verdict_logits")
+ANCHOR_WEIGHT = (ANCHOR, "weight")  # float32 []: the anchor's weight this iteration (0 = its KL is only logged)

@@ -33,8 +33,28 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+GIVEN = "given_options"  # attribute of the parsed namespace: the fields given on the command line
+
+
+class _Store(argparse.Action):
+    """argparse's plain store, which also records that the option was given (at any value, a default included)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.__dict__.setdefault(GIVEN, set()).add(self.dest)
+
+
+class _StoreBool(argparse.BooleanOptionalAction):
+    """``--x/--no-x`` that also records that it was given."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        namespace.__dict__.setdefault(GIVEN, set()).add(self.dest)
+
+
 def add_options(parser: argparse.ArgumentParser, config_cls: type, skip: tuple[str, ...] = ()) -> None:
-    """Adds one ``--option`` per field of ``config_cls`` (bools become ``--x/--no-x``)."""
+    """Adds one ``--option`` per field of ``config_cls`` (bools become ``--x/--no-x``); the parsed namespace's
+    ``given_options`` names the ones given on the command line."""
     hints = typing.get_type_hints(config_cls)
     for field in dataclasses.fields(config_cls):
         if field.name in skip:
@@ -43,11 +63,10 @@ def add_options(parser: argparse.ArgumentParser, config_cls: type, skip: tuple[s
         base = [t for t in typing.get_args(kind) if t is not type(None)] or [kind]
         help_text = field.metadata.get("help", "")
         if base[0] is bool:
-            parser.add_argument(_flag(field.name), action=argparse.BooleanOptionalAction, default=field.default,
-                                help=help_text)
+            parser.add_argument(_flag(field.name), action=_StoreBool, default=field.default, help=help_text)
         else:
-            parser.add_argument(_flag(field.name), type=base[0], default=field.default, help=help_text,
-                                metavar=field.name.upper())
+            parser.add_argument(_flag(field.name), action=_Store, type=base[0], default=field.default,
+                                help=help_text, metavar=field.name.upper())
 
 
 def config_from_args(config_cls: type, args: argparse.Namespace, **overrides) -> Any:
@@ -60,15 +79,15 @@ def config_from_args(config_cls: type, args: argparse.Namespace, **overrides) ->
         raise UsageError(str(err)) from None
 
 
-def check_resume_options(config: Any, args: argparse.Namespace, parser: argparse.ArgumentParser,
-                         run_dir: str | Path) -> None:
-    """Refuses options that were changed from their defaults and disagree with a stored run's config."""
+def check_resume_options(config: Any, args: argparse.Namespace, run_dir: str | Path) -> None:
+    """Refuses options given on the command line (at any value, a default included) that disagree with a stored
+    run's config."""
     conflicts = []
     for field in dataclasses.fields(config):
-        if not hasattr(args, field.name):
+        if field.name not in getattr(args, GIVEN, set()):
             continue
         given, stored = getattr(args, field.name), getattr(config, field.name)
-        if given != parser.get_default(field.name) and given != stored:
+        if given != stored:
             conflicts.append(f"{_flag(field.name)} {given} (run has {stored})")
     if conflicts:
         raise UsageError(f"{run_dir}: --resume continues the stored config; conflicting options: "

@@ -1,12 +1,9 @@
-"""The vision policy: ResNet18 encoder + joint state -> TanhNormal pose and categorical verdict; and its critic.
+"""The vision policy: ResNet18 encoder + joint state -> TanhNormal pose and categorical verdict.
 
 Shapes, bounds and keys come from the environment's specs (``make_actor(env.observation_spec, ...)``), not
 constants. The actor is one TorchRL ``ProbabilisticActor`` over a ``CompositeDistribution``; BC, PPO, evaluation
-and export all load it from here.
-
-PPO fine-tuning values states with the privileged-state critic of ``robot_rl.finetune.critic``. ``make_critic``
-here is an image critic (its own encoder by default, started from the actor's, so its value loss never rewrites
-the actor's features); the GPU benchmark times it, the trainer no longer uses it.
+and export all load it from here. PPO fine-tuning values states with the privileged-state critic of
+``robot_rl.finetune.critic``.
 """
 
 from __future__ import annotations
@@ -28,11 +25,10 @@ from robot_rl.encoder import ObservationEncoder
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """Architecture of the actor and critic."""
+    """Architecture of the actor."""
 
     hidden: int = 256  # width of the two-layer MLP heads
     min_scale: float = 0.3  # lower bound of the pose TanhNormal's scale (pre-tanh units)
-    share_encoder: bool = False  # critic reuses the actor's encoder (see module docstring)
     encoder_weights: str | None = None  # local ResNet18 state dict (e.g. ImageNet weights); random init if None
     keypoints: int = 32  # spatial-softmax keypoints on ResNet18's layer2 next to its pooled feature (0 = none)
     joint_velocities: bool = False  # read the joint velocities too (by default the policy reads the angles only)
@@ -116,26 +112,14 @@ class ActorNetwork(nn.Module):
         return self.heads(self.encoder(pixels, joint_state))
 
 
-class CriticNetwork(nn.Module):
-    """Pixels and joint state -> state value [*B, 1]."""
-
-    def __init__(self, encoder: ObservationEncoder, hidden: int):
-        super().__init__()
-        self.encoder = encoder
-        self.head = _mlp(encoder.output_shape()[0], hidden, 1)
-
-    def forward(self, pixels: torch.Tensor, joint_state: torch.Tensor) -> torch.Tensor:
-        return self.head(self.encoder(pixels, joint_state))
-
-
-def _spec_leaf(spec: Composite, key):
-    # Specs of batched envs carry the batch dims; the policy sees one env's shapes.
+def spec_leaf(spec: Composite, key):
+    """One env's spec of ``key``: specs of batched envs carry the batch dims; networks see one env's shapes."""
     leaf = spec[key]
     return leaf[(0,) * len(spec.shape)] if spec.shape else leaf
 
 
 def _encoder(observation_spec: Composite, config: PolicyConfig) -> ObservationEncoder:
-    joints = _spec_leaf(observation_spec, keys.JOINT_STATE)
+    joints = spec_leaf(observation_spec, keys.JOINT_STATE)
     return ObservationEncoder(joints.space.low.float(), joints.space.high.float(), config.encoder_weights,
                               config.keypoints, config.joint_velocities)
 
@@ -146,32 +130,47 @@ def make_actor(observation_spec: Composite, action_spec: Composite,
     ``VERDICT_LOG_PROB``) from ``keys.PIXELS`` and ``keys.JOINT_STATE``. Deterministic mode gives tanh(loc)
     for the pose and the most likely verdict."""
     config = config or PolicyConfig()
-    pose_spec, verdict_spec = _spec_leaf(action_spec, keys.POSE), _spec_leaf(action_spec, keys.VERDICT)
+    pose_spec, verdict_spec = spec_leaf(action_spec, keys.POSE), spec_leaf(action_spec, keys.VERDICT)
     encoder = _encoder(observation_spec, config)
     heads = ActorHeads(encoder.output_shape()[0], config.hidden, pose_spec.shape[-1], verdict_spec.space.n,
                        config.min_scale, config.answer_temperature, config.continue_floor)
-    return _probabilistic_actor(ActorNetwork(encoder, heads), pose_spec.space.low, pose_spec.space.high)
+    return PolicyActor(ActorNetwork(encoder, heads), pose_spec.space.low, pose_spec.space.high)
 
 
 PARAM_KEYS = [(*keys.POSE_PARAMS, "loc"), (*keys.POSE_PARAMS, "scale"), (*keys.VERDICT_PARAMS, "logits")]
 
 
-def _probabilistic_actor(network: nn.Module, low: torch.Tensor, high: torch.Tensor,
-                         in_keys=(keys.PIXELS, keys.JOINT_STATE)) -> ProbabilisticActor:
-    module = network if isinstance(network, TensorDictModuleBase) else \
-        TensorDictModule(network, in_keys=list(in_keys), out_keys=PARAM_KEYS)
-    return ProbabilisticActor(
-        module,
-        in_keys=[keys.PARAMS],
-        out_keys=[keys.POSE, keys.VERDICT],
-        distribution_class=CompositeDistribution,
-        distribution_kwargs={
-            "distribution_map": {"pose": TanhNormal, "verdict": Categorical},
-            "name_map": {"pose": keys.POSE, "verdict": keys.VERDICT},
-            "extra_kwargs": {"pose": {"low": low, "high": high}},
-        },
-        return_log_prob=True,
-    )
+class PolicyActor(ProbabilisticActor):
+    """The policy as TorchRL sees it: a ``ProbabilisticActor`` over a ``CompositeDistribution`` (TanhNormal pose,
+    categorical verdict) that also names its parts, so no caller indexes TorchRL's module list or reads its
+    distribution kwargs: ``network`` is the ``nn.Module`` computing the distribution parameters, ``pose_low`` and
+    ``pose_high`` the TanhNormal's bounds (non-persistent buffers: checkpoints hold the weights only)."""
+
+    def __init__(self, network: nn.Module, low: torch.Tensor, high: torch.Tensor,
+                 in_keys=(keys.PIXELS, keys.JOINT_STATE)):
+        module = network if isinstance(network, TensorDictModuleBase) else \
+            TensorDictModule(network, in_keys=list(in_keys), out_keys=PARAM_KEYS)
+        super().__init__(
+            module,
+            in_keys=[keys.PARAMS],
+            out_keys=[keys.POSE, keys.VERDICT],
+            distribution_class=CompositeDistribution,
+            distribution_kwargs={
+                "distribution_map": {"pose": TanhNormal, "verdict": Categorical},
+                "name_map": {"pose": keys.POSE, "verdict": keys.VERDICT},
+                "extra_kwargs": {"pose": {"low": low, "high": high}},
+            },
+            return_log_prob=True,
+        )
+        self.register_buffer("pose_low", torch.as_tensor(low).float(), persistent=False)
+        self.register_buffer("pose_high", torch.as_tensor(high).float(), persistent=False)
+
+    @property
+    def network(self) -> nn.Module:
+        """What writes the distribution parameters: the plain module given to ``__init__`` (or, when it was a
+        TensorDict module, that module itself). The first of the two modules ``__init__`` hands TorchRL."""
+        params = self[0]
+        return params.module if type(params) is TensorDictModule else params
 
 
 @torch.no_grad()
@@ -195,32 +194,27 @@ def set_continue_probability(actor: ProbabilisticActor, probability: float) -> N
     last.bias[2 * heads.pose_dim] = math.log(answers) - answer_logit
 
 
-def rewrap_actor(actor: ProbabilisticActor, network: nn.Module) -> ProbabilisticActor:
+def rewrap_actor(actor: PolicyActor, network: nn.Module) -> PolicyActor:
     """The same actor around another network module (e.g. its network wrapped in DistributedDataParallel)."""
-    return _probabilistic_actor(network, *_pose_bounds(actor))
+    return PolicyActor(network, actor.pose_low, actor.pose_high)
 
 
 def make_feature_actor(features: int, action_spec: Composite, config: PolicyConfig | None = None) -> ProbabilisticActor:
     """An actor whose observation is already a feature vector ``keys.FEATURES`` [*B, features]: the policy heads
     alone (for envs that emit features, e.g. the toy env of the PPO tests)."""
     config = config or PolicyConfig()
-    pose_spec, verdict_spec = _spec_leaf(action_spec, keys.POSE), _spec_leaf(action_spec, keys.VERDICT)
+    pose_spec, verdict_spec = spec_leaf(action_spec, keys.POSE), spec_leaf(action_spec, keys.VERDICT)
     heads = ActorHeads(features, config.hidden, pose_spec.shape[-1], verdict_spec.space.n, config.min_scale,
                        config.answer_temperature, config.continue_floor)
-    return _probabilistic_actor(heads, pose_spec.space.low, pose_spec.space.high, in_keys=(keys.FEATURES,))
-
-
-def _pose_bounds(actor: ProbabilisticActor) -> tuple[torch.Tensor, torch.Tensor]:
-    bounds = actor.module[1].distribution_kwargs["extra_kwargs"]["pose"]
-    return bounds["low"], bounds["high"]
+    return PolicyActor(heads, pose_spec.space.low, pose_spec.space.high, in_keys=(keys.FEATURES,))
 
 
 def heads_actor(actor: ProbabilisticActor, heads: nn.Module | None = None) -> ProbabilisticActor:
     """The same policy reading cached ``keys.FEATURES`` instead of pixels: ``actor``'s heads (or ``heads``, e.g.
     a DDP wrapper of them) as a ProbabilisticActor. Shares parameters with ``actor``; with a frozen encoder PPO
     trains through it, so no PPO epoch runs the ResNet."""
-    return _probabilistic_actor(heads if heads is not None else actor_network(actor).heads, *_pose_bounds(actor),
-                                in_keys=(keys.FEATURES,))
+    return PolicyActor(heads if heads is not None else actor_network(actor).heads, actor.pose_low, actor.pose_high,
+                       in_keys=(keys.FEATURES,))
 
 
 def feature_writing_actor(actor: ProbabilisticActor) -> ProbabilisticActor:
@@ -229,7 +223,7 @@ def feature_writing_actor(actor: ProbabilisticActor) -> ProbabilisticActor:
     network = actor_network(actor)
     encode = TensorDictModule(network.encoder, in_keys=[keys.PIXELS, keys.JOINT_STATE], out_keys=[keys.FEATURES])
     heads = TensorDictModule(network.heads, in_keys=[keys.FEATURES], out_keys=PARAM_KEYS)
-    return _probabilistic_actor(TensorDictSequential(encode, heads), *_pose_bounds(actor))
+    return PolicyActor(TensorDictSequential(encode, heads), actor.pose_low, actor.pose_high)
 
 
 def rewrap_critic(critic: ValueOperator, network: nn.Module) -> ValueOperator:
@@ -237,26 +231,9 @@ def rewrap_critic(critic: ValueOperator, network: nn.Module) -> ValueOperator:
     return ValueOperator(network, in_keys=list(critic.in_keys), out_keys=list(critic.out_keys))
 
 
-def make_critic(observation_spec: Composite, config: PolicyConfig | None = None,
-                actor: ProbabilisticActor | None = None) -> ValueOperator:
-    """The value network, writing ``keys.STATE_VALUE``. With ``config.share_encoder`` it reuses ``actor``'s
-    encoder; otherwise it gets its own (initialized from ``actor``'s when given, so BC features carry over)."""
-    config = config or PolicyConfig()
-    if config.share_encoder:
-        if actor is None:
-            raise ValueError("make_critic: share_encoder=True needs the actor whose encoder to share")
-        encoder = actor_encoder(actor)
-    else:
-        encoder = _encoder(observation_spec, config)
-        if actor is not None:
-            encoder.load_state_dict(actor_encoder(actor).state_dict())
-    return ValueOperator(CriticNetwork(encoder, config.hidden), in_keys=[keys.PIXELS, keys.JOINT_STATE],
-                         out_keys=[keys.STATE_VALUE])
-
-
-def actor_network(actor: ProbabilisticActor) -> ActorNetwork:
-    """The plain ``nn.Module`` inside a ``make_actor`` actor (pixels, joint state -> distribution parameters)."""
-    return actor.module[0].module
+def actor_network(actor: PolicyActor) -> ActorNetwork:
+    """The plain ``nn.Module`` of a ``make_actor`` actor (pixels, joint state -> distribution parameters)."""
+    return actor.network
 
 
 def actor_encoder(actor: ProbabilisticActor) -> ObservationEncoder:
@@ -265,9 +242,11 @@ def actor_encoder(actor: ProbabilisticActor) -> ObservationEncoder:
 
 def checkpoint_policy_config(state: dict) -> PolicyConfig:
     """The architecture stored in a checkpoint (its weights come from the checkpoint, not from encoder_weights)."""
-    # Checkpoints written before these options existed: pooled feature only, joint velocities read.
+    # Checkpoints written before these options existed: pooled feature only, joint velocities read; the image
+    # critic's share_encoder is gone (PPO's critic reads the privileged state).
     defaults = {"keypoints": 0, "joint_velocities": True}
-    return PolicyConfig(**{**defaults, **state["policy_config"], "encoder_weights": None})
+    stored = {k: v for k, v in state["policy_config"].items() if k != "share_encoder"}
+    return PolicyConfig(**{**defaults, **stored, "encoder_weights": None})
 
 
 def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[ProbabilisticActor, dict, Path]:

@@ -4,16 +4,18 @@
 
     RUN_DIR/
       config.json            the resolved options (a resumed run continues with these)
-      checkpoints/last.pt    written every epoch (BC) / every few iterations (PPO), at the end and on Ctrl-C:
-                             what --resume continues from
+      checkpoints/last.pt    written before the first step, every epoch (BC) / every few iterations (PPO), at
+                             the end and on Ctrl-C: what --resume continues from
       checkpoints/best.pt    the policy of the best held-out closed-loop check so far
       logs/                  scalars (CSV always, TensorBoard when installed), through TorchRL's loggers
       summary.json           written when the run has finished; a folder without it is unfinished
 
 A folder given where a policy is expected (``evaluate``, ``export``, ``finetune --init``) means its ``best.pt``,
-else its ``last.pt``. A new run refuses a folder that already holds one. The first Ctrl-C lets the current
-step finish and checkpoint (``last.pt``), then stops without ``summary.json``; a second one aborts at once.
-Every file is written to a temporary name and renamed, so a killed run leaves the previous version intact.
+else its ``last.pt``. A new run refuses a folder that already holds another one; the same command again on a
+folder whose run it started and did not finish continues that run (as ``--resume`` does). The first Ctrl-C lets
+the current step finish and checkpoint (``last.pt``), then stops without ``summary.json``; a second one aborts at
+once. Every file is written to a temporary name and renamed, and a new run writes ``last.pt`` before
+``config.json``, so a killed run, at any moment, leaves a folder that is either unclaimed or resumable.
 """
 
 from __future__ import annotations
@@ -107,11 +109,14 @@ def save_config(path: str | Path, config: Any) -> None:
 
 
 def load_config(path: str | Path, config_cls: type) -> Any:
+    """The config stored at ``path``; an option the file predates takes the value in the class's
+    ``ABSENT_FROM_OLDER_RUNS`` (the behaviour of that time), else its default."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: missing (not a run folder of this command?)")
     try:
-        return config_cls(**json.loads(path.read_text()))
+        stored = json.loads(path.read_text())
+        return config_cls(**{**getattr(config_cls, "ABSENT_FROM_OLDER_RUNS", {}), **stored})
     except (json.JSONDecodeError, TypeError, ValueError) as err:
         raise UsageError(f"{path}: corrupt config ({err})") from None
 
@@ -133,14 +138,25 @@ class RunFolder:
     def finished(self) -> bool:
         return (self.path / SUMMARY_FILE).is_file()
 
-    def check_new(self) -> None:
-        """Refuses a folder that already holds a run (call before building anything for a new run)."""
-        if (self.path / CONFIG_FILE).exists():
-            raise UsageError(f"{self.path} already holds a run; use --resume {self.path} or another --run-dir")
+    def check_new(self, config: Any) -> bool:
+        """Whether a new run of ``config`` here continues the folder's unfinished run instead (the same options:
+        the same command run again after a kill); refuses a folder that holds any other run. Call before building
+        anything for a new run."""
+        if not self.started:
+            return False
+        stored = json.loads((self.path / CONFIG_FILE).read_text())
+        if not self.finished and stored == json.loads(json.dumps(dataclasses.asdict(config))):
+            tqdm.write(f"{self.path}: continuing its unfinished run (the same options)")
+            return True
+        raise UsageError(f"{self.path} already holds a {'finished' if self.finished else 'different'} run; "
+                         f"use --resume {self.path} or another --run-dir")
 
-    def start(self, config: Any) -> None:
-        """Claims the folder for a new run with ``config`` (once the run is built)."""
-        self.check_new()
+    def start(self, config: Any, checkpoint: dict) -> None:
+        """Claims the folder for a new run: ``last.pt`` (the run before its first step), then ``config.json``,
+        so a folder with a config always has a checkpoint to resume from."""
+        if self.started:
+            raise UsageError(f"{self.path} already holds a run; use --resume {self.path} or another --run-dir")
+        self.save(checkpoint)
         save_config(self.path / CONFIG_FILE, config)
 
     def config(self, config_cls: type) -> Any:

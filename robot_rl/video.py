@@ -24,12 +24,26 @@ CAPTION_HEIGHT = 28
 FPS = 25  # playback rate of evaluation videos
 
 
-def compose_frame(wrist_hwc: np.ndarray, scene_hwc: np.ndarray, caption: str) -> np.ndarray:
-    """uint8 [H + caption, H + W, 3]: the wrist image (nearest-neighbour upscaled, its pixels stay visible) left
-    of the scene image, a caption bar below."""
+def side_by_side(wrist_hwc: np.ndarray, scene_hwc: np.ndarray) -> np.ndarray:
+    """uint8 [H, H + W, 3]: the wrist image (nearest-neighbour upscaled to the scene's height, its pixels stay
+    visible) left of the scene image."""
     height = scene_hwc.shape[0]
     wrist = cv2.resize(np.ascontiguousarray(wrist_hwc), (height, height), interpolation=cv2.INTER_NEAREST)
-    frame = np.concatenate([wrist, scene_hwc], axis=1)
+    return np.concatenate([wrist, scene_hwc], axis=1)
+
+
+def write_png(path: str | Path, rgb: np.ndarray) -> None:
+    """Writes an RGB image (uint8 [H, W, 3]) as a PNG, atomically."""
+    ok, encoded = cv2.imencode(".png", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise RuntimeError(f"{path}: PNG encoding failed")
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(encoded.tobytes())
+
+
+def compose_frame(wrist_hwc: np.ndarray, scene_hwc: np.ndarray, caption: str) -> np.ndarray:
+    """uint8 [H + caption, H + W, 3]: ``side_by_side`` with a caption bar below."""
+    frame = side_by_side(wrist_hwc, scene_hwc)
     bar = np.full((CAPTION_HEIGHT, frame.shape[1], 3), 24, np.uint8)
     cv2.putText(bar, caption, (8, CAPTION_HEIGHT - 9), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (235, 235, 235), 1,
                 cv2.LINE_AA)
@@ -71,12 +85,7 @@ def contact_sheet(path: str | Path, frames: Sequence[np.ndarray], columns: int =
     blank = np.zeros_like(picks[0])
     grid = np.concatenate([np.concatenate(row + [blank] * (columns - len(row)), axis=1) for row in rows], axis=0)
     scale = width / grid.shape[1]
-    grid = cv2.resize(grid, (width, int(grid.shape[0] * scale)), interpolation=cv2.INTER_AREA)
-    ok, encoded = cv2.imencode(".png", cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
-    if not ok:
-        raise RuntimeError(f"{path}: PNG encoding failed")
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(encoded.tobytes())
+    write_png(path, cv2.resize(grid, (width, int(grid.shape[0] * scale)), interpolation=cv2.INTER_AREA))
 
 
 def caption(index: int, step) -> str:

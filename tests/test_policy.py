@@ -8,7 +8,7 @@ from tensordict.nn import InteractionType, set_interaction_type
 
 from robot_rl import keys
 from robot_rl.envs.torchrl_env import PcbInspectEnv
-from robot_rl.policy import PolicyConfig, actor_encoder, make_actor, make_critic
+from robot_rl.policy import PolicyConfig, actor_encoder, make_actor
 
 
 @pytest.fixture(scope="module")
@@ -49,19 +49,6 @@ def test_pose_scale_is_bounded_below(env):
     with torch.no_grad():
         td = actor(env.reset())
     assert (td[(*keys.POSE_PARAMS, "scale")] >= 0.2).all()
-
-
-def test_critic_has_its_own_encoder_started_from_the_actors(env):
-    actor = make_actor(env.observation_spec, env.full_action_spec)
-    critic = make_critic(env.observation_spec, actor=actor)
-    td = critic(env.reset())
-    assert td[keys.STATE_VALUE].shape == (3, 1)
-    critic_encoder = critic.module.encoder
-    assert critic_encoder is not actor_encoder(actor)
-    for a, c in zip(actor_encoder(actor).parameters(), critic_encoder.parameters()):
-        assert torch.equal(a, c) and a.data_ptr() != c.data_ptr()
-    shared = make_critic(env.observation_spec, PolicyConfig(share_encoder=True), actor=actor)
-    assert shared.module.encoder is actor_encoder(actor)
 
 
 def test_encoder_weights_load_from_a_local_file(env, tmp_path):

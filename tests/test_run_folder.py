@@ -3,8 +3,13 @@ overwrite, Ctrl-C = finish the step, checkpoint, stop unfinished; and resuming f
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -38,9 +43,73 @@ def test_a_folder_means_its_best_checkpoint_else_its_last(tmp_path):
 
 
 def test_a_folder_holding_a_run_is_never_overwritten(demos_dir, tmp_path):
-    config = small_config(demos_dir, tmp_path / "run", epochs=1)
-    RunFolder(config.run_dir).start(config)
-    with pytest.raises(UsageError, match="already holds a run; use --resume"):
+    other = small_config(demos_dir, tmp_path / "run", epochs=3)
+    RunFolder(other.run_dir).start(other, {"which": "last"})
+    with pytest.raises(UsageError, match="already holds a different run; use --resume"):
+        bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1), progress=False)
+    assert load_checkpoint(RunFolder(other.run_dir).checkpoint()) == {"which": "last"}
+
+
+def test_a_config_stored_before_an_option_existed_keeps_the_behaviour_of_its_time(tmp_path):
+    from dataclasses import asdict
+
+    from robot_rl.configs import FinetuneConfig
+    from robot_rl.run_folder import load_config
+
+    older = {k: v for k, v in asdict(tiny(tmp_path / "ppo")).items() if k not in ("guess_penalty", "target_kl")}
+    (tmp_path / "config.json").write_text(json.dumps(older))
+    loaded = load_config(tmp_path / "config.json", FinetuneConfig)
+    assert loaded.guess_penalty == 0.0 and loaded.target_kl == 0.0  # not today's defaults (1.0, 0.02)
+    assert loaded.lr == older["lr"]
+
+
+def _killed_before_its_first_checkpoint(argv: list[str], run_dir: Path) -> None:
+    """Starts ``robot-rl argv`` and kill -9s it as soon as it has claimed ``run_dir``."""
+    process = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", *argv], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not (run_dir / "config.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline, "the command never claimed its folder"
+        time.sleep(0.002)
+    process.kill()
+    process.wait()
+    assert not (run_dir / "summary.json").exists()
+
+
+def test_a_pretrain_killed_before_its_first_checkpoint_comes_back_with_the_same_command(demos_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    argv = ["pretrain", "--data", str(demos_dir), "--run-dir", str(run_dir), "--epochs", "1", "--batch-size", "8",
+            "--steps-per-epoch", "40", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]
+    _killed_before_its_first_checkpoint(argv, run_dir)
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 0  # written before the first step
+    result = subprocess.run([sys.executable, "-m", "robot_rl.cli", *argv], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "continuing its unfinished run" in result.stdout
+    assert json.loads((run_dir / "summary.json").read_text())["finished"]
+
+
+def test_a_finetune_killed_before_its_first_checkpoint_comes_back_with_resume(bc_run_dir, tmp_path):
+    run_dir = tmp_path / "ppo"
+    argv = ["finetune", "--init", str(bc_run_dir), "--run-dir", str(run_dir), "--total-frames", "64",
+            "--frames-per-batch", "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1",
+            "--eval-every", "0", "--eval-episodes", "1", "--checkpoint-every", "5", "--hidden", "16"]
+    _killed_before_its_first_checkpoint(argv, run_dir)
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["frames"] == 0
+    result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "finetune", "--resume", str(run_dir)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["finished"] and summary["frames"] == 64
+
+
+def test_the_same_options_continue_an_unfinished_run_and_other_options_are_refused(demos_dir, tmp_path):
+    config = small_config(demos_dir, tmp_path / "run", epochs=2)
+    bc.BCRun(config).run(progress=False, until_epoch=1)  # stands for a run killed after epoch 1
+    with pytest.raises(UsageError, match="already holds a different run"):
+        bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=3), progress=False)
+    assert bc.pretrain(config, progress=False)["epochs"] == 2
+    with pytest.raises(UsageError, match="already holds a finished run"):
         bc.pretrain(config, progress=False)
 
 

@@ -17,6 +17,7 @@ from torchrl.modules import ValueOperator
 
 from robot_rl import keys
 from robot_rl.envs.task import TaskConfig
+from robot_rl.policy import spec_leaf
 
 CRITIC_KEYS = [keys.JOINT_STATE, keys.CAMERA_POSE, keys.BOARD_POSE, keys.DEFECTIVE]
 
@@ -49,7 +50,6 @@ class PrivilegedValueNetwork(nn.Module):
 
 def make_privileged_critic(observation_spec: Composite, hidden: int = 256) -> ValueOperator:
     """The asymmetric critic as a TorchRL ``ValueOperator`` writing ``keys.STATE_VALUE``."""
-    joints = observation_spec[keys.JOINT_STATE]
-    joints = joints[(0,) * len(observation_spec.shape)] if observation_spec.shape else joints
+    joints = spec_leaf(observation_spec, keys.JOINT_STATE)
     network = PrivilegedValueNetwork(joints.space.low.float(), joints.space.high.float(), hidden)
     return ValueOperator(network, in_keys=CRITIC_KEYS, out_keys=[keys.STATE_VALUE])

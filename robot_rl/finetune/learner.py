@@ -22,13 +22,10 @@ from torchrl.objectives.value import GAE
 
 from robot_rl import keys
 from robot_rl.configs import FinetuneConfig
+from robot_rl.errors import TrainingDiverged
 from robot_rl.finetune.loss import FinetunePPOLoss, anchor_parameters
 
 ANCHOR_OFF_BELOW = 1e-3  # anchor weights below this are treated as zero
-
-
-class TrainingDiverged(RuntimeError):
-    """A loss or gradient became NaN or inf; the update was not applied."""
 
 
 class PPOLearner:
@@ -115,6 +112,7 @@ class PPOLearner:
         wanted = keys.FEATURES in flat.keys() or self.anchor_weight(iteration) > 0
         if self.anchor_actor is not None and not warmup and wanted:
             flat.update(anchor_parameters(self.anchor_actor, flat))
+            flat.set(keys.ANCHOR_WEIGHT, torch.full(flat.shape, self.anchor_weight(iteration), device=flat.device))
         return flat
 
     def update(self, batch: TensorDictBase, iteration: int) -> dict:
@@ -122,7 +120,6 @@ class PPOLearner:
         the mean of each logged quantity."""
         config = self.config
         warmup = iteration < config.critic_warmup
-        self.loss.anchor_weight = self.anchor_weight(iteration)
         flat = self.prepare(batch, iteration)
         self.buffer.empty()
         self.buffer.extend(flat)
@@ -159,7 +156,7 @@ class PPOLearner:
             self.actor_scheduler.step()
         self.critic_scheduler.step()
         metrics = {f"train/{k}": v / counts[k] for k, v in sums.items()}
-        metrics.update({"train/anchor_weight": self.loss.anchor_weight if not warmup else 0.0,
+        metrics.update({"train/anchor_weight": self.anchor_weight(iteration) if not warmup else 0.0,
                         "train/critic_warmup": float(warmup),
                         "train/lr_actor": self.actor_scheduler.get_last_lr()[0]})
         if not warmup:  # the share of planned actor steps taken (< 1: the KL target stopped the epochs)

@@ -35,10 +35,10 @@ from robot_rl import keys
 def anchor_parameters(pretrained: ProbabilisticActor, batch: TensorDictBase, chunk: int = 1024) -> TensorDictBase:
     """The frozen pretrained policy's distribution parameters on ``batch`` (under ``keys.ANCHOR``), computed
     ``chunk`` frames at a time so a large batch of images never runs as one network call."""
-    network = pretrained.module[0]
     parts = []
     for start in range(0, batch.shape[0], chunk):
-        params = network(batch[start:start + chunk].select(*network.in_keys).clone(False))
+        frames = batch[start:start + chunk].select(*pretrained.det_part.in_keys).clone(False)
+        params = pretrained.get_dist_params(frames)
         parts.append(TensorDict({
             keys.ANCHOR_POSE_LOC: params.get((*keys.POSE_PARAMS, "loc")).float(),
             keys.ANCHOR_POSE_SCALE: params.get((*keys.POSE_PARAMS, "scale")).float(),
@@ -56,12 +56,19 @@ def verdict_targets(verdict: torch.Tensor, verdict_reward: torch.Tensor) -> torc
 
 class FinetunePPOLoss(ClipPPOLoss):
     """``ClipPPOLoss`` plus the pose mask, the reward-derived verdict cross-entropy and the KL anchor (see the
-    module docstring). Reports ``loss_verdict_ce``, ``loss_anchor`` and ``anchor_kl`` when they are active."""
+    module docstring). Reports ``loss_verdict_ce``, ``loss_anchor`` and ``anchor_kl`` when they are active.
 
-    def __init__(self, *args, anchor_weight: float = 0.0, anchor_verdict: bool = True,
-                 mask_verdict_pose: bool = True, verdict_ce_weight: float = 0.0, **kwargs):
+    Inputs: what ``ClipPPOLoss`` reads, plus, when present, ``keys.ANCHOR`` (the start policy's distribution
+    parameters and the iteration's anchor weight, written by ``PPOLearner.prepare``) and the env's
+    ``("next", "localized")`` and verdict reward term (the cross-entropy's labels). Overrides: ``forward`` (the mask
+    on the stored log-prob, the extra terms) and ``_get_cur_log_prob``, TorchRL's extension point for the current
+    policy's log-prob (a private name, pinned by a test against ``ClipPPOLoss``), to apply the mask there and
+    keep the distribution for the anchor and the cross-entropy without a second forward pass."""
+
+    def __init__(self, *args, anchor_verdict: bool = True, mask_verdict_pose: bool = True,
+                 verdict_ce_weight: float = 0.0, **kwargs):
         super().__init__(*args, **kwargs)
-        self.anchor_weight, self.anchor_verdict = anchor_weight, anchor_verdict
+        self.anchor_verdict = anchor_verdict
         self.mask_verdict_pose, self.verdict_ce_weight = mask_verdict_pose, verdict_ce_weight
         self._current_dist = None
         self._pose_kept = None
@@ -105,8 +112,9 @@ class FinetunePPOLoss(ClipPPOLoss):
         if keys.ANCHOR in tensordict.keys():
             pose_kl, verdict_kl = (kl.mean() for kl in self._anchor_kl(dist, tensordict))
             out.set("anchor_kl", (pose_kl + verdict_kl).detach())  # KL to the start, both heads, for the logs
-            if self.anchor_weight > 0:
-                out.set("loss_anchor", self.anchor_weight * (pose_kl + verdict_kl if self.anchor_verdict else pose_kl))
+            weight = tensordict.get(keys.ANCHOR_WEIGHT).reshape(-1)[0]
+            if weight > 0:
+                out.set("loss_anchor", weight * (pose_kl + verdict_kl if self.anchor_verdict else pose_kl))
         return out
 
     @staticmethod

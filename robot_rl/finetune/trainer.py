@@ -34,16 +34,17 @@ from tensordict import TensorDictBase
 from tqdm import tqdm
 
 from robot_rl import keys
-from robot_rl.closed_loop import evaluate_policy
+from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import FinetuneConfig
 from robot_rl.encoder import calibrate_batchnorm
 from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
+from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import aggregate, check_scalars, finished_episodes
-from robot_rl.errors import UsageError
+from robot_rl.errors import CollectionFailed, TrainingDiverged, UsageError
 from robot_rl.finetune import distributed
 from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.finetune.critic import make_privileged_critic
-from robot_rl.finetune.learner import PPOLearner, TrainingDiverged
+from robot_rl.finetune.learner import PPOLearner
 from robot_rl.finetune.loss import FinetunePPOLoss
 from robot_rl.policy import (
     PolicyConfig,
@@ -55,7 +56,6 @@ from robot_rl.policy import (
     rewrap_actor,
     set_continue_probability,
 )
-from robot_rl.pretrain.bc import held_out_seeds, proof_env
 from robot_rl.run_folder import (
     RunFolder,
     RunLogger,
@@ -72,10 +72,6 @@ from robot_rl.run_folder import (
 CURVE_METRICS = ("success_rate", "success_ci95", "guess_rate", "verdict_accuracy", "collisions_per_episode",
                  "episode_length", "timed_out_rate")
 __all__ = ["CollectionFailed", "FinetunePPOLoss", "PPORun", "TrainingDiverged", "finetune", "resume"]
-
-
-class CollectionFailed(RuntimeError):
-    """A collection worker died (killed, crashed); the run stopped with its last checkpoint intact."""
 
 
 def load_pretrained(run_dir: str | Path) -> dict:
@@ -120,8 +116,7 @@ class PPORun:
     def __init__(self, config: FinetuneConfig, resume: bool = False):
         self.config, self.folder = config, RunFolder(config.run_dir)
         self.run_dir = self.folder.path
-        if not resume:
-            self.folder.check_new()
+        resume = resume or self.folder.check_new(config)
         if config.threads:
             torch.set_num_threads(config.threads)
         # One learner, or one rank of several started by torchrun: its device and collection seed
@@ -133,7 +128,8 @@ class PPORun:
         self.env_info, self.policy_config, pretrained_state = starting_point(config)
         self.env_kwargs = {"difficulty": self.env_info["difficulty"], "image_size": self.env_info["image_size"],
                            "randomization": self.env_info["randomization"],
-                           "reward_weights": {"shaping": config.shaping}, "shaping_gamma": config.gamma}
+                           "reward_weights": {"shaping": config.shaping, "guess": -config.guess_penalty},
+                           "shaping_gamma": config.gamma}
 
         # Create models: the actor (BC weights or fresh), its frozen copy for the anchor, the privileged critic
         self._make_models(pretrained_state)
@@ -163,8 +159,8 @@ class PPORun:
         self.stop = StopOnInterrupt()
         if resume:
             self._restore()
-        elif self.is_main:  # every rank checked the folder above; one writes the config
-            self.folder.start(config)
+        elif self.is_main:  # every rank checked the folder above; one writes it
+            self.folder.start(config, self._checkpoint())
 
     def _make_models(self, pretrained_state: dict | None) -> None:
         config = self.config
@@ -186,8 +182,8 @@ class PPORun:
         network = actor_network(self.actor)
         if config.frozen_encoder:
             network.encoder.requires_grad_(False)
-        if config.compile:
-            network.encoder = torch.compile(network.encoder)
+        if config.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
+            network.encoder.compile()
 
     def _training_views(self):
         """(collection policy, loss actor, anchor actor, parameter groups, loss critic). With a frozen encoder
@@ -246,10 +242,6 @@ class PPORun:
             self.logger.truncate_after(self.frames)
 
     # -- one iteration ----------------------------------------------------------------------------------------
-    def anchor_weight(self) -> float:
-        """The KL anchor's weight at this iteration (decays from the first actor update on)."""
-        return self.learner.anchor_weight(self.iteration)
-
     def update(self, batch: TensorDictBase) -> dict:
         """One PPO update on a collected batch (see ``PPOLearner.update``)."""
         try:
@@ -346,12 +338,16 @@ class PPORun:
             self.logger.log(metrics, step=self.frames)
 
     def close(self) -> None:
+        """Shuts the collector down and leaves the learners' process group (torchrun)."""
         try:
             self.collector.shutdown(timeout=20)
         except TypeError:  # backends whose shutdown takes no timeout
             self.collector.shutdown()
         except Exception as err:  # noqa: BLE001 - a dead worker can make shutdown complain; the run is over
             tqdm.write(f"collector shutdown: {type(err).__name__}: {err}")
+        finally:
+            if self.dist is not None:
+                self.dist.close()
 
 
 def finetune(config: FinetuneConfig, progress: bool = True) -> dict:

@@ -81,6 +81,24 @@ def test_localization_bonus_is_paid_once_within_the_budget():
     assert all(i["reward_terms"]["localization"] == 0.0 for i in infos[1:])
 
 
+def test_guess_term_takes_back_only_verdicts_given_off_the_board():
+    # Default weights: the env pays a lucky guess like an inspection (the term is there, at 0).
+    env = PcbInspectGymEnv()
+    env.reset(options={"episode_seed": 5, "defect": "none"})
+    _, reward, _, _, info = env.step({"pose": ZERO, "verdict": int(Verdict.PASS)})
+    assert not info["localized"] and info["reward_terms"]["guess"] == 0.0 and reward == 1.0
+    # Fine-tuning's weight: a correct verdict from the home pose nets 0, a wrong one -2 ...
+    penalized = PcbInspectGymEnv(reward_weights={"guess": -1.0})
+    for verdict, expected in ((Verdict.PASS, 0.0), (Verdict.REWORK, -2.0)):
+        penalized.reset(options={"episode_seed": 5, "defect": "none"})
+        _, reward, _, _, info = penalized.step({"pose": ZERO, "verdict": int(verdict)})
+        assert info["reward_terms"]["guess"] == -1.0 and reward == pytest.approx(expected)
+    # ... and a verdict given at the inspection pose is not touched.
+    _, infos, rewards, _ = run_expert(penalized, seed=3)
+    assert infos[-1]["success"] and infos[-1]["reward_terms"]["guess"] == 0.0
+    assert rewards[-1] == pytest.approx(infos[-1]["reward_terms"]["verdict"] + infos[-1]["reward_terms"]["collision"])
+
+
 def test_potential_shaping_rewards_progress_towards_the_inspection_pose():
     env = PcbInspectGymEnv(reward_weights={"shaping": 1.0})
     _, infos, _, _ = run_expert(env, seed=4)

@@ -49,6 +49,24 @@ def test_the_pose_of_a_verdict_step_leaves_the_ratio_alone_when_masked(masked):
     assert same is masked
 
 
+def test_with_its_additions_off_the_loss_is_torchrls_clip_ppo_loss():
+    # Pins what FinetunePPOLoss overrides (_get_cur_log_prob, forward) to ClipPPOLoss's own terms.
+    from torchrl.objectives import ClipPPOLoss
+
+    learner, flat = prepared_batch(mask_verdict_pose=False, verdict_ce_weight=0.0)
+    minibatch = flat[:128].exclude(keys.ANCHOR)
+    torch.manual_seed(0)  # the TanhNormal's entropy is a Monte-Carlo estimate: the same draws for both
+    ours = learner.loss(minibatch.clone())
+    torch.manual_seed(0)
+    reference = ClipPPOLoss(learner.loss.actor_network, learner.loss.critic_network,
+                            clip_epsilon=learner.config.clip_epsilon,
+                            entropy_coeff=learner.config.entropy_coeff, critic_coeff=learner.config.critic_coeff,
+                            normalize_advantage=True, functional=False)(minibatch.clone())
+    for name in ("loss_objective", "loss_critic", "loss_entropy", "kl_approx", "clip_fraction"):
+        torch.testing.assert_close(ours[name], reference[name], msg=name)
+    assert not {"loss_anchor", "loss_verdict_ce"} & set(ours.keys())
+
+
 def test_verdict_cross_entropy_pulls_towards_the_rewarded_class():
     learner, flat = prepared_batch(verdict_ce_weight=1.0)
     out = learner.loss(flat[:128])

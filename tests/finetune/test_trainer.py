@@ -32,7 +32,7 @@ LOGGED = ["train/loss_objective", "train/loss_critic", "train/loss_entropy", "tr
           "train/loss_verdict_ce", "train/explained_variance", "train/max_ratio", "eval/success_rate",
           "eval/guess_rate", "eval/verdict_accuracy", "eval/collisions_per_episode", "eval/episode_length",
           "eval/success_ci95_low", "eval/success_ci95_high"] + [
-          f"reward/{term}" for term in ("verdict", "localization", "collision", "shaping")]
+          f"reward/{term}" for term in ("verdict", "localization", "collision", "shaping", "guess")]
 
 
 def test_a_tiny_run_from_bc_logs_every_metric(bc_run_dir, tmp_path, capsys):
@@ -114,6 +114,30 @@ def test_a_nan_loss_stops_the_update_and_keeps_the_last_checkpoint(tmp_path, mon
             assert torch.equal(tensor, actor_before[name]), name
     finally:
         run.close()
+
+
+def test_a_nan_in_a_collected_batch_stops_ppo_with_exit_1_and_its_last_checkpoint_intact(tmp_path, monkeypatch,
+                                                                                        capsys):
+    run = trainer.PPORun(tiny(tmp_path / "ppo", critic_warmup=0))
+    try:
+        run.run(progress=False, until_iteration=1)
+    finally:
+        run.close()
+    last = tmp_path / "ppo" / "checkpoints" / "last.pt"
+    saved = last.read_bytes()
+    original = trainer.PPORun._collect
+
+    def poisoned(self, iterator):
+        batch = original(self, iterator)
+        batch.set(("next", "reward"), batch.get(("next", "reward")) * float("nan"))
+        return batch
+
+    monkeypatch.setattr(trainer.PPORun, "_collect", poisoned)
+    assert main(["finetune", "--resume", str(tmp_path / "ppo")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "robot-rl finetune: stopped: iteration 2:" in err and "is nan" in err
+    assert f"last checkpoint kept ({last})" in err
+    assert last.read_bytes() == saved
 
 
 def test_resume_refuses_a_run_dir_with_another_config(tmp_path, capsys):

@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from robot_rl import keys
 from robot_rl.cli import main
 from robot_rl.configs import BCConfig
 from robot_rl.errors import UsageError
@@ -92,8 +93,28 @@ def test_checkpoints_are_complete(demos_dir, tmp_path):
 
 def test_a_run_folder_is_not_overwritten(demos_dir, tmp_path):
     bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1), progress=False)
-    with pytest.raises(UsageError, match="already holds a run"):
+    with pytest.raises(UsageError, match="already holds a finished run"):
         bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1), progress=False)
+
+
+def test_a_nan_in_a_batch_stops_bc_with_exit_1_and_its_last_checkpoint_intact(demos_dir, tmp_path, monkeypatch,
+                                                                             capsys):
+    run_dir = tmp_path / "run"
+    bc.BCRun(small_config(demos_dir, run_dir)).run(progress=False, until_epoch=1)
+    saved = (run_dir / "checkpoints" / "last.pt").read_bytes()
+    original = bc._to_device
+
+    def poisoned(batch, device, shift_pad):
+        batch = original(batch, device, shift_pad)
+        batch.set(keys.JOINT_STATE, batch.get(keys.JOINT_STATE) * float("nan"))
+        return batch
+
+    monkeypatch.setattr(bc, "_to_device", poisoned)
+    assert main(["pretrain", "--resume", str(run_dir)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bar
+    assert "robot-rl pretrain: stopped: epoch 2, step 5: BC loss is nan" in err
+    assert f"last checkpoint kept ({run_dir / 'checkpoints' / 'last.pt'})" in err
+    assert (run_dir / "checkpoints" / "last.pt").read_bytes() == saved
 
 
 def test_commands_run_end_to_end(tmp_path, capsys):
@@ -128,3 +149,9 @@ def test_resume_refuses_conflicting_options(demos_dir, tmp_path):
     result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "pretrain", "--resume", str(tmp_path / "run"),
                              "--lr", "0.5"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "--lr 0.5 (run has 0.0003)" in result.stderr
+
+
+def test_resume_refuses_an_option_given_at_its_default_that_the_run_does_not_have(demos_dir, tmp_path, capsys):
+    bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1, lr=1e-3), progress=False)
+    assert main(["pretrain", "--resume", str(tmp_path / "run"), "--lr", str(BCConfig.lr)]) == 2
+    assert f"--lr {BCConfig.lr} (run has 0.001)" in capsys.readouterr().err
