@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 import torchvision
 from torch import nn
+from torchvision.models.feature_extraction import create_feature_extractor
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -60,8 +61,10 @@ class ImageEncoder(nn.Module):
             missing, unexpected = resnet.load_state_dict(state, strict=False)
             if [k for k in missing if not k.startswith("fc.")] or unexpected:
                 raise ValueError(f"{weights}: not a ResNet18 state dict (missing {missing}, unexpected {unexpected})")
-        resnet.fc = nn.Identity()
-        self.trunk = resnet
+        # The trunk as torchvision's feature extractor: the pooled feature, and layer2's maps for the keypoints. Its
+        # state dict is the ResNet's own (fc left out), so checkpoints and local weights keep their keys.
+        nodes = {"flatten": "pooled", **({"layer2": "mid"} if keypoints else {})}
+        self.trunk = create_feature_extractor(resnet, return_nodes=nodes)
         self.keypoints = SpatialSoftmax(resnet.layer2[-1].conv2.out_channels, keypoints) if keypoints else None
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1) * 255)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) * 255)
@@ -77,12 +80,10 @@ class ImageEncoder(nn.Module):
             # Channels-last input makes cuDNN pick its NHWC kernels (tensor cores under bf16). The weights stay
             # in the default layout, which weight transfers to collector workers require (contiguous tensors).
             x = x.contiguous(memory_format=torch.channels_last)
-        if self.keypoints is None:
-            return self.trunk(x).float().reshape(*batch, 512)
-        t = self.trunk
-        mid = t.layer2(t.layer1(t.maxpool(t.relu(t.bn1(t.conv1(x))))))
-        pooled = torch.flatten(t.avgpool(t.layer4(t.layer3(mid))), 1).float()
-        features = torch.cat([pooled, self.keypoints(mid).float()], dim=-1)
+        maps = self.trunk(x)
+        features = maps["pooled"].float()
+        if self.keypoints is not None:
+            features = torch.cat([features, self.keypoints(maps["mid"]).float()], dim=-1)
         return features.reshape(*batch, features.shape[-1])
 
 

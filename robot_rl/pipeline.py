@@ -3,7 +3,7 @@
 A stage whose output is complete is skipped; one that was interrupted is resumed. So running the same command
 again after a crash picks up where it stopped; a root made with other preset options is refused. Presets:
 ``quick`` (the README's first command, about a quarter of an hour on two CPU cores: easy boards, 64x64 images,
-150 demos and 8 BC epochs, which leave the policy partly working, then 49,152 PPO frames that lift it) and
+150 demos and 8 BC epochs, which leave the policy partly working, then 65,536 PPO frames that lift it) and
 ``full`` (default difficulty at 84x84, sized for a GPU). The BC policy and the fine-tuned one are evaluated on the
 same held-out boards, for the closing table.
 """
@@ -54,10 +54,10 @@ class Preset:
 PRESETS = {
     "quick": Preset(
         # The project's story in one run: few demos leave BC partly working, PPO lifts it (benchmarks/quick_demo.py).
-        # BC and PPO as in the few preset of benchmarks/bc_vs_scratch.py, PPO stopped at 48 of its 64 iterations.
+        # BC and PPO as in the few preset of benchmarks/bc_vs_scratch.py (its BC arm, the same 64 PPO iterations).
         collect=CollectConfig(out=DEMOS, episodes=150, difficulty="easy", image_size=64),
         pretrain=BCConfig(data=DEMOS, run_dir=BC, epochs=8, batch_size=64, eval_every=0, eval_episodes=20),
-        finetune=FinetuneConfig(init=BC, run_dir=PPO, total_frames=49_152, frames_per_batch=1024, num_envs=8,
+        finetune=FinetuneConfig(init=BC, run_dir=PPO, total_frames=65_536, frames_per_batch=1024, num_envs=8,
                                 ppo_epochs=8, minibatch_size=256, eval_every=4, eval_episodes=50, critic_warmup=2,
                                 checkpoint_every=4, shaping=1.0),
         evaluate=EvaluateConfig(checkpoint=PPO, out=EVAL, episodes=50, num_envs=8, videos=2, failure_videos=4),
