@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import tempfile
@@ -18,7 +19,8 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    _remove_orphaned_temporaries(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp)
     try:
@@ -29,6 +31,37 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _remove_orphaned_temporaries(target: Path) -> None:
+    """Removes the temporary files of earlier writes of ``target`` whose writing process is gone (killed before
+    its rename: kill -9, the out-of-memory killer). The writer's pid is in the name; live writers are left alone."""
+    for path in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+        _remove_if_orphaned(path)
+
+
+def remove_orphaned_temporaries(folder: str | os.PathLike) -> None:
+    """The same for every file under ``folder`` (a run folder being resumed: a write killed there may have no
+    later write of the same file to clean up after it)."""
+    for path in Path(folder).rglob(".*.tmp"):
+        _remove_if_orphaned(path)
+
+
+def _remove_if_orphaned(path: Path) -> None:
+    # ".NAME.PID.XXXXXXXX.tmp": mkstemp's random part has no dots, NAME may.
+    parts = path.name[1:-len(".tmp")].rsplit(".", 2)
+    if len(parts) == 3 and parts[1].isdigit() and path.is_file() and not _alive(int(parts[1])):
+        path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def write_json(target: str | os.PathLike, data) -> None:

@@ -39,7 +39,7 @@ from torchrl.record.loggers import CSVLogger, Logger
 from tqdm import tqdm
 
 from robot_rl.errors import RunStopped, UsageError
-from robot_rl.io import atomic_path, write_json
+from robot_rl.io import atomic_path, remove_orphaned_temporaries, write_json
 
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -168,6 +168,8 @@ class RunFolder:
         save_checkpoint(self.checkpoint("best" if best else "last"), payload)
 
     def load_last(self, map_location: str | torch.device = "cpu") -> dict:
+        """``last.pt``, for a resumed run; removes what writes killed in the folder left behind first."""
+        remove_orphaned_temporaries(self.path)
         return load_checkpoint(self.checkpoint("last"), map_location=map_location)
 
     def finish(self, summary: dict) -> None:
