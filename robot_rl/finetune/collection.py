@@ -12,6 +12,9 @@ Every worker process creates its own renderer on first use (renderers are per pr
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from functools import partial
 
 import torch
@@ -23,9 +26,32 @@ from robot_rl.envs import make_env
 from robot_rl.envs.torchrl_env import PcbInspectEnv
 
 
+@contextlib.contextmanager
+def workers_ignore_ctrl_c():
+    """Worker processes started inside ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and
+    workers that died of it would fail the iteration the learner was asked to finish and checkpoint. An ignored
+    signal stays ignored across exec, and Python installs its KeyboardInterrupt handler only where SIGINT is not
+    ignored. The learner stops them itself on its way out (``PPORun.close``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: torch.device, seed: int,
                    pre_collect_hook=None):
-    """Builds the collector of ``config.collector``; returns (collector, direct env or None)."""
+    """Builds the collector of ``config.collector``; returns (collector, direct env or None). Its worker
+    processes ignore Ctrl-C (``workers_ignore_ctrl_c``)."""
+    with workers_ignore_ctrl_c():
+        return _make_collector(config, policy, env_kwargs, device, seed, pre_collect_hook)
+
+
+def _make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: torch.device, seed: int,
+                    pre_collect_hook=None):
     # A finite total: TorchRL's Ray collector yields nothing for -1 ("unbounded"). The trainer stops by itself.
     common = dict(frames_per_batch=config.frames_per_batch, total_frames=2 * config.total_frames,
                   reset_at_each_iter=True, storing_device=device, env_device="cpu")

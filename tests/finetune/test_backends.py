@@ -19,6 +19,31 @@ from robot_rl.policy import PolicyConfig, make_actor
 ENV = {"difficulty": "easy", "image_size": 48}
 
 
+def _report_sigint(queue) -> None:
+    import signal
+
+    queue.put(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+
+
+def test_collector_workers_ignore_ctrl_c_and_the_learner_keeps_its_handler():
+    # What a terminal's Ctrl-C (SIGINT to the whole group) then reaches: the learner alone, which finishes the
+    # iteration, checkpoints and stops the workers itself.
+    import multiprocessing
+    import signal
+
+    from robot_rl.finetune.collection import workers_ignore_ctrl_c
+
+    context = multiprocessing.get_context("spawn")  # how TorchRL starts collector and env workers
+    queue = context.Queue()
+    before = signal.getsignal(signal.SIGINT)
+    with workers_ignore_ctrl_c():
+        worker = context.Process(target=_report_sigint, args=(queue,))
+        worker.start()
+    assert queue.get(timeout=60) is True
+    worker.join(timeout=60)
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def backend_config(collector: str, **overrides) -> FinetuneConfig:
     values = dict(from_scratch=True, anchor_weight=0.0, num_envs=2, frames_per_batch=32, total_frames=64,
                   minibatch_size=16, collector=collector, workers=0 if collector == "direct" else 2, **ENV)
