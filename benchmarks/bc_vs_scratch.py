@@ -122,15 +122,18 @@ def largest_fall_after(curve: list[dict], frames: int) -> float:
 
 def on_fresh_boards(checkpoint: str | Path, boards: int, device: str) -> dict:
     """A policy checkpoint (or run folder) on ``boards`` boards no run has seen (not the check boards): success
-    with its Wilson interval, guesses, timeouts, verdict accuracy."""
+    with its Wilson interval, guesses (and how many came after the board had been localized), timeouts, verdict
+    accuracy."""
     device = resolve_device(device)
     actor, env, _ = load_actor(checkpoint, device)
-    metrics, _ = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()),
-                                 difficulty=env["difficulty"], image_size=env["image_size"],
-                                 randomization=env["randomization"], num_envs=8, device=device)
+    metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()),
+                                        difficulty=env["difficulty"], image_size=env["image_size"],
+                                        randomization=env["randomization"], num_envs=8, device=device)
     return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
             "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],
-            "verdict_accuracy": metrics["verdict_accuracy"]}
+            "verdict_accuracy": metrics["verdict_accuracy"],
+            # Guesses given after the board had been localized: the policy was there and left before answering.
+            "guesses_after_localizing": sum(e["guess"] and e["steps_to_localize"] is not None for e in episodes)}
 
 
 def fresh_board_success(run_dir: Path, boards: int, device: str) -> dict:

@@ -2,7 +2,7 @@
 
 A TorchRL ``Collector`` yields complete trajectories (``trajs_per_batch``), which are written and committed a
 batch at a time: a killed collection keeps what it committed, and running the same command again resumes the
-run (same seed) with the episodes still missing.
+run (same seed) with the episodes still missing, or does nothing when the run is complete.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ def _plan_run(dataset: DemoDataset, config: CollectConfig) -> dict:
                "complete": False, "seconds": 0.0}
         runs.append(run)
         return run
-    if previous["complete"]:
-        raise UsageError(f"--seed {seed}: this dataset already holds that run's episodes; use another seed")
-    return previous
+    if previous["complete"] and previous["target_episodes"] != config.episodes:
+        raise UsageError(f"--seed {seed}: this dataset already holds that run's {previous['target_episodes']} "
+                         f"episodes; use another seed")
+    return previous  # unfinished: resumed; finished with the same count: the same command again, nothing to do
 
 
 def _episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorDictBase, list[EpisodeRecord]]:
@@ -64,6 +65,8 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
             "difficulty": config.difficulty, "randomization": config.randomization}
     dataset = DemoDataset.open_for_append(config.out, info)
     run = _plan_run(dataset, config)
+    if run["complete"]:
+        return _summary(dataset, run, config)
     remaining = run["target_episodes"] - run["episodes"]
     num_envs = config.num_envs or os.cpu_count() or 1
     # Resumed runs draw from a fresh stream, so they do not repeat the boards already collected.
@@ -98,6 +101,10 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
         bar.close()
         collector.shutdown()
         dataset.discard()  # only does something if nothing was ever committed
+    return _summary(dataset, run, config)
+
+
+def _summary(dataset: DemoDataset, run: dict, config: CollectConfig) -> dict:
     successes = sum(r.success for r in dataset.episodes)
     return {"dataset": str(dataset.root), "run": dict(run), "episodes": len(dataset.episodes),
             "frames": dataset.frames, "expert_success": successes / len(dataset.episodes), "config": asdict(config)}

@@ -45,6 +45,9 @@ def test_append_adds_episodes_and_refuses_a_repeated_seed(demos_copy):
     assert not after.episode_seeds() & {e.seed for e in before.episodes} - before.episode_seeds()
     with pytest.raises(UsageError, match="already holds that run"):
         collect(demos_copy, episodes=2, seed=0)
+    # The same command again (a kill after the last commit, before the process exited): nothing to do.
+    again = collect(demos_copy, episodes=3, seed=1)
+    assert again["episodes"] == 15 and len(DemoDataset.open(demos_copy).episodes) == 15
 
 
 def test_append_with_another_image_size_is_refused(demos_copy):
