@@ -142,6 +142,19 @@ def fresh_board_success(run_dir: Path, boards: int, device: str) -> dict:
             for name in ("last", "best")}
 
 
+def bc_curves_of_preset(preset: dict, root: Path, bc_dir: Path, device: str, curves: list[list[dict]],
+                        seeds) -> list[list[dict]]:
+    """The BC arm's check curves over all the preset's seeds: those of this part, and the finished runs of the
+    others."""
+    by_seed = dict(zip(seeds, curves))
+    for seed in preset["seeds"]:
+        if seed not in by_seed:
+            folder = RunFolder(ppo_config(preset, "bc", seed, root, bc_dir, device).run_dir)
+            if folder.finished:
+                by_seed[seed] = folder.summary()["curve"]
+    return list(by_seed.values())
+
+
 def median_or_none(values: list[int | None]) -> float | None:
     """Median over seeds, where a seed that never reached the threshold counts as +infinity (None if the median
     itself is censored)."""
@@ -190,7 +203,8 @@ def _point(curve_point: dict) -> dict:
 
 
 def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]], start_fresh: dict, seeds,
-              threshold: float, budgets: dict, demo_frames: int, warmup_frames: int) -> dict:
+              threshold: float, budgets: dict, demo_frames: int, warmup_frames: int,
+              run_frames: dict[str, dict[str, int]] | None = None) -> dict:
     """The results JSON's top level: ratio (or its censored bound), threshold, per seed the last and best policy
     on fresh boards and frames-to-tau per arm, and the targets of issue 18 (fixed before the run) checked. An arm
     missing from ``curves`` (not run yet) leaves the ratio and its targets out."""
@@ -208,6 +222,7 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
                 str(s): largest_fall_after(c, r if r is not None else warmup_frames)
                 for s, c, r in zip(seeds, runs, reached)},
             "budget_frames": budgets[arm],
+            "run_frames": (run_frames or {}).get(arm, {str(s): budgets[arm] for s in seeds}),
         }
     result = {"threshold": threshold, "start_fresh_boards": start_fresh, "arms": arms, "demo_frames": demo_frames,
               "complete": set(curves) == {"bc", "scratch"}}
@@ -234,7 +249,13 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
             if scratch is not None:
                 ratio, ratio_demos = scratch / bc_median, scratch / (bc_median + demo_frames)
             else:
-                bound, bound_demos = budgets["scratch"] / bc_median, budgets["scratch"] / (bc_median + demo_frames)
+                # The true median is at least the median of the seeds' lower bounds (frames to tau where reached,
+                # the run's budget where not): a censored bound even when the runs' budgets differ.
+                lower = statistics.median(
+                    r if r is not None else arms["scratch"]["run_frames"][str(s)]
+                    for s, r in zip(seeds, [frames_to_threshold(c, threshold) for c in curves["scratch"]]))
+                bound, bound_demos = lower / bc_median, lower / (bc_median + demo_frames)
+                arms["scratch"]["median_lower_bound_frames"] = lower
         targets["ratio_or_censored_bound_at_least_3"] = (ratio or bound or 0) >= 3
         result.update({"ratio": ratio, "ratio_lower_bound": bound, "ratio_counting_demo_frames": ratio_demos,
                        "ratio_lower_bound_counting_demo_frames": bound_demos})
@@ -309,19 +330,25 @@ def main(argv: list[str] | None = None) -> int:
     fresh: dict[str, list[dict]] = {}
     seconds: dict[str, dict[str, float | None]] = {}
     budgets = {"bc": preset["bc_frames"]}
+    run_frames: dict[str, dict[str, int]] = {}  # each run's own budget
     for arm in ("bc", "scratch"):
         if arm == "scratch":
             if "bc" not in curves:
                 break  # scratch's budget follows from the BC arm's frames to tau
-            bc_median = median_or_none([frames_to_threshold(c, threshold) for c in curves["bc"]])
+            # The median over the preset's seeds, whichever seeds this part runs (a part of one scratch seed
+            # once took its budget from that seed's BC run alone).
+            bc_median = median_or_none([frames_to_threshold(c, threshold) for c in bc_curves_of_preset(
+                preset, root, bc_dir, args.device, curves["bc"], seeds)])
             budgets["scratch"] = scratch_budget(preset, bc_median)
         summaries = []
         for seed in seeds:
             config = ppo_config(preset, arm, seed, root, bc_dir, args.device, frames=budgets[arm])
             folder = RunFolder(config.run_dir)
-            summary = run_ppo(config) if arm in args.arms else folder.summary() if folder.finished else None
-            if summary is None or summary["frames"] != config.total_frames:
+            summary = run_ppo(config) if arm in args.arms and not folder.finished else folder.summary()
+            # A finished run with another budget is kept and reported with its own (run_frames); never redone.
+            if summary is None or (arm == "bc" and summary["frames"] != config.total_frames):
                 break
+            run_frames.setdefault(arm, {})[str(seed)] = summary["frames"]
             summaries.append((summary, fresh_board_success(Path(config.run_dir), args.fresh_boards, args.device)))
             print(f"{arm} seed {seed}: check success {summary['curve'][0]['success_rate']:.0%} -> "
                   f"{summary['curve'][-1]['success_rate']:.0%} in {summary['frames']} frames; last.pt "
@@ -336,20 +363,21 @@ def main(argv: list[str] | None = None) -> int:
         seconds[arm] = {str(seed): summary.get("seconds") for seed, (summary, _) in zip(seeds, summaries)}
 
     result = summarize(curves, fresh, start_fresh, seeds, threshold, budgets,
-                       DemoDataset.open(demos.out).frames, reference.critic_warmup * reference.frames_per_batch)
+                       DemoDataset.open(demos.out).frames, reference.critic_warmup * reference.frames_per_batch,
+                       run_frames)
     rows = [{"arm": "PPO from few-demo BC" if arm == "bc" else "PPO from scratch", "seed": seed,
              "check start": f"{c[0]['success_rate']:.0%}", "check end": f"{c[-1]['success_rate']:.0%}",
              "last.pt, fresh boards": "{:.0%} ({:.0%}-{:.0%})".format(f["last"]["rate"], *f["last"]["ci95"]),
              "best.pt, fresh boards": "{:.0%} ({:.0%}-{:.0%})".format(f["best"]["rate"], *f["best"]["ci95"]),
              "last.pt guesses": f["last"]["guesses"],
              f"frames to {threshold:.0%}": result["arms"][arm]["frames_to_threshold"][str(seed)],
-             "budget": budgets[arm], "minutes": round((seconds[arm][str(seed)] or 0) / 60, 1)}
+             "budget": run_frames[arm][str(seed)], "minutes": round((seconds[arm][str(seed)] or 0) / 60, 1)}
             for arm, runs in curves.items() for seed, c, f in zip(seeds, runs, fresh[arm])]
     print(markdown_table(rows))
     if result.get("ratio") is not None:
         print(f"\nratio (scratch / BC+PPO median frames to tau): {result['ratio']:.1f}x")
     elif result.get("ratio_lower_bound") is not None:
-        print(f"\nscratch never reached tau in {budgets['scratch']} frames: ratio >= "
+        print(f"\nscratch never reached tau in {sorted(set(run_frames['scratch'].values()))} frames: ratio >= "
               f"{result['ratio_lower_bound']:.1f}x (censored)")
     elif "scratch" in curves:
         print(f"\nBC+PPO's median seed did not reach tau within {budgets['bc']} frames: no ratio")
