@@ -232,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             after_kill["claimed"] = (command["run_dir"] / "config.json").exists()
         if recovery == "--resume" and not after_kill.get("claimed"):
             recovery = "the same command (killed before the run claimed its folder: nothing to resume)"
-        resume = command["argv"][:4] + ["--resume", str(command["run_dir"])]  # python -m robot_rl.cli COMMAND
-        again = resume if recovery == "--resume" else command["argv"]
+        again = command["argv"]
+        if recovery == "--resume":  # python -m robot_rl.cli COMMAND --resume RUN_DIR
+            again = command["argv"][:4] + ["--resume", str(command["run_dir"])]
         if killed["finished_before_the_signal"]:
             recovery, (code, seconds) = "none (it finished before the kill)", (killed["exit_code"], 0.0)
         else:
