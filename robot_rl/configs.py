@@ -14,9 +14,9 @@ from robot_rl.options import option, validate
 # Kept in step with robot_rl.envs.difficulty.DIFFICULTIES and robot_rl.envs.randomization.RANDOMIZATIONS (a test
 # checks); importing the env package here would make `robot-rl --help` load MuJoCo.
 DIFFICULTY_NAMES = ("easy", "default", "hard")
-RANDOMIZATION_NAMES = ("none", "default", "strong")
+RANDOMIZATION_NAMES = ("none", "default", "wide", "strong")
 RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
-                      "default or strong")
+                      "default, wide (default plus tables of any colour, four solder masks, marks) or strong")
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
 COLLECTORS = ("direct", "process", "ray")
 VIDEO_QUALITIES = ("pretty", "fast")
@@ -148,7 +148,7 @@ class FinetuneConfig:
     run_dir: str = option("runs/ppo", "output folder: config, checkpoints, logs")
     difficulty: str = option("", "task difficulty; '' = the BC run's (default for --from-scratch)")
     image_size: int = option(0, "image side in pixels; 0 = the BC run's (84 for --from-scratch)")
-    randomization: str = option("", "domain randomization: none, default or strong; '' = the BC run's (none for "
+    randomization: str = option("", "domain randomization: none, default, wide or strong; '' = the BC run's (none for "
                                 "--from-scratch)")
     total_frames: int = option(200_000, "environment frames to collect")
     frames_per_batch: int = option(1024, "frames collected per PPO iteration")
@@ -272,7 +272,7 @@ class EvaluateConfig:
     episodes: int = option(100, "episodes, one per board seed")
     seed: int = option(30_000_000, "first board seed; episode k inspects board seed + k")
     difficulty: str = option("", "task difficulty; '' = the checkpoint's")
-    randomization: str = option("", "domain randomization: none, default or strong; '' = the checkpoint's")
+    randomization: str = option("", "domain randomization: none, default, wide or strong; '' = the checkpoint's")
     perturbations: bool = option(False, "also run the same boards under each shift of the perturbation suite "
                                  "(success per shift next to nominal, one failure video each)")
     num_envs: int = option(8, "envs stepped together (in this process)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import colorsys
 import dataclasses
 
 import numpy as np
@@ -10,13 +11,20 @@ import pytest
 from robot_rl.configs import RANDOMIZATION_NAMES
 from robot_rl.envs.randomization import (
     DEFAULT,
+    MARK_HALF_SIZE,
+    MARK_RADIUS,
+    MAX_MARKS,
+    NONE,
     PERTURBATIONS,
     RANDOMIZATIONS,
+    SOLDER_MASKS,
     STRONG,
+    WIDE,
     Randomization,
     describe,
     get_randomization,
 )
+from robot_rl.envs.scene import recoloured_board_texture
 from robot_rl.envs.task import PcbInspectTask, TaskConfig
 
 SIZE = 48
@@ -32,8 +40,9 @@ def test_presets_match_the_cli_names():
     assert not set(PERTURBATIONS) & set(RANDOMIZATIONS)
 
 
-def test_same_seed_same_scene_and_nothing_accumulates_across_episodes():
-    first, second = make_task("strong"), make_task("strong")
+@pytest.mark.parametrize("preset", ["strong", "wide"])
+def test_same_seed_same_scene_and_nothing_accumulates_across_episodes(preset):
+    first, second = make_task(preset), make_task(preset)
     a = first.reset(7)["pixels"]
     assert np.array_equal(a, second.reset(7)["pixels"])  # another task, same seed: the same image
     assert not np.array_equal(a, first.reset(8)["pixels"])  # another seed: another scene
@@ -60,6 +69,71 @@ def test_every_drawn_value_stays_in_its_documented_range():
             assert preset.pixel_noise[0] <= a.pixel_noise <= preset.pixel_noise[1]
 
 
+def test_surfaces_stay_in_their_documented_ranges():
+    rng = np.random.default_rng(1)
+    masks, mark_counts = set(), set()
+    for _ in range(300):
+        a = WIDE.sample(rng)
+        assert a.board_mask in WIDE.board_masks
+        masks.add(a.board_mask)
+        hsv = colorsys.rgb_to_hsv(*a.table_rgb)
+        for value, (low, high) in zip(hsv[1:], WIDE.table_hsv[1:]):  # hue spans the whole circle
+            assert low - 1e-9 <= value <= high + 1e-9
+        mark_counts.add(len(a.marks))
+        radius = np.hypot(a.marks[:, 0], a.marks[:, 1])
+        assert np.all((MARK_RADIUS[0] <= radius) & (radius <= MARK_RADIUS[1]))
+        assert np.all((MARK_HALF_SIZE[0] <= a.marks[:, 3:5]) & (a.marks[:, 3:5] <= MARK_HALF_SIZE[1]))
+        assert np.all((0 <= a.marks[:, 5:]) & (a.marks[:, 5:] <= 1))
+    assert masks == set(WIDE.board_masks)
+    assert mark_counts == set(range(WIDE.table_marks[0], WIDE.table_marks[1] + 1))
+
+
+def test_presets_without_surfaces_draw_what_they_drew_before_surfaces_existed():
+    a = DEFAULT.sample(np.random.default_rng(3))
+    assert (a.board_mask, a.table_rgb, a.marks.shape) == ("green", None, (0, 8))
+    states = {}
+    for preset in (NONE, DEFAULT, WIDE):
+        rng = np.random.default_rng(3)
+        drawn = preset.sample(rng)
+        states[preset.name] = rng.bit_generator.state["state"]["state"]
+        if preset is WIDE:  # the shared values first, as DEFAULT draws them
+            assert (drawn.light_intensity, drawn.pixel_noise) == (a.light_intensity, a.pixel_noise)
+    assert states["default"] == states["none"] != states["wide"]  # surfaces draw only in presets that vary them
+
+
+def test_the_surfaces_reach_the_model_and_unused_marks_stay_out_of_sight():
+    task, nominal = make_task("wide"), make_task("none")
+    m, m0, scene = task.scene.model, nominal.scene.model, task.scene
+    board = scene.board_material_id
+    for seed in range(6):
+        task.reset(seed)
+        a = task.appearance
+        assert m.mat_texid[board, 1] == scene.mask_texture_ids[a.board_mask]  # role 1: rgb
+        np.testing.assert_allclose(m.mat_rgba[scene.table_material_id, :3], a.table_rgb)
+        board_xy = task.scene.data.mocap_pos[scene.board_mocap_id][:2]
+        used, unused = scene.mark_geom_ids[:len(a.marks)], scene.mark_geom_ids[len(a.marks):]
+        np.testing.assert_allclose(m.geom_pos[used, :2] - board_xy, a.marks[:, :2])
+        np.testing.assert_allclose(m.geom_rgba[used, :3], a.marks[:, 5:])
+        table = m0.geom("table")
+        below_top = m.geom_pos[unused, 2] + m.geom_size[unused, 2] < table.pos[2] + table.size[2]
+        assert below_top.all()  # inside the table box: no camera sees them
+    assert m0.mat_texid[board, 1] == nominal.scene.mask_texture_ids["green"]
+
+
+def test_solder_mask_textures_recolour_the_mask_and_traces_only():
+    green = recoloured_board_texture(SOLDER_MASKS["green"])
+    blue = recoloured_board_texture(SOLDER_MASKS["blue"])
+    assert set(map(tuple, np.unique(green.reshape(-1, 3), axis=0))) >= {SOLDER_MASKS["green"]}
+    unchanged = (green == blue).all(-1)
+    assert 0.02 < unchanged.mean() < 0.2  # vias and silkscreen keep their colours
+    assert (blue[~unchanged] != green[~unchanged]).any(-1).all()
+    task = make_task("none")
+    m = task.scene.model
+    texture = m.texture("pcb_texture_blue")
+    compiled = m.tex_data[texture.adr[0]:texture.adr[0] + texture.width[0] * texture.height[0] * 3]
+    assert np.array_equal(compiled.reshape(blue.shape), blue)
+
+
 def test_the_model_gets_what_was_drawn():
     task = make_task("strong")
     nominal = make_task("none")
@@ -76,7 +150,7 @@ def test_the_model_gets_what_was_drawn():
             np.linalg.norm(a.camera_offset))
 
 
-@pytest.mark.parametrize("shift", ["default", *PERTURBATIONS])
+@pytest.mark.parametrize("shift", ["default", "wide", *PERTURBATIONS])
 def test_a_perturbation_changes_pixels_and_nothing_else(shift):
     plain, shifted = make_task("none"), make_task(shift)
     seed = 3
@@ -94,16 +168,26 @@ def test_a_perturbation_changes_pixels_and_nothing_else(shift):
         a, b = ra.observation, rb.observation
 
 
-def test_perturbations_lie_outside_the_default_ranges():
+def _outside(shift: Randomization, trained: Randomization, name: str) -> bool:
+    value, ranges = getattr(shift, name), getattr(trained, name)
+    if name == "board_masks":
+        return bool(set(value) - set(ranges))
+    if ranges is None:  # table_hsv: the trained preset keeps the nominal colour
+        return True
+    value, ranges = np.array(value).reshape(-1, 2), np.array(ranges).reshape(-1, 2)
+    return bool(((value[:, 0] < ranges[:, 0]) | (value[:, 1] > ranges[:, 1])).any())
+
+
+SURFACE_SHIFTS = ("blue_table", "white_table", "purple_board", "cluttered_table")
+
+
+def test_perturbations_lie_outside_the_training_ranges():
     for shift in PERTURBATIONS.values():
         changed = [f.name for f in dataclasses.fields(shift)
-                   if f.name != "name" and getattr(shift, f.name) != getattr(RANDOMIZATIONS["none"], f.name)]
+                   if f.name != "name" and getattr(shift, f.name) != getattr(NONE, f.name)]
         assert changed, shift.name
-        for name in changed:
-            value, trained = np.array(getattr(shift, name)).reshape(-1, 2), np.array(getattr(DEFAULT, name))
-            trained = trained.reshape(-1, 2)
-            outside = (value[:, 0] < trained[:, 0]) | (value[:, 1] > trained[:, 1])
-            assert outside.any(), f"{shift.name}.{name} is inside the default range"
+        for trained in (DEFAULT, WIDE) if shift.name in SURFACE_SHIFTS else (DEFAULT,):
+            assert any(_outside(shift, trained, name) for name in changed), f"{shift.name} inside {trained.name}"
         assert describe(shift) != "nominal"
 
 
@@ -112,5 +196,11 @@ def test_bad_ranges_and_names_are_refused():
         Randomization("bad", light_intensity=(1.2, 0.8))
     with pytest.raises(ValueError, match="pixel_noise"):
         Randomization("bad", pixel_noise=(-1.0, 2.0))
+    with pytest.raises(ValueError, match="board_masks"):
+        Randomization("bad", board_masks=("teal",))
+    with pytest.raises(ValueError, match="table_marks"):
+        Randomization("bad", table_marks=(0, MAX_MARKS + 1))
+    with pytest.raises(ValueError, match="table_hsv"):
+        Randomization("bad", table_hsv=((0, 1), (0, 1.5), (0, 1)))
     with pytest.raises(ValueError, match="unknown randomization 'foggy'"):
         get_randomization("foggy")

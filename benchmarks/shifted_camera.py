@@ -1,0 +1,153 @@
+"""Can any policy pass ``shifted_camera``? Geometry alone, no policy: where the shifted camera puts the board.
+
+Under the ``shifted_camera`` perturbation the rendered wrist camera sits 10 mm from its mount and is turned 5 deg
+about a random axis, while localization is judged at the nominal mount (as on a real cell whose camera is off its
+calibration). A policy can only act on what it sees, so the best a pixels-only policy can do is bring the board to
+where the nominal camera would have it. For each board the scripted expert drives the arm to its inspection pose
+(the pose a policy imitates); at its decision step this script computes, from the model's kinematics:
+
+- ``image_offset_px``: how far the board centre sits from the image centre in the shifted camera's image;
+- ``translate``: the arm moved sideways until the shifted camera's optical axis meets the board centre (the board
+  centred in the image, orientation kept): is the nominal mount still localized?
+- ``match_view``: the arm moved (position and orientation) until the shifted camera sits where the nominal one
+  was at the expert's pose (the image exactly the nominal image): is the nominal mount still localized?
+
+Decision rule, fixed before the run: the shift is *unpassable* when the better of the two is localized on fewer
+than ``TARGET`` of the boards (the robustness target): then even a perfect pixels-only policy misses the target.
+
+    python benchmarks/shifted_camera.py  # ~2 min (2 CPU cores); writes benchmarks/results/shifted_camera.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from timing import describe_machine
+
+from robot_rl.envs.board import BOARD_TOP
+from robot_rl.envs.expert import ScriptedExpert
+from robot_rl.envs.randomization import describe, get_randomization
+from robot_rl.envs.scene import CAMERA_SITE, WRIST_CAMERA
+from robot_rl.envs.task import PcbInspectTask, TaskConfig, inspection_geometry, is_localized
+from robot_rl.episodes import wilson_interval
+from robot_rl.io import write_json
+from robot_rl.tables import markdown_table
+
+RESULTS = Path(__file__).parent / "results" / "shifted_camera.json"
+TARGET = 0.90  # the robustness benchmark's shift target
+SEEDS_FROM = 40_000_000  # boards no other benchmark uses
+
+
+def pose(position: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+    transform = np.eye(4)
+    transform[:3, :3], transform[:3, 3] = rotation, position
+    return transform
+
+
+def expert_inspection_pose(task: PcbInspectTask, expert: ScriptedExpert, seed: int) -> bool:
+    """Runs the expert on board ``seed`` until its decision step (the arm then at its inspection pose)."""
+    observation = task.reset(seed)
+    for _ in range(task.config.max_steps):
+        privileged = task.privileged()
+        action, verdict = expert.act(privileged["camera_pose"], privileged["board_pose"], privileged["defective"],
+                                     observation["joint_state"])
+        if verdict != 0:
+            return True
+        observation = task.step(action, 0).observation
+    return False
+
+
+def measure_board(task: PcbInspectTask, shifted: np.ndarray, nominal: np.ndarray) -> dict:
+    """The three quantities of the module docstring at the arm's current pose; ``shifted`` / ``nominal``: the
+    mount-to-camera transforms with and without the shift."""
+    m, d, config = task.scene.model, task.scene.data, task.config
+    site = m.site(CAMERA_SITE).id
+    mount = pose(d.site_xpos[site], d.site_xmat[site].reshape(3, 3))
+    camera = mount @ shifted
+    centre = np.array([*task.board_xy, BOARD_TOP])
+
+    # Where the shifted camera looks, and where the board centre lands in its image (MuJoCo cameras look along -z).
+    to_centre = np.linalg.inv(camera) @ np.append(centre, 1.0)
+    fovy = np.radians(m.cam_fovy[m.camera(WRIST_CAMERA).id])
+    focal_px = config.image_size / 2 / np.tan(fovy / 2)
+    image_offset_px = float(focal_px * np.hypot(to_centre[0], to_centre[1]) / -to_centre[2])
+    axis = -camera[:3, 2]
+    hit = camera[:3, 3] + axis * (centre[2] - camera[2, 3]) / axis[2]
+
+    translated = mount.copy()
+    translated[:2, 3] += centre[:2] - hit[:2]
+    matched = (mount @ nominal) @ np.linalg.inv(shifted)  # the shifted camera where the nominal one was
+    result = {"image_offset_px": image_offset_px}
+    for name, placed in (("translate", translated), ("match_view", matched)):
+        off_axis = inspection_geometry(placed[:3, 3], placed[:3, :3], centre)[2]
+        result[name] = bool(is_localized(placed[:3, 3], placed[:3, :3], centre, config))
+        result[f"{name}_off_axis_mm"] = float(off_axis * 1000)
+    return result
+
+
+def mount_to_camera(task: PcbInspectTask) -> np.ndarray:
+    m, d = task.scene.model, task.scene.data
+    site, cam = m.site(CAMERA_SITE).id, m.camera(WRIST_CAMERA).id
+    mount = pose(d.site_xpos[site], d.site_xmat[site].reshape(3, 3))
+    return np.linalg.inv(mount) @ pose(d.cam_xpos[cam], d.cam_xmat[cam].reshape(3, 3))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--boards", type=int, default=200)
+    parser.add_argument("--shift", default="shifted_camera")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    start = time.perf_counter()
+    config = TaskConfig(image_size=84)
+    task = PcbInspectTask("default", config, randomization=args.shift)
+    plain = PcbInspectTask("default", config)
+    plain.reset(SEEDS_FROM)
+    nominal = mount_to_camera(plain)
+    expert = ScriptedExpert(config)
+    boards = []
+    for seed in range(SEEDS_FROM, SEEDS_FROM + args.boards):
+        if expert_inspection_pose(task, expert, seed):
+            boards.append(measure_board(task, mount_to_camera(task), nominal))
+
+    total, summary = len(boards), {}
+    rows = []
+    for name in ("translate", "match_view"):
+        localized = sum(b[name] for b in boards)
+        off_axis = np.array([b[f"{name}_off_axis_mm"] for b in boards])
+        low, high = wilson_interval(localized, total)
+        summary[name] = {"localized": localized, "boards": total, "rate": localized / total,
+                         "ci95": [low, high], "off_axis_mm_median": float(np.median(off_axis)),
+                         "off_axis_mm_p90": float(np.percentile(off_axis, 90)),
+                         "off_axis_mm_max": float(off_axis.max())}
+        rows.append({"policy that": name.replace("_", " "), "localized (95% CI)":
+                     f"{localized / total:.0%} ({low:.0%}-{high:.0%})", "boards": total,
+                     "off-axis median / p90 / max (mm)":
+                     f"{np.median(off_axis):.1f} / {np.percentile(off_axis, 90):.1f} / {off_axis.max():.1f}"})
+    offsets = np.array([b["image_offset_px"] for b in boards])
+    best = max(summary[name]["rate"] for name in summary)
+    unpassable = best < TARGET
+    print(markdown_table(rows))
+    print(f"board centre off the image centre: median {np.median(offsets):.1f} px, max {offsets.max():.1f} px "
+          f"(of {config.image_size}); centre tolerance {config.centre_tolerance * 1000:.0f} mm")
+    print(f"{args.shift}: {'unpassable' if unpassable else 'passable'} by a pixels-only policy "
+          f"(best {best:.0%} vs the {TARGET:.0%} target)")
+    write_json(args.out, {
+        "benchmark": "shifted_camera", "machine": describe_machine(), "shift": args.shift,
+        "change": describe(get_randomization(args.shift)), "centre_tolerance_mm": config.centre_tolerance * 1000,
+        "expert_reached_inspection": total, "boards": args.boards, "seeds_from": SEEDS_FROM, "target": TARGET,
+        "image_offset_px": {"median": float(np.median(offsets)), "p90": float(np.percentile(offsets, 90)),
+                            "max": float(offsets.max()), "image_size": config.image_size},
+        **summary, "unpassable_shifts": [args.shift] if unpassable else [],
+        "wall_s": round(time.perf_counter() - start, 1)})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
