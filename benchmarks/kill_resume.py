@@ -40,7 +40,7 @@ RESULTS = Path(__file__).parent / "results"
 CLI = [sys.executable, "-m", "robot_rl.cli"]
 TINY_PPO = ["--total-frames", "256", "--frames-per-batch", "64", "--num-envs", "2", "--minibatch-size", "32",
             "--ppo-epochs", "2", "--eval-every", "2", "--eval-episodes", "2", "--checkpoint-every", "2",
-            "--hidden", "32"]
+            "--critic-hidden", "32"]
 TINY_BC = ["--epochs", "2", "--batch-size", "16", "--steps-per-epoch", "12", "--eval-every", "1",
            "--eval-episodes", "2", "--eval-envs", "2", "--hidden", "32"]
 DEMO_EPISODES = 24

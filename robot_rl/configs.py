@@ -6,7 +6,7 @@ into an argparse parser; the pipeline's presets (``robot_rl.pipeline.PRESETS``) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from robot_rl.options import option, validate
@@ -26,6 +26,29 @@ PIPELINE_PRESETS = ("quick", "full")
 
 def _one_of(names) -> str:
     return f"one of {', '.join(names)}"
+
+
+# -- the actor's architecture: its one home ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class ActorArchitecture:
+    """The actor's architecture options and their defaults, defined once: ``pretrain`` takes them as options
+    (``BCConfig``), ``robot_rl.policy.PolicyConfig`` adds what fine-tuning sets at run time, and fine-tuning
+    --from-scratch builds these defaults (a BC init keeps its checkpoint's architecture)."""
+
+    hidden: int = option(256, "width of the actor's two-layer MLP heads")
+    min_scale: float = option(0.3, "lower bound of the pose distribution's scale (pre-tanh)")
+    keypoints: int = option(32, "spatial-softmax keypoints on ResNet18's layer2 beside the pooled image feature "
+                            "(0 = none)")
+    joint_velocities: bool = option(False, "the policy reads the joint velocities too (default: angles only)")
+    encoder_weights: str = option("", "local ResNet18 state dict to start from (e.g. ImageNet); '' = random")
+
+    def architecture_checks(self) -> list[tuple[str, bool, str]]:
+        return [("hidden", self.hidden >= 1, ">= 1"), ("min_scale", self.min_scale > 0, "> 0"),
+                ("keypoints", self.keypoints >= 0, ">= 0")]
+
+    def architecture(self) -> dict:
+        """These options' values, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(ActorArchitecture)}
 
 
 # -- the scripted expert and its demonstrations ------------------------------------------------------------------
@@ -73,8 +96,8 @@ class CollectConfig:
 
 
 @dataclass(frozen=True)
-class BCConfig:
-    """Options of ``robot-rl pretrain``."""
+class BCConfig(ActorArchitecture):
+    """Options of ``robot-rl pretrain`` (the architecture options first, from ``ActorArchitecture``)."""
 
     data: str = option("data/demos", "demonstration dataset folder (from collect-demos)")
     run_dir: str = option("runs/bc", "output folder: config, checkpoints, logs")
@@ -99,11 +122,6 @@ class BCConfig:
     image_size: int = option(0, "expected image side in pixels; 0 = the dataset's")
     randomization: str = option("", "expected domain randomization of the demos (and of the closed-loop checks); "
                                 "'' = the dataset's")
-    hidden: int = option(256, "width of the MLP heads")
-    min_scale: float = option(0.3, "lower bound of the pose distribution's scale (pre-tanh)")
-    keypoints: int = option(32, "spatial-softmax keypoints beside the pooled image feature (0 = none)")
-    joint_velocities: bool = option(False, "the policy reads the joint velocities too (default: angles only)")
-    encoder_weights: str = option("", "local ResNet18 state dict to start from (e.g. ImageNet); '' = random")
     steps_per_epoch: int = option(0, "cap on gradient steps per epoch (0 = a full pass)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
 
@@ -117,8 +135,7 @@ class BCConfig:
             ("mode_weight", self.mode_weight >= 0, ">= 0"),
             ("eval_every", self.eval_every >= 0, ">= 0"), ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("eval_envs", self.eval_envs >= 0, ">= 0"), ("image_size", self.image_size >= 0, ">= 0"),
-            ("hidden", self.hidden >= 1, ">= 1"), ("min_scale", self.min_scale > 0, "> 0"),
-            ("keypoints", self.keypoints >= 0, ">= 0"),
+            *self.architecture_checks(),
             ("randomization", self.randomization in ("", *RANDOMIZATION_NAMES),
              f"'' or {_one_of(RANDOMIZATION_NAMES)}"),
             ("steps_per_epoch", self.steps_per_epoch >= 0, ">= 0"), ("threads", self.threads >= 0, ">= 0"),
@@ -128,9 +145,7 @@ class BCConfig:
         """The architecture options as a ``robot_rl.policy.PolicyConfig``."""
         from robot_rl.policy import PolicyConfig
 
-        return PolicyConfig(hidden=self.hidden, min_scale=self.min_scale, keypoints=self.keypoints,
-                            joint_velocities=self.joint_velocities,
-                            encoder_weights=self.encoder_weights or None)
+        return PolicyConfig(**self.architecture())
 
 
 # -- PPO fine-tuning ---------------------------------------------------------------------------------------------
@@ -142,6 +157,8 @@ class FinetuneConfig:
     # (``run_folder.load_config``), so a resumed older run keeps the design it started with.
     ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"target_kl": 0.0, "answer_temperature": 1.0, "continue_floor": 0.0,
                                               "anchor_floor": 0.0, "guess_penalty": 0.0}
+    # Options renamed since: a stored config's old name -> the new one (``run_folder.load_config``).
+    RENAMED: ClassVar[dict] = {"hidden": "critic_hidden"}  # it also set --from-scratch's actor width then
 
     init: str = option("", "BC run folder to start the actor from (its best.pt); '' with --from-scratch")
     from_scratch: bool = option(False, "start from random weights, same architecture")
@@ -205,7 +222,8 @@ class FinetuneConfig:
     device: str = option("auto", "learner device: auto, cpu, cuda or cuda:N")
     compile: bool = option(False, "torch.compile the actor's image encoder (the heads and critic stay eager)")
     seed: int = option(0, "seed of collection, sampling and initialization")
-    hidden: int = option(256, "MLP width of the critic, and of the actor with --from-scratch (a BC init keeps its own)")
+    critic_hidden: int = option(256, "MLP width of the critic (the actor's architecture is the BC run's, or "
+                                "ActorArchitecture's defaults with --from-scratch)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
 
     def __post_init__(self) -> None:
@@ -246,7 +264,7 @@ class FinetuneConfig:
             ("eval_every", self.eval_every >= 0, ">= 0"),
             ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("checkpoint_every", self.checkpoint_every >= 1, ">= 1"),
-            ("hidden", self.hidden >= 1, ">= 1"), ("threads", self.threads >= 0, ">= 0"),
+            ("critic_hidden", self.critic_hidden >= 1, ">= 1"), ("threads", self.threads >= 0, ">= 0"),
         ])
         if self.anchor_weight and self.from_scratch:
             raise ValueError("--anchor-weight needs a pretrained policy; use 0 with --from-scratch")

@@ -53,10 +53,10 @@ class ImageEncoder(nn.Module):
     computes.
     """
 
-    def __init__(self, weights: str | None, keypoints: int):  # no defaults here: PolicyConfig holds them
+    def __init__(self, weights: str | None, keypoints: int):  # no defaults here: ActorArchitecture holds them
         super().__init__()
         resnet = torchvision.models.resnet18(weights=None)
-        if weights is not None:
+        if weights:
             state = torch.load(Path(weights), map_location="cpu", weights_only=True)
             missing, unexpected = resnet.load_state_dict(state, strict=False)
             if [k for k in missing if not k.startswith("fc.")] or unexpected:
@@ -98,7 +98,7 @@ class ObservationEncoder(nn.Module):
     """
 
     def __init__(self, joint_low: torch.Tensor, joint_high: torch.Tensor, weights: str | None, keypoints: int,
-                 joint_velocities: bool):  # no defaults here: PolicyConfig holds them
+                 joint_velocities: bool):  # no defaults here: ActorArchitecture holds them
         super().__init__()
         self.image = ImageEncoder(weights, keypoints)
         read = joint_low.numel() if joint_velocities else joint_low.numel() // 2  # angles come first

@@ -20,28 +20,24 @@ from torchrl.data import Composite
 from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
 
 from robot_rl import keys
+from robot_rl.configs import ActorArchitecture
 from robot_rl.encoder import ObservationEncoder
 
 
 @dataclass(frozen=True)
-class PolicyConfig:
-    """Architecture of the actor."""
+class PolicyConfig(ActorArchitecture):
+    """Architecture of the actor: ``ActorArchitecture``'s options (their defaults live there) and the verdict's
+    sampling settings."""
 
-    hidden: int = 256  # width of the two-layer MLP heads
-    min_scale: float = 0.3  # lower bound of the pose TanhNormal's scale (pre-tanh units)
-    encoder_weights: str | None = None  # local ResNet18 state dict (e.g. ImageNet weights); random init if None
-    keypoints: int = 32  # spatial-softmax keypoints on ResNet18's layer2 next to its pooled feature (0 = none)
-    joint_velocities: bool = False  # read the joint velocities too (by default the policy reads the angles only)
     # The verdict's "answer now?" decision (``factored_verdict_logits``): its temperature, and the least
     # probability of continuing. 1 and 0 = the plain 3-way softmax BC trains; PPO fine-tuning sets others.
     answer_temperature: float = 1.0
     continue_floor: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.hidden < 1:
-            raise ValueError(f"PolicyConfig.hidden must be >= 1, got {self.hidden}")
-        if self.min_scale <= 0:
-            raise ValueError(f"PolicyConfig.min_scale must be > 0, got {self.min_scale}")
+        for name, passed, rule in self.architecture_checks():
+            if not passed:
+                raise ValueError(f"PolicyConfig.{name} must be {rule}, got {getattr(self, name)!r}")
         if self.answer_temperature <= 0:
             raise ValueError(f"PolicyConfig.answer_temperature must be > 0, got {self.answer_temperature}")
         if not 0 <= self.continue_floor < 1:
@@ -246,7 +242,7 @@ def checkpoint_policy_config(state: dict) -> PolicyConfig:
     # critic's share_encoder is gone (PPO's critic reads the privileged state).
     defaults = {"keypoints": 0, "joint_velocities": True}
     stored = {k: v for k, v in state["policy_config"].items() if k != "share_encoder"}
-    return PolicyConfig(**{**defaults, **stored, "encoder_weights": None})
+    return PolicyConfig(**{**defaults, **stored, "encoder_weights": ""})
 
 
 def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[ProbabilisticActor, dict, Path]:

@@ -110,12 +110,14 @@ def save_config(path: str | Path, config: Any) -> None:
 
 def load_config(path: str | Path, config_cls: type) -> Any:
     """The config stored at ``path``; an option the file predates takes the value in the class's
-    ``ABSENT_FROM_OLDER_RUNS`` (the behaviour of that time), else its default."""
+    ``ABSENT_FROM_OLDER_RUNS`` (the behaviour of that time), else its default; a renamed one (the class's
+    ``RENAMED``) is read under its new name."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: missing (not a run folder of this command?)")
     try:
-        stored = json.loads(path.read_text())
+        renamed = getattr(config_cls, "RENAMED", {})
+        stored = {renamed.get(name, name): value for name, value in json.loads(path.read_text()).items()}
         return config_cls(**{**getattr(config_cls, "ABSENT_FROM_OLDER_RUNS", {}), **stored})
     except (json.JSONDecodeError, TypeError, ValueError) as err:
         raise UsageError(f"{path}: corrupt config ({err})") from None

@@ -63,6 +63,33 @@ def test_a_config_stored_before_an_option_existed_keeps_the_behaviour_of_its_tim
     assert loaded.lr == older["lr"]
 
 
+def test_a_config_stored_under_an_old_option_name_loads_under_the_new_one(tmp_path):
+    from dataclasses import asdict
+
+    from robot_rl.configs import FinetuneConfig
+    from robot_rl.run_folder import load_config
+
+    older = asdict(tiny(tmp_path / "ppo"))
+    older["hidden"] = older.pop("critic_hidden")  # the critic's width was --hidden before
+    (tmp_path / "config.json").write_text(json.dumps(older))
+    assert load_config(tmp_path / "config.json", FinetuneConfig).critic_hidden == older["hidden"]
+
+
+def test_the_actor_architecture_has_one_home():
+    from dataclasses import fields
+
+    from robot_rl.configs import ActorArchitecture, BCConfig, FinetuneConfig
+    from robot_rl.finetune.trainer import starting_point
+    from robot_rl.policy import PolicyConfig
+
+    home = ActorArchitecture().architecture()
+    assert BCConfig().architecture() == PolicyConfig().architecture() == home
+    assert BCConfig(hidden=64).policy_config().hidden == 64
+    scratch = starting_point(FinetuneConfig(from_scratch=True, anchor_weight=0.0, pose_min_scale=0.0))[1]
+    assert scratch.architecture() == home  # --from-scratch builds the defaults, as pretrain does
+    assert "hidden" not in {f.name for f in fields(FinetuneConfig)}  # the critic's width is critic_hidden
+
+
 def _killed_before_its_first_checkpoint(argv: list[str], run_dir: Path) -> None:
     """Starts ``robot-rl argv`` and kill -9s it as soon as it has claimed ``run_dir``."""
     process = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", *argv], stdout=subprocess.DEVNULL,
@@ -93,7 +120,7 @@ def test_a_finetune_killed_before_its_first_checkpoint_comes_back_with_resume(bc
     run_dir = tmp_path / "ppo"
     argv = ["finetune", "--init", str(bc_run_dir), "--run-dir", str(run_dir), "--total-frames", "64",
             "--frames-per-batch", "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1",
-            "--eval-every", "0", "--eval-episodes", "1", "--checkpoint-every", "5", "--hidden", "16"]
+            "--eval-every", "0", "--eval-episodes", "1", "--checkpoint-every", "5", "--critic-hidden", "16"]
     _killed_before_its_first_checkpoint(argv, run_dir)
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["frames"] == 0
     result = subprocess.run([sys.executable, "-m", "robot_rl.cli", "finetune", "--resume", str(run_dir)],

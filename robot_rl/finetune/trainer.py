@@ -99,7 +99,7 @@ def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | N
     else:
         env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": config.difficulty or "default",
                     "image_size": config.image_size or 84, "randomization": config.randomization or "none"}
-        policy_config = PolicyConfig(hidden=config.hidden)
+        policy_config = PolicyConfig()  # the architecture defaults, as BC's
     if config.pose_min_scale:
         # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
         # policy, so PPO sees successes to reinforce. The deterministic policy (tanh of the mean) is unchanged.
@@ -174,7 +174,7 @@ class PPORun:
             self._calibrate_batchnorm()
             if config.continue_prob:
                 set_continue_probability(self.actor, config.continue_prob)
-        self.critic = make_privileged_critic(proof.observation_spec, config.hidden)
+        self.critic = make_privileged_critic(proof.observation_spec, config.critic_hidden)
         # Eval mode throughout: BatchNorm uses fixed statistics, so the policy that collected a batch is the
         # policy whose log-probs the loss evaluates, whatever minibatch it sits in. Gradients still flow.
         self.actor.to(self.device).eval()

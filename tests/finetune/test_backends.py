@@ -114,7 +114,7 @@ def test_two_rank_gloo_learner_keeps_identical_parameters(tmp_path):
         config = FinetuneConfig(from_scratch=True, anchor_weight=0.0, difficulty="easy", image_size=48,
                                 run_dir={str(tmp_path / "run")!r}, total_frames=32, frames_per_batch=32,
                                 num_envs=2, minibatch_size=16, ppo_epochs=1, critic_warmup=0, eval_episodes=1,
-                                hidden=16, threads=1)
+                                critic_hidden=16, threads=1)
         run = PPORun(config)
         before = torch.cat([p.detach().flatten() for p in run.actor.parameters()]).clone()
         run.run(progress=False, until_iteration=1)
@@ -134,7 +134,7 @@ def test_two_rank_gloo_learner_keeps_identical_parameters(tmp_path):
 
 def test_a_killed_worker_stops_the_run_cleanly(tmp_path):
     config = backend_config("process", run_dir=str(tmp_path / "run"), total_frames=96, ppo_epochs=1,
-                            critic_warmup=0, eval_every=0, eval_episodes=1, checkpoint_every=1, hidden=16,
+                            critic_warmup=0, eval_every=0, eval_episodes=1, checkpoint_every=1, critic_hidden=16,
                             threads=2)
     run = trainer.PPORun(config)
     try:

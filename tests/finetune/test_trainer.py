@@ -14,7 +14,7 @@ from robot_rl.run_folder import load_checkpoint
 def tiny(run_dir, init="", **overrides) -> FinetuneConfig:
     values = dict(run_dir=str(run_dir), init=str(init), from_scratch=not init, total_frames=96, frames_per_batch=32,
                   num_envs=2, minibatch_size=16, ppo_epochs=1, eval_every=0, eval_episodes=2, critic_warmup=1,
-                  checkpoint_every=1, threads=2, hidden=16, anchor_weight=1.0 if init else 0.0)
+                  checkpoint_every=1, threads=2, critic_hidden=16, anchor_weight=1.0 if init else 0.0)
     if not init:
         values.update(difficulty="easy", image_size=48)
     values.update(overrides)
