@@ -137,23 +137,39 @@ def check_output(name: str, root: Path) -> list[str]:
     return problems
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
+def _group_members(pgid: int) -> list[dict]:
+    """The processes of group ``pgid`` (pid, state, command), zombies included: ``kill(0)`` cannot tell them
+    apart, and a zombie is only a process-table entry its new parent has not reaped yet."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == pgid:
+                command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                members.append({"pid": int(stat.parent.name), "state": fields[0], "command": command[:200]})
+        except (OSError, ValueError, IndexError):
+            continue
+    return members
 
 
-def _end_group(pgid: int) -> bool:
-    """Whether processes of the group outlived its main one (after 5 s); ends them either way."""
+def _end_group(pgid: int) -> list[dict]:
+    """The processes of the group still running (not zombies) 5 s after its main one ended; ends them all."""
     deadline = time.monotonic() + 5
-    while _group_alive(pgid) and time.monotonic() < deadline:
+    while any(m["state"] != "Z" for m in _group_members(pgid)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    outlived = _group_alive(pgid)
-    if outlived:
+    outlived = [m for m in _group_members(pgid) if m["state"] != "Z"]
+    try:
         os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     return outlived
+
+
+def _terminal_sigint() -> None:
+    """In the child before exec: SIGINT as a terminal's foreground job gets it. A shell's background job (how
+    this benchmark may be started) hands its children SIGINT ignored, and Python then installs no Ctrl-C
+    handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_whole(argv: list[str], log: Path, timeout: int = 900) -> tuple[int, float]:
@@ -167,10 +183,12 @@ def run_killed(argv: list[str], delay: float, log: Path, sig: int = signal.SIGKI
     """Starts ``argv`` in its own process group, sends ``sig`` after ``delay`` seconds (to the main process, or
     the group); returns what happened."""
     with open(log, "ab") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=_terminal_sigint)
         try:
             code = process.wait(timeout=delay)
-            return {"finished_before_the_signal": True, "exit_code": code, "children_outlived_it": False}
+            return {"finished_before_the_signal": True, "exit_code": code, "children_outlived_it": False,
+                    "outlived": []}
         except subprocess.TimeoutExpired:
             pass
         sent = time.perf_counter()
@@ -181,8 +199,9 @@ def run_killed(argv: list[str], delay: float, log: Path, sig: int = signal.SIGKI
             process.kill()
             code = process.wait()
         stopped = time.perf_counter() - sent
+    outlived = _end_group(process.pid)
     return {"finished_before_the_signal": False, "exit_code": code, "seconds_to_stop": round(stopped, 2),
-            "children_outlived_it": _end_group(process.pid)}
+            "children_outlived_it": bool(outlived), "outlived": outlived}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                        "ok": not problems})
         print(trials[-1], file=sys.stderr)
 
-    # Ctrl-C with the process collector: SIGINT to the whole group, as a terminal sends it.
+    # Ctrl-C with the process collector: SIGINT to the whole group, as a terminal sends it (the child takes SIGINT
+    # as a foreground job does, even when this benchmark runs as a background job).
     name, trial = "finetune (process)", "ctrl-c"
     command = commands(work, trial)[name]
     delay = round(rng.uniform(0.3 * durations[name], 0.5 * durations[name]), 2)
@@ -262,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     code, seconds = run_whole(again, work / f"{trial}.log")
     problems = ([] if code == 0 else [f"recovery exited {code}"]) + (check_output(name, work / trial) if code == 0
                                                                        else [])
+    if not stopped["finished_before_the_signal"] and stopped["exit_code"] != 130:
+        problems.append(f"Ctrl-C ended it with exit code {stopped['exit_code']}, not 130 (checkpointed and stopped)")
+    problems += [f"outlived Ctrl-C: {m['command']}" for m in stopped["outlived"]]
     ctrl_c = {"trial": trial, "command": name, "sigint_after_s": delay, **stopped,
               "exit_code_130": stopped["exit_code"] == 130, "recovery_exit_code": code,
               "recovery_s": round(seconds, 1), "problems": problems, "ok": not problems}

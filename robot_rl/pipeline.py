@@ -161,7 +161,10 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     timings["finetune"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    after_ppo = _evaluate_stage("[5/5] evaluate", ppo_dir, eval_dir, preset.evaluate, device, progress, log)
+    # The policy PPO ended with (last.pt), as fine-tuning is designed to end (README, "Fine-tuning design");
+    # best.pt, the best of PPO's own held-out checks, stays beside it.
+    after_ppo = _evaluate_stage("[5/5] evaluate", RunFolder(ppo_dir).checkpoint("last"), eval_dir, preset.evaluate,
+                                device, progress, log)
     timings["evaluate"] = time.perf_counter() - start
     result = {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
               "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo,
@@ -175,8 +178,7 @@ def result_table(result: dict) -> str:
     """The pipeline's closing lines: success (Wilson 95% CI), guesses, collisions and episode length after BC
     and after PPO on the same boards, then where the report, videos and contact sheet are."""
     rows, best = [], result.get("ppo_best")
-    ppo_label = "after PPO" if best is None else f"after PPO (best.pt: iteration {best['iteration']})"
-    for stage, metrics in (("after BC", result["after_bc"]), (ppo_label, result["metrics"])):
+    for stage, metrics in (("after BC", result["after_bc"]), ("after PPO (last.pt)", result["metrics"])):
         lo, hi = metrics["success_ci95"]
         rows.append({"policy": stage,
                      "success (95% CI)": f"{metrics['success_rate']:.0%} ({lo:.0%}-{hi:.0%}), "
@@ -185,8 +187,10 @@ def result_table(result: dict) -> str:
                      "collisions / episode": f"{metrics['collisions_per_episode']:.2f}",
                      "episode length": f"{metrics['episode_length']:.1f}"})
     report = Path(result["report"])
-    note = [] if best is None or best["iteration"] else \
-        ["PPO kept its start: no fine-tuning iteration beat the BC policy on PPO's own held-out checks.", ""]
+    note = [] if best is None else [
+        f"best.pt beside it: iteration {best['iteration']}, the best of PPO's own held-out checks"
+        + ("" if best["iteration"] else " (none beat the BC start)")
+        + f"; robot-rl evaluate --checkpoint {Path(result['finetune']) / 'checkpoints' / 'best.pt'}", ""]
     return "\n".join([markdown_table(rows), "", *note,
                       f"report:        {report / 'report.md'} (BC: {Path(result['bc_report']) / 'report.md'})",
                       f"videos:        {report / 'videos'}/",

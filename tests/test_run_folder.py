@@ -226,3 +226,50 @@ def test_a_stopped_command_exits_130_with_the_resume_command(tmp_path, monkeypat
     monkeypatch.setattr(bc, "pretrain", lambda config: {"finished": False})
     assert main(["pretrain", "--run-dir", str(tmp_path / "run")]) == 130
     assert f"continue with robot-rl pretrain --resume {tmp_path / 'run'}" in capsys.readouterr().err
+
+
+WORKERS_THEN_WAIT = """
+import time
+from functools import partial
+from torchrl.envs import ParallelEnv
+from robot_rl.envs.torchrl_env import PcbInspectEnv
+env = ParallelEnv(2, partial(PcbInspectEnv, difficulty="easy", image_size=32), mp_start_method="spawn")
+env.reset()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            children.append(int(stat.parent.name))
+    return children
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_env_worker_processes_die_with_a_parent_killed_by_sigkill():
+    parent = subprocess.Popen([sys.executable, "-c", WORKERS_THEN_WAIT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        workers = _children(parent.pid)
+        assert len(workers) >= 2
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers)
