@@ -46,7 +46,8 @@ def die_with_parent() -> None:
     """In a worker process (a ``ParallelEnv``'s or a collector's, which build their envs there): ask Linux to
     kill it when its parent dies. Python's multiprocessing reaps its children on a clean exit only, so a parent
     killed with -9 (the OOM killer, a cluster scheduler) left these workers rendering for ever
-    (``benchmarks/kill_resume.py``); no library here offers the flag. Nothing happens in a main process."""
+    (``benchmarks/kill_resume.py``); no library here offers the flag. Nothing happens in a main process. (Linux
+    sends it when the thread that started the worker ends: every worker here is started from a main thread.)"""
     parent = multiprocessing.parent_process()
     if parent is None or not sys.platform.startswith("linux"):
         return
