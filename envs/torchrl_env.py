@@ -9,11 +9,6 @@ process nearly doubles the frames/s of a core. ``make_env`` also offers ``Parall
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
-import os
-import signal
-import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -39,23 +34,6 @@ def _flag_spec() -> Categorical:
     return Categorical(2, shape=(1,), dtype=torch.bool)
 
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def die_with_parent() -> None:
-    """In a worker process (a ``ParallelEnv``'s or a collector's, which build their envs there): ask Linux to
-    kill it when its parent dies. Python's multiprocessing reaps its children on a clean exit only, so a parent
-    killed with -9 (the OOM killer, a cluster scheduler) left these workers rendering for ever
-    (``benchmarks/kill_resume.py``); no library here offers the flag. Nothing happens in a main process. (Linux
-    sends it when the thread that started the worker ends: every worker here is started from a main thread.)"""
-    parent = multiprocessing.parent_process()
-    if parent is None or not sys.platform.startswith("linux"):
-        return
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent.pid:  # the parent died before the flag was set
-        os._exit(1)
-
-
 class PcbInspectEnv(EnvBase):
     """The PCB inspection task as a TorchRL environment.
 
@@ -77,7 +55,6 @@ class PcbInspectEnv(EnvBase):
                  **task_overrides: Any):
         if num_envs is not None and num_envs < 1:
             raise ValueError(f"PcbInspectEnv: num_envs must be >= 1, got {num_envs}")
-        die_with_parent()
         super().__init__(device=device, batch_size=torch.Size([] if num_envs is None else [num_envs]))
         self.tasks = [build_task(difficulty, image_size, reward_weights, task_overrides, randomization)
                       for _ in range(num_envs or 1)]

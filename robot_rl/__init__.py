@@ -1,10 +1,15 @@
 """robot_rl: teach a robot arm to inspect circuit boards from camera images, on TorchRL and TensorDict.
 
 Importing it registers the environment with Gymnasium (``gym.make(robot_rl.GYM_ID)``), as Gymnasium plug-ins do;
-the entry point is a string, so MuJoCo and torch load only when an env is made.
+the entry point is a string, so MuJoCo and torch load only when an env is made. In a worker process that
+multiprocessing started, importing it first makes the worker end with its parent (``robot_rl.processes``).
 """
 
-import gymnasium as gym
+from robot_rl.processes import die_with_parent
+
+die_with_parent()  # before anything slow: a worker must not outlive a parent killed while it was still importing
+
+import gymnasium as gym  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -228,28 +228,17 @@ def test_a_stopped_command_exits_130_with_the_resume_command(tmp_path, monkeypat
     assert f"continue with robot-rl pretrain --resume {tmp_path / 'run'}" in capsys.readouterr().err
 
 
-WORKERS_THEN_WAIT = """
-import time
-from functools import partial
-from torchrl.envs import ParallelEnv
-from robot_rl.envs.torchrl_env import PcbInspectEnv
-env = ParallelEnv(2, partial(PcbInspectEnv, difficulty="easy", image_size=32), mp_start_method="spawn")
-env.reset()
-print("ready", flush=True)
-time.sleep(600)
+SPAWN_A_SLEEPER_THEN_DIE = """
+import multiprocessing, os, signal, sys, time
+import robot_rl  # noqa: F401 - the spawned child imports this file, so robot_rl, as a CLI's workers do
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(600,))
+    child.start()
+    print(child.pid, flush=True)
+    time.sleep(float(sys.argv[1]))
+    os.kill(os.getpid(), signal.SIGKILL)
 """
-
-
-def _children(pid: int) -> list[int]:
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            children.append(int(stat.parent.name))
-    return children
 
 
 def _alive(pid: int) -> bool:
@@ -260,16 +249,18 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
-def test_env_worker_processes_die_with_a_parent_killed_by_sigkill():
-    parent = subprocess.Popen([sys.executable, "-c", WORKERS_THEN_WAIT], stdout=subprocess.PIPE, text=True)
-    try:
-        assert parent.stdout.readline().strip() == "ready"
-        workers = _children(parent.pid)
-        assert len(workers) >= 2
-    finally:
-        parent.kill()
-        parent.wait()
+@pytest.mark.parametrize("kill_after", [0.0, 4.0], ids=["while-the-worker-starts", "once-it-runs"])
+def test_a_worker_process_dies_with_a_parent_killed_by_sigkill(tmp_path, kill_after):
+    script = tmp_path / "parent.py"
+    script.write_text(SPAWN_A_SLEEPER_THEN_DIE)
+    parent = subprocess.run([sys.executable, str(script), str(kill_after)], capture_output=True, text=True,
+                            timeout=120)
+    assert parent.returncode == -signal.SIGKILL
+    child = int(parent.stdout.split()[0])
     deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+    while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(pid) for pid in workers)
+    alive = _alive(child)
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive, "the worker outlived its parent"
