@@ -204,17 +204,49 @@ def run_killed(argv: list[str], delay: float, log: Path, sig: int = signal.SIGKI
             "children_outlived_it": bool(outlived), "outlived": outlived}
 
 
+def ctrl_c_trial(work: Path, durations: dict, delay: float) -> dict:
+    """Ctrl-C with the process collector: SIGINT to the whole group, as a terminal sends it (the child takes SIGINT
+    as a foreground job does, even when this benchmark runs as a background job)."""
+    name, trial = "finetune (process)", "ctrl-c"
+    command = commands(work, trial)[name]
+    stopped = run_killed(command["argv"], delay, work / f"{trial}.log", sig=signal.SIGINT, group=True)
+    claimed = (command["run_dir"] / "config.json").exists()
+    again = command["argv"][:4] + ["--resume", str(command["run_dir"])] if claimed else command["argv"]
+    code, seconds = run_whole(again, work / f"{trial}.log")
+    problems = ([] if code == 0 else [f"recovery exited {code}"]) + (check_output(name, work / trial) if code == 0
+                                                                       else [])
+    if not stopped["finished_before_the_signal"] and stopped["exit_code"] != 130:
+        problems.append(f"Ctrl-C ended it with exit code {stopped['exit_code']}, not 130")
+    problems += [f"outlived Ctrl-C: {m['command']}" for m in stopped["outlived"]]
+    ctrl_c = {"trial": trial, "command": name, "sigint_after_s": delay, **stopped, "claimed": claimed,
+              "exit_code_130": stopped["exit_code"] == 130, "recovery_exit_code": code,
+              "recovery_s": round(seconds, 1), "problems": problems, "ok": not problems}
+    print(ctrl_c, file=sys.stderr)
+    return ctrl_c
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments and of which recovery")
     parser.add_argument("--work", default="runs/kill-resume", help="scratch folder (emptied first)")
+    parser.add_argument("--ctrl-c-only", action="store_true",
+                        help="rerun only the Ctrl-C trial, at its recorded moment, on the kept scratch folder; "
+                             "the kill trials of the results file are kept")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     os.environ.update(env)
+    if args.ctrl_c_only:
+        previous = json.loads((RESULTS / "kill_resume.json").read_text())
+        shutil.rmtree(work / "ctrl-c", ignore_errors=True)
+        ctrl_c = ctrl_c_trial(work, previous["reference_seconds"],
+                              previous["ctrl_c_process_collector"]["sigint_after_s"])
+        parts = {**previous.get("parts_wall_seconds", {"reference runs and kills": previous["wall_seconds"]}),
+                 "ctrl-c rerun": round(time.perf_counter() - start)}
+        return write_results(args.seed, previous["trials"], ctrl_c, previous["reference_seconds"], parts)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     rng = random.Random(args.seed)
 
     # Reference runs: each command once, uninterrupted (the base demos and BC run feed the later commands).
@@ -271,33 +303,21 @@ def main(argv: list[str] | None = None) -> int:
                        "ok": not problems})
         print(trials[-1], file=sys.stderr)
 
-    # Ctrl-C with the process collector: SIGINT to the whole group, as a terminal sends it (the child takes SIGINT
-    # as a foreground job does, even when this benchmark runs as a background job).
-    name, trial = "finetune (process)", "ctrl-c"
-    command = commands(work, trial)[name]
-    delay = round(rng.uniform(0.3 * durations[name], 0.5 * durations[name]), 2)
-    stopped = run_killed(command["argv"], delay, work / f"{trial}.log", sig=signal.SIGINT, group=True)
-    claimed = (command["run_dir"] / "config.json").exists()
-    again = command["argv"][:4] + ["--resume", str(command["run_dir"])] if claimed else command["argv"]
-    code, seconds = run_whole(again, work / f"{trial}.log")
-    problems = ([] if code == 0 else [f"recovery exited {code}"]) + (check_output(name, work / trial) if code == 0
-                                                                       else [])
-    if not stopped["finished_before_the_signal"] and stopped["exit_code"] != 130:
-        problems.append(f"Ctrl-C ended it with exit code {stopped['exit_code']}, not 130 (checkpointed and stopped)")
-    problems += [f"outlived Ctrl-C: {m['command']}" for m in stopped["outlived"]]
-    ctrl_c = {"trial": trial, "command": name, "sigint_after_s": delay, **stopped,
-              "exit_code_130": stopped["exit_code"] == 130, "recovery_exit_code": code,
-              "recovery_s": round(seconds, 1), "problems": problems, "ok": not problems}
-    print(ctrl_c, file=sys.stderr)
+    delay = round(rng.uniform(0.3 * durations["finetune (process)"], 0.5 * durations["finetune (process)"]), 2)
+    ctrl_c = ctrl_c_trial(work, durations, delay)
+    return write_results(args.seed, trials, ctrl_c, durations, {"all": round(time.perf_counter() - start)})
 
+
+def write_results(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, parts: dict) -> int:
     rows = [{"trial": t["trial"], "command": t["command"], "kill after (s)": t["kill_after_s"],
              "of (s)": t["reference_s"], "claimed": t["after_kill"].get("claimed", ""),
              "children outlived": t["children_outlived_it"], "recovery": t["recovery"].split(" (")[0],
              "ok": t["ok"], "problems": "; ".join(t["problems"])} for t in trials]
     print(markdown_table(rows))
-    result = {"seed": args.seed, "trials": trials, "ctrl_c_process_collector": ctrl_c,
+    result = {"seed": seed, "trials": trials, "ctrl_c_process_collector": ctrl_c,
               "all_ok": all(t["ok"] for t in trials) and ctrl_c["ok"], "reference_seconds": durations,
-              "table": rows, "machine": describe_machine(), "wall_seconds": round(time.perf_counter() - start)}
+              "table": rows, "machine": describe_machine(), "wall_seconds": sum(parts.values()),
+              "parts_wall_seconds": parts}
     write_json(RESULTS / "kill_resume.json", result)
     print(f"wrote {RESULTS / 'kill_resume.json'}; all ok: {result['all_ok']}")
     return 0 if result["all_ok"] else 1

@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
                  else f"robot-rl {err.command} --resume {err.run_dir}")
         print(f"robot-rl {args.command}: {err}; continue with {again}", file=sys.stderr)
         return 130
+    except KeyboardInterrupt:  # Ctrl-C while a command starts up (or a second one): nothing half written
+        print(f"robot-rl {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

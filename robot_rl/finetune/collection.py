@@ -28,18 +28,19 @@ from robot_rl.envs.torchrl_env import PcbInspectEnv
 
 @contextlib.contextmanager
 def workers_ignore_ctrl_c():
-    """Worker processes started inside ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and
-    workers that died of it would fail the iteration the learner was asked to finish and checkpoint. An ignored
-    signal stays ignored across exec, and Python installs its KeyboardInterrupt handler only where SIGINT is not
-    ignored. The learner stops them itself on its way out (``PPORun.close``)."""
+    """Worker processes started inside never see Ctrl-C: a terminal's Ctrl-C reaches the whole process group, and
+    workers that died of it would fail the iteration the learner was asked to finish and checkpoint. SIGINT is
+    blocked while they start; a blocked signal stays blocked across fork and exec, so theirs stays pending for
+    good. This process gets a Ctrl-C pressed meanwhile when the block ends (ignoring SIGINT instead, as before,
+    lost it: kill_resume's Ctrl-C trial ran to its end). The learner stops the workers itself (``PPORun.close``)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: torch.device, seed: int,

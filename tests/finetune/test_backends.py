@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ ENV = {"difficulty": "easy", "image_size": 48}
 def _report_sigint(queue) -> None:
     import signal
 
-    queue.put(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+    queue.put(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()))
 
 
 def test_collector_workers_ignore_ctrl_c_and_the_learner_keeps_its_handler():
@@ -35,13 +36,21 @@ def test_collector_workers_ignore_ctrl_c_and_the_learner_keeps_its_handler():
 
     context = multiprocessing.get_context("spawn")  # how TorchRL starts collector and env workers
     queue = context.Queue()
-    before = signal.getsignal(signal.SIGINT)
-    with workers_ignore_ctrl_c():
-        worker = context.Process(target=_report_sigint, args=(queue,))
-        worker.start()
-    assert queue.get(timeout=60) is True
-    worker.join(timeout=60)
-    assert signal.getsignal(signal.SIGINT) is before
+    # Python's own Ctrl-C handler, whatever this test process was started with (a shell's background job
+    # starts it with SIGINT ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):  # a Ctrl-C pressed while the workers start is not lost
+            with workers_ignore_ctrl_c():
+                worker = context.Process(target=_report_sigint, args=(queue,))
+                worker.start()
+                os.kill(os.getpid(), signal.SIGINT)
+        assert queue.get(timeout=60) is True  # the worker has SIGINT blocked
+        worker.join(timeout=60)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def backend_config(collector: str, **overrides) -> FinetuneConfig:
