@@ -5,6 +5,7 @@ Everything here is addressed by MJCF names; indices are looked up once at constr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -53,10 +54,17 @@ def mask_texture_name(mask: str) -> str:
     return "pcb_texture" if mask == "green" else f"pcb_texture_{mask}"
 
 
-def recoloured_board_texture(mask_rgb: tuple[int, int, int]) -> np.ndarray:
-    """The board texture (uint8 [H, W, 3], RGB) with its solder mask in ``mask_rgb``, traces a lighter shade."""
+@functools.cache
+def _board_texture() -> np.ndarray:
     texture = cv2.cvtColor(cv2.imread(str(resources.files(ASSET_PACKAGE).joinpath("textures/pcb.png"))),
                            cv2.COLOR_BGR2RGB)
+    texture.setflags(write=False)
+    return texture
+
+
+def recoloured_board_texture(mask_rgb: tuple[int, int, int]) -> np.ndarray:
+    """The board texture (uint8 [H, W, 3], RGB) with its solder mask in ``mask_rgb``, traces a lighter shade."""
+    texture = _board_texture()
     mask = np.array(mask_rgb, np.float64)
     trace = np.clip(mask * 1.3 + 25, 0, 255)  # copper under the mask reads lighter, as on the green board
     recoloured = texture.copy()
@@ -65,14 +73,20 @@ def recoloured_board_texture(mask_rgb: tuple[int, int, int]) -> np.ndarray:
     return recoloured
 
 
+@functools.cache
+def _mask_texture_data(mask: str) -> list[int]:
+    """The texels MjSpec wants (a flat list); once per process, as every model load (every task) adds them."""
+    return recoloured_board_texture(SOLDER_MASKS[mask]).ravel().tolist()
+
+
 def _add_surfaces(spec: mujoco.MjSpec) -> None:
     """The solder-mask textures and the distractor-mark geoms that domain randomization swaps in and moves."""
-    for mask, rgb in SOLDER_MASKS.items():
+    height, width = _board_texture().shape[:2]
+    for mask in SOLDER_MASKS:
         if mask == "green":
             continue
-        texture = recoloured_board_texture(rgb)
-        spec.add_texture(name=mask_texture_name(mask), type=mujoco.mjtTexture.mjTEXTURE_2D,
-                         width=texture.shape[1], height=texture.shape[0], nchannel=3, data=texture.ravel().tolist())
+        spec.add_texture(name=mask_texture_name(mask), type=mujoco.mjtTexture.mjTEXTURE_2D, width=width,
+                         height=height, nchannel=3, data=_mask_texture_data(mask))
     for i in range(MAX_MARKS):
         spec.worldbody.add_geom(name=f"table_mark_{i}", type=mujoco.mjtGeom.mjGEOM_BOX, contype=0, conaffinity=0,
                                 size=[0.004, 0.004, _MARK_HALF_HEIGHT], pos=_MARK_HIDDEN_POS,
