@@ -15,6 +15,7 @@ like every other finished stage here.
     python benchmarks/robustness.py --arms default-12-epochs --out benchmarks/results/robustness_12_epochs.json
     python benchmarks/robustness.py --arms wide-12-epochs default-12-epochs \
         --out benchmarks/results/robustness_wide.json
+    python benchmarks/robustness.py --arms surfaces-12-epochs --out benchmarks/results/robustness_surfaces.json
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ ARMS = {"none": ("none", "data/demos", "runs/bc-quality", None),
         # 6: the same randomized demos trained twice as long. Reported apart (robustness_12_epochs.json).
         "default-12-epochs": ("default", "data/demos-randomized", "runs/bc-randomized-12-epochs", 12),
         # Added with the ``wide`` preset (tables of any colour, four solder masks, marks): the 12-epoch recipe.
-        "wide-12-epochs": ("wide", "data/demos-wide", "runs/bc-wide-12-epochs", 12)}
+        "wide-12-epochs": ("wide", "data/demos-wide", "runs/bc-wide-12-epochs", 12),
+        # Added after the wide arm missed: wide's surfaces, default's camera mount range (one change at a time).
+        "surfaces-12-epochs": ("surfaces", "data/demos-surfaces", "runs/bc-surfaces-12-epochs", 12)}
 # Shifts that no policy centring the board in its image can pass, by geometry alone (benchmarks/shifted_camera.py,
 # measured without any policy): reported, and left out of the targets.
 GEOMETRY = Path(__file__).parent / "results" / "shifted_camera.json"

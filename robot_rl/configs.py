@@ -14,7 +14,7 @@ from robot_rl.options import option, validate
 # Kept in step with robot_rl.envs.difficulty.DIFFICULTIES and robot_rl.envs.randomization.RANDOMIZATIONS (a test
 # checks); importing the env package here would make `robot-rl --help` load MuJoCo.
 DIFFICULTY_NAMES = ("easy", "default", "hard")
-RANDOMIZATION_NAMES = ("none", "default", "wide", "strong")
+RANDOMIZATION_NAMES = ("none", "default", "wide", "surfaces", "strong")
 RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
                       "default, wide (default plus tables of any colour, four solder masks, marks) or strong")
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side

@@ -19,6 +19,7 @@ from robot_rl.envs.randomization import (
     RANDOMIZATIONS,
     SOLDER_MASKS,
     STRONG,
+    SURFACES,
     WIDE,
     Randomization,
     describe,
@@ -40,7 +41,7 @@ def test_presets_match_the_cli_names():
     assert not set(PERTURBATIONS) & set(RANDOMIZATIONS)
 
 
-@pytest.mark.parametrize("preset", ["strong", "wide"])
+@pytest.mark.parametrize("preset", ["strong", "wide", "surfaces"])
 def test_same_seed_same_scene_and_nothing_accumulates_across_episodes(preset):
     first, second = make_task(preset), make_task(preset)
     a = first.reset(7)["pixels"]
@@ -67,6 +68,14 @@ def test_every_drawn_value_stays_in_its_documented_range():
             assert np.degrees(np.linalg.norm(a.camera_rotation)) <= preset.camera_tilt[1] + 1e-9
             assert preset.camera_fov[0] <= a.camera_fov <= preset.camera_fov[1]
             assert preset.pixel_noise[0] <= a.pixel_noise <= preset.pixel_noise[1]
+
+
+def test_the_surfaces_preset_is_wide_with_the_default_camera_mount():
+    camera = ("camera_shift", "camera_tilt")
+    for f in dataclasses.fields(SURFACES):
+        if f.name != "name":
+            source = DEFAULT if f.name in camera else WIDE
+            assert getattr(SURFACES, f.name) == getattr(source, f.name), f.name
 
 
 def test_surfaces_stay_in_their_documented_ranges():
@@ -186,7 +195,7 @@ def test_perturbations_lie_outside_the_training_ranges():
         changed = [f.name for f in dataclasses.fields(shift)
                    if f.name != "name" and getattr(shift, f.name) != getattr(NONE, f.name)]
         assert changed, shift.name
-        for trained in (DEFAULT, WIDE) if shift.name in SURFACE_SHIFTS else (DEFAULT,):
+        for trained in (DEFAULT, WIDE, SURFACES) if shift.name in SURFACE_SHIFTS else (DEFAULT,):
             assert any(_outside(shift, trained, name) for name in changed), f"{shift.name} inside {trained.name}"
         assert describe(shift) != "nominal"
 
