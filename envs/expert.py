@@ -42,7 +42,7 @@ class ScriptedExpert:
             camera_pose: [..., 7] camera position (m) and quaternion (wxyz).
             board_pose: [..., 4] board centre x, y, top z (m) and yaw (rad).
             defective: [...] or [..., 1] bool defect label.
-            joint_state: [..., 12] joint angles and velocities.
+            joint_state: [..., 2 x joints] joint angles, then joint velocities.
         Returns:
             pose float32 [..., 6] in [-1, 1] and verdict int64 [...].
         """
@@ -67,7 +67,8 @@ class ScriptedExpert:
         rotation = (rot.inv()).as_rotvec() / tc.max_rotation
         pose = np.clip(np.concatenate([translation, rotation], axis=1), -1.0, 1.0)
 
-        speed = np.linalg.norm(joint_state.reshape(-1, 12)[:, 6:], axis=1)
+        joints = joint_state.shape[-1] // 2
+        speed = np.linalg.norm(joint_state.reshape(-1, 2 * joints)[:, joints:], axis=1)
         # Decide well inside the task's tolerances, so small tracking errors cannot void the localization.
         localized = is_localized(pos, rot.as_matrix(), board[:, :3], tc, margin=0.5)
         decide = localized & (speed <= c.rest_speed)

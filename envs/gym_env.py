@@ -9,9 +9,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.randomization import Randomization
-from robot_rl.envs.task import JOINT_STATE_DIM, POSE_DIM, RewardWeights, Verdict, build_task
+from robot_rl.envs.task import POSE_DIM, RewardWeights, Verdict, build_task
 
 
 class PcbInspectGymEnv(gym.Env):
@@ -29,14 +30,15 @@ class PcbInspectGymEnv(gym.Env):
     def __init__(self, difficulty: str | Difficulty = "default", image_size: int = 84,
                  reward_weights: RewardWeights | Mapping | None = None, render_mode: str | None = None,
                  render_size: tuple[int, int] = (360, 480), randomization: str | Randomization = "none",
-                 **task_overrides: Any):
+                 arm: str | ArmSpec = DEFAULT_ARM, **task_overrides: Any):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        self.task = build_task(difficulty, image_size, reward_weights, task_overrides, randomization)
+        self.task = build_task(difficulty, image_size, reward_weights, task_overrides, randomization, arm)
         self.render_mode, self.render_size = render_mode, render_size
         self.observation_space = spaces.Dict({
             "pixels": spaces.Box(0, 255, (image_size, image_size, 3), np.uint8),
-            "joint_state": spaces.Box(*self.task.scene.joint_state_bounds(), (JOINT_STATE_DIM,), np.float32),
+            "joint_state": spaces.Box(*self.task.scene.joint_state_bounds(), (self.task.scene.arm.joint_state_dim,),
+                                      np.float32),
         })
         self.action_space = spaces.Dict({
             "pose": spaces.Box(-1.0, 1.0, (POSE_DIM,), np.float32),

@@ -14,21 +14,17 @@ import cv2
 import mujoco
 import numpy as np
 
+from robot_rl.envs.arms import ARM_PREFIX, CAMERA_SITE, DEFAULT_ARM, WRIST_CAMERA, ArmSpec, get_arm
+from robot_rl.envs.arms.home import home_qpos
+from robot_rl.envs.arms.spec import attach_arm
 from robot_rl.envs.board import BOARD_HALF_SIZE, add_component_pool
 from robot_rl.envs.randomization import MAX_MARKS, SOLDER_MASKS, Appearance
 
 ASSET_PACKAGE = "robot_rl.assets"
 SCENE_FILE = "pcb_inspect.xml"
-JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow", "wrist_1", "wrist_2", "wrist_3")
-CAMERA_SITE = "wrist_cam_site"
-WRIST_CAMERA = "wrist_cam"
 SCENE_CAMERA = "scene_cam"
 MAX_POSTS = 4
 FIXTURE_MATERIALS = ("steel", "clamp_orange", "floor")  # coloured by Randomization.fixture_colour
-# Home: wrist camera 0.45 m above the table at (0.40, 0, 0.45), looking straight down (solved once with mink).
-HOME_QPOS = np.array([-0.3416, -1.8430, 1.7775, -1.5053, -1.5708, -1.9124])
-# Joint-velocity sensor range (rad/s), twice the UR5e's 180 deg/s joint speed limit; readings are clipped to it.
-MAX_JOINT_SPEED = 2 * np.pi
 CONTROL_PERIOD = 0.1  # s (10 Hz control)
 PHYSICS_TIMESTEP = 0.004  # s; implicitfast keeps the stiff joint servos stable at this step
 SUBSTEPS = round(CONTROL_PERIOD / PHYSICS_TIMESTEP)
@@ -93,9 +89,11 @@ def _add_surfaces(spec: mujoco.MjSpec) -> None:
                                 quat=_MARK_COMPILED_QUAT, rgba=[0.5, 0.5, 0.5, 1])
 
 
-def load_model(num_posts: int) -> mujoco.MjModel:
-    """Compiles the cell with the board component pool, ``num_posts`` clamp posts and the randomized surfaces."""
+def load_model(num_posts: int, arm: str | ArmSpec = DEFAULT_ARM) -> mujoco.MjModel:
+    """Compiles the cell with ``arm``, the board component pool, ``num_posts`` clamp posts and the randomized
+    surfaces."""
     spec = mujoco.MjSpec.from_file(scene_xml_path())
+    attach_arm(spec, get_arm(arm))
     add_component_pool(spec)
     _add_surfaces(spec)
     for i in range(num_posts, MAX_POSTS):
@@ -115,15 +113,21 @@ class StepOutcome:
 class ArmScene:
     """The arm, board and posts: physics state and named accessors."""
 
-    def __init__(self, num_posts: int):
-        self.model = load_model(num_posts)
+    def __init__(self, num_posts: int, arm: str | ArmSpec = DEFAULT_ARM):
+        self.arm = get_arm(arm)
+        self.model = load_model(num_posts, self.arm)
         self.data = mujoco.MjData(self.model)
         self.num_posts = num_posts
         m = self.model
-        self.joint_qpos_ids = np.array([m.joint(n).qposadr[0] for n in JOINT_NAMES])
-        self.joint_dof_ids = np.array([m.joint(n).dofadr[0] for n in JOINT_NAMES])
-        self.actuator_ids = np.array([m.actuator(n).id for n in JOINT_NAMES])
-        self.joint_limits = m.jnt_range[[m.joint(n).id for n in JOINT_NAMES]].copy()
+        joint_ids = [m.joint(ARM_PREFIX + n).id for n in self.arm.joints]
+        self.joint_qpos_ids = m.jnt_qposadr[joint_ids].copy()
+        self.joint_dof_ids = m.jnt_dofadr[joint_ids].copy()
+        # The servo of each joint, found by what it drives (a user's file names its actuators as it likes).
+        servo_of = {int(m.actuator_trnid[a, 0]): a for a in range(m.nu)
+                    if m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT}
+        self.actuator_ids = np.array([servo_of[j] for j in joint_ids])
+        self.joint_limits = m.jnt_range[joint_ids].copy()
+        self.home = home_qpos(self.arm)
         self.camera_site_id = m.site(CAMERA_SITE).id
         self.board_mocap_id = m.body("board").mocapid[0]
         self.post_mocap_ids = [m.body(f"post_{i}").mocapid[0] for i in range(num_posts)]
@@ -162,12 +166,15 @@ class ArmScene:
         return self.data.qvel[self.joint_dof_ids]
 
     def joint_state(self) -> np.ndarray:
-        """float32 [12]: joint angles (rad) then joint velocities (rad/s, clipped to +-MAX_JOINT_SPEED)."""
-        return np.concatenate([self.qpos, np.clip(self.qvel, -MAX_JOINT_SPEED, MAX_JOINT_SPEED)]).astype(np.float32)
+        """float32 [2 x joints]: joint angles (rad) then joint velocities (rad/s, clipped to the arm's
+        ``max_joint_speed``)."""
+        speed = self.arm.max_joint_speed
+        return np.concatenate([self.qpos, np.clip(self.qvel, -speed, speed)]).astype(np.float32)
 
     def joint_state_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper bounds of ``joint_state`` (float32 [12] each): joint ranges, then the speed range."""
-        speed = np.full(len(JOINT_NAMES), MAX_JOINT_SPEED)
+        """Lower and upper bounds of ``joint_state`` (float32 [2 x joints] each): joint ranges, then the speed
+        range."""
+        speed = np.full(len(self.arm.joints), self.arm.max_joint_speed)
         low = np.concatenate([self.joint_limits[:, 0], -speed]).astype(np.float32)
         high = np.concatenate([self.joint_limits[:, 1], speed]).astype(np.float32)
         return low, high

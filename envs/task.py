@@ -14,15 +14,15 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
 from robot_rl.envs.board import BOARD_TOP, BoardGeoms, sample_layout
 from robot_rl.envs.difficulty import Difficulty, get_difficulty
 from robot_rl.envs.ik import CameraPoseIK
 from robot_rl.envs.randomization import Randomization, get_randomization
 from robot_rl.envs.rendering import PRETTY, shared_renderer
-from robot_rl.envs.scene import CAMERA_SITE, HOME_QPOS, SCENE_CAMERA, WRIST_CAMERA, ArmScene, quat_from_rotvec
+from robot_rl.envs.scene import CAMERA_SITE, SCENE_CAMERA, WRIST_CAMERA, ArmScene, quat_from_rotvec
 
 POSE_DIM = 6
-JOINT_STATE_DIM = 12
 MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 32, 224
 # Pixel noise comes from a bank of unit-Gaussian frames drawn once per task: picking a frame per step is cheaper
 # than drawing a fresh one (a sizeable part of a step at 224x224). Which frame, and the episode's std, follow the
@@ -152,17 +152,18 @@ class PcbInspectTask:
     """A 6-DoF arm moves its wrist camera over a PCB and gives a verdict: pass or rework.
 
     ``reset(seed)`` generates the episode's board from ``seed``; ``step(pose, verdict)`` applies one action.
-    Observations are ``{"pixels": uint8 [H, W, 3], "joint_state": float32 [12]}``; ``privileged()`` returns the
-    task state (board pose, defect label, camera pose) that the expert and metrics may read and the policy may not.
+    Observations are ``{"pixels": uint8 [H, W, 3], "joint_state": float32 [2 x arm joints]}``; ``privileged()``
+    returns the task state (board pose, defect label, camera pose) that the expert and metrics may read and the
+    policy may not. ``arm``: a registered arm name, an ``ArmSpec`` or an ArmSpec JSON file (``envs.arms``).
     """
 
     def __init__(self, difficulty: str | Difficulty = "default", config: TaskConfig | None = None,
-                 randomization: str | Randomization = "none"):
+                 randomization: str | Randomization = "none", arm: str | ArmSpec = DEFAULT_ARM):
         self.difficulty = get_difficulty(difficulty)
         self.config = config or TaskConfig()
         self.randomization = get_randomization(randomization)
         self._randomized = not self.randomization.is_nominal  # once: reset is on the collection hot path
-        self.scene = ArmScene(self.difficulty.num_posts)
+        self.scene = ArmScene(self.difficulty.num_posts, arm)
         self.ik = CameraPoseIK(self.scene.model, CAMERA_SITE)
         self.board_geoms = BoardGeoms(self.scene.model)
         size = self.config.image_size
@@ -187,7 +188,8 @@ class PcbInspectTask:
         self.layout = sample_layout(seed, d, defect)
         self.board_geoms.apply(self.layout)
         rng = np.random.default_rng([int(seed), 0x5CE7E])
-        self.scene.reset(HOME_QPOS + rng.uniform(-d.init_joint_noise, d.init_joint_noise, size=HOME_QPOS.shape))
+        home = self.scene.home
+        self.scene.reset(home + rng.uniform(-d.init_joint_noise, d.init_joint_noise, size=home.shape))
         self.board_xy = rng.uniform(*zip(d.board_x, d.board_y))
         self.board_yaw = float(rng.uniform(-d.board_max_yaw, d.board_max_yaw))
         self.scene.place_board(*self.board_xy, self.board_yaw)
@@ -323,9 +325,10 @@ class PcbInspectTask:
 
 
 def build_task(difficulty: str | Difficulty, image_size: int, reward_weights: RewardWeights | Mapping | None,
-               task_overrides: Mapping[str, Any], randomization: str | Randomization = "none") -> PcbInspectTask:
+               task_overrides: Mapping[str, Any], randomization: str | Randomization = "none",
+               arm: str | ArmSpec = DEFAULT_ARM) -> PcbInspectTask:
     """The task behind both front-ends, from constructor arguments (``reward_weights`` may be a partial dict)."""
     if isinstance(reward_weights, Mapping):
         reward_weights = replace(RewardWeights(), **reward_weights)
     config = TaskConfig(image_size=image_size, reward_weights=reward_weights or RewardWeights(), **task_overrides)
-    return PcbInspectTask(difficulty, config, randomization)
+    return PcbInspectTask(difficulty, config, randomization, arm)

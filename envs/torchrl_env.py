@@ -21,10 +21,11 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, ParallelEnv
 
 from robot_rl.envs import keys
+from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
 from robot_rl.envs.board import DEFECT_TYPES
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.randomization import Randomization
-from robot_rl.envs.task import JOINT_STATE_DIM, POSE_DIM, RewardWeights, StepResult, Verdict, build_task
+from robot_rl.envs.task import POSE_DIM, RewardWeights, StepResult, Verdict, build_task
 
 _NO_FLAGS = dict.fromkeys(keys.INFO_FLAGS, False)
 _NO_TERMS = dict.fromkeys(keys.REWARD_TERM_NAMES, 0.0)
@@ -52,11 +53,11 @@ class PcbInspectEnv(EnvBase):
                  reward_weights: RewardWeights | Mapping | None = None, num_envs: int | None = None,
                  device: str | torch.device = "cpu", seed: int | None = None,
                  episode_seeds: Sequence[int] | None = None, randomization: str | Randomization = "none",
-                 **task_overrides: Any):
+                 arm: str | ArmSpec = DEFAULT_ARM, **task_overrides: Any):
         if num_envs is not None and num_envs < 1:
             raise ValueError(f"PcbInspectEnv: num_envs must be >= 1, got {num_envs}")
         super().__init__(device=device, batch_size=torch.Size([] if num_envs is None else [num_envs]))
-        self.tasks = [build_task(difficulty, image_size, reward_weights, task_overrides, randomization)
+        self.tasks = [build_task(difficulty, image_size, reward_weights, task_overrides, randomization, arm)
                       for _ in range(num_envs or 1)]
         self._last = [None] * len(self.tasks)  # last StepResult-like outputs, for partial resets and steps
         self._rng = np.random.default_rng(seed)
@@ -74,7 +75,7 @@ class PcbInspectEnv(EnvBase):
             {
                 keys.PIXELS: Bounded(0, 255, (size, size, 3), dtype=torch.uint8),
                 keys.JOINT_STATE: Bounded(*map(torch.from_numpy, self.task.scene.joint_state_bounds()),
-                                          (JOINT_STATE_DIM,), dtype=torch.float32),
+                                          (self.task.scene.arm.joint_state_dim,), dtype=torch.float32),
                 keys.TASK: Composite(
                     episode_seed=Unbounded((1,), dtype=torch.int64),
                     board_pose=Unbounded((4,), dtype=torch.float32),
@@ -197,6 +198,6 @@ def make_env(num_envs: int = 1, difficulty: str | Difficulty = "default", image_
     return env
 
 
-def proof_env(difficulty: str, image_size: int) -> PcbInspectEnv:
+def proof_env(difficulty: str, image_size: int, arm: str | ArmSpec = DEFAULT_ARM) -> PcbInspectEnv:
     """An env for its specs only (it never renders unless reset)."""
-    return PcbInspectEnv(difficulty=difficulty, image_size=image_size)
+    return PcbInspectEnv(difficulty=difficulty, image_size=image_size, arm=arm)

@@ -6,8 +6,11 @@ import mujoco
 import numpy as np
 import pytest
 
+from robot_rl.envs.arms import ARM_PREFIX, ARMS
 from robot_rl.envs.difficulty import DIFFICULTIES
-from robot_rl.envs.scene import JOINT_NAMES, ArmScene
+from robot_rl.envs.scene import ArmScene
+
+JOINT_NAMES = ARMS["ur5e_like"].joints
 
 OBJECT_KINDS = [
     (mujoco.mjtObj.mjOBJ_BODY, "nbody"), (mujoco.mjtObj.mjOBJ_GEOM, "ngeom"), (mujoco.mjtObj.mjOBJ_JOINT, "njnt"),
@@ -27,9 +30,9 @@ def test_every_element_is_named(difficulty):
 
 def test_arm_has_six_revolute_joints_with_position_servos():
     model = ArmScene(0).model
-    assert [model.joint(i).name for i in range(model.njnt)] == list(JOINT_NAMES)
+    assert [model.joint(i).name for i in range(model.njnt)] == [ARM_PREFIX + name for name in JOINT_NAMES]
     assert all(model.jnt_type == mujoco.mjtJoint.mjJNT_HINGE)
-    assert [model.actuator(i).name for i in range(model.nu)] == list(JOINT_NAMES)
+    assert [model.actuator(i).name for i in range(model.nu)] == [ARM_PREFIX + name for name in JOINT_NAMES]
     assert (model.actuator_gainprm[:, 0] > 0).all() and (model.actuator_biasprm[:, 1] < 0).all()
 
 
@@ -41,8 +44,9 @@ def test_posts_follow_the_difficulty():
 
 def test_only_arm_versus_fixture_contacts_are_possible():
     model = ArmScene(4).model
-    arm_bodies = {model.body(name).id for name in ("shoulder_link", "upper_arm_link", "forearm_link",
-                                                   "wrist_1_link", "wrist_2_link", "wrist_3_link", "camera_mount")}
+    arm_bodies = {model.body(ARM_PREFIX + name).id for name in (
+        "shoulder_link", "upper_arm_link", "forearm_link", "wrist_1_link", "wrist_2_link", "wrist_3_link",
+        "camera_mount")}
     for i in range(model.ngeom):
         for j in range(i + 1, model.ngeom):
             collides = bool(model.geom_contype[i] & model.geom_conaffinity[j]) or bool(
@@ -54,12 +58,10 @@ def test_only_arm_versus_fixture_contacts_are_possible():
 
 def test_home_pose_rests_without_drift():
     scene = ArmScene(0)
-    from robot_rl.envs.scene import HOME_QPOS
-
-    scene.reset(HOME_QPOS)
+    scene.reset(scene.home)
     scene.forward()
     for _ in range(20):
-        outcome = scene.step(HOME_QPOS)
+        outcome = scene.step(scene.home)
     assert not outcome.collision and not outcome.unstable
-    np.testing.assert_allclose(scene.qpos, HOME_QPOS, atol=1e-3)
+    np.testing.assert_allclose(scene.qpos, scene.home, atol=1e-3)
     assert np.abs(scene.qvel).max() < 1e-3

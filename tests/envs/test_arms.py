@@ -1,0 +1,182 @@
+"""Arms as specs: the built-in arm unchanged, an arm that exists only in this test through the env contract, and
+one-line errors for arm files that cannot work."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from torchrl.envs.utils import check_env_specs
+
+from robot_rl.envs.arms import ARM_PREFIX, ARMS, CAMERA_SITE, HOME_CAMERA_POS, ArmError, ArmSpec, get_arm
+from robot_rl.envs.expert import ScriptedExpert
+from robot_rl.envs.gym_env import PcbInspectGymEnv
+from robot_rl.envs.scene import ArmScene
+from robot_rl.envs.task import PcbInspectTask, TaskConfig
+from robot_rl.envs.torchrl_env import PcbInspectEnv
+
+# A 6-joint arm with its own link lengths (shoulder 0.15 m up, links 0.40 and 0.34 m), no actuators, and a
+# gripper finger on a slide joint that the spec does not control (welded).
+TEST_ARM_XML = """
+<mujoco model="test_arm">
+  <compiler angle="radian" autolimits="true"/>
+  <default>
+    <joint axis="0 1 0" range="-3.1416 3.1416" damping="2" armature="0.1"/>
+    <geom type="capsule" size="0.03" mass="1" rgba="0.7 0.4 0.2 1"/>
+  </default>
+  <worldbody>
+    <body name="link1" pos="0 0 0.15">
+      <joint name="j1" axis="0 0 1"/>
+      <geom fromto="0 0 -0.1 0 0 0"/>
+      <body name="link2" pos="0 0.12 0" quat="1 0 1 0">
+        <joint name="j2"/>
+        <geom fromto="0 0 0 0 0 0.40"/>
+        <body name="link3" pos="0 -0.11 0.40">
+          <joint name="j3" range="-3 3"/>
+          <geom fromto="0 0 0 0 0 0.34"/>
+          <body name="link4" pos="0 0 0.34" quat="1 0 1 0">
+            <joint name="j4"/>
+            <geom fromto="0 0 0 0 0.1 0" size="0.025"/>
+            <body name="link5" pos="0 0.11 0">
+              <joint name="j5" axis="0 0 1"/>
+              <geom fromto="0 0 0 0 0 0.08" size="0.025"/>
+              <body name="link6" pos="0 0 0.09">
+                <joint name="j6"/>
+                <geom fromto="0 0 0 0 0.06 0" size="0.025"/>
+                <body name="tool" pos="0 0.08 0" quat="-1 1 0 0">
+                  <geom name="tool_box" type="box" size="0.02 0.02 0.015" pos="0 0 0.015"/>
+                  <body name="finger" pos="0.025 0 0.01">
+                    <joint name="finger_slide" type="slide" axis="1 0 0" range="0 0.02"/>
+                    <geom type="box" size="0.004 0.01 0.01" mass="0.05"/>
+                  </body>
+                </body>
+              </body>
+            </body>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.fixture(scope="module")
+def test_arm(tmp_path_factory) -> ArmSpec:
+    path = tmp_path_factory.mktemp("arm") / "test_arm.xml"
+    path.write_text(TEST_ARM_XML)
+    return ArmSpec(name="test_arm", mjcf=str(path), joints=("j1", "j2", "j3", "j4", "j5", "j6"),
+                   camera_body="tool", camera_pos=(0.0, 0.0, 0.035), camera_quat=(0.0, 1.0, 0.0, 0.0),
+                   servo_gains=(3000.0, 150.0))
+
+
+def test_the_built_in_arm_rolls_out_as_before_arms_were_specs():
+    # Pinned from the commit before the arm moved out of the cell's MJCF (the full pixel and state digests of four
+    # difficulty x randomization rollouts were compared bit for bit then): joint angles every 10 steps, mean
+    # pixel, reward and collisions of a noisy expert on a hard, randomized board.
+    task = PcbInspectTask("hard", TaskConfig(image_size=48), "default")
+    expert = ScriptedExpert(task.config)
+    observation, rng = task.reset(5), np.random.default_rng(5)
+    angles, pixels, reward, collisions = [], [], 0.0, 0
+    for step in range(40):
+        state = task.privileged()
+        pose, _ = expert.act(state["camera_pose"], state["board_pose"], state["defective"],
+                             observation["joint_state"])
+        result = task.step(np.clip(pose + rng.normal(0, 0.3, 6), -1, 1), 0)
+        observation, reward, collisions = result.observation, reward + result.reward, collisions + result.flags[
+            "collision"]
+        if step % 10 == 9:
+            angles.append(observation["joint_state"][:6])
+            pixels.append(observation["pixels"].mean())
+    np.testing.assert_allclose(angles, [[-0.0003, -1.1863, 1.6952, -1.9794, -1.5504, -1.595],
+                                        [-0.0035, -1.0991, 1.8357, -2.3204, -1.5234, -1.5897],
+                                        [0.0102, -1.1466, 1.8616, -2.2912, -1.5475, -1.5562],
+                                        [0.0048, -1.1141, 1.8195, -2.2917, -1.5485, -1.5354]], atol=2e-4)
+    np.testing.assert_allclose(pixels, [124.55, 116.0, 115.33, 116.25], atol=0.05)
+    assert (round(reward, 4), collisions) == (0.5, 0)
+
+
+def test_an_arm_written_in_a_test_passes_the_env_contract(test_arm):
+    gym_env = PcbInspectGymEnv(difficulty="easy", image_size=32, arm=test_arm)
+    check_env(gym_env, skip_render_check=True)
+    assert gym_env.observation_space["joint_state"].shape == (12,)
+    low, high = gym_env.observation_space["joint_state"].low, gym_env.observation_space["joint_state"].high
+    assert low[2] == pytest.approx(-3.0) and high[2] == pytest.approx(3.0)  # j3's own range, from the model
+    assert np.all(high[6:] == pytest.approx(test_arm.max_joint_speed))
+    env = PcbInspectEnv(difficulty="easy", image_size=32, arm=test_arm)
+    check_env_specs(env)
+    assert env.observation_spec["joint_state"].shape == (12,)
+    gym.make("robot_rl/PcbInspect-v2", difficulty="easy", image_size=32, arm=test_arm).close()
+
+
+def test_the_expert_inspects_boards_with_an_arm_written_in_a_test(test_arm):
+    task = PcbInspectTask("easy", TaskConfig(image_size=32), arm=test_arm)
+    model = task.scene.model
+    assert ARM_PREFIX + "finger_slide" not in [model.joint(i).name for i in range(model.njnt)]  # welded
+    assert model.nu == 6 and (model.actuator_gainprm[:, 0] == 3000.0).all()
+    expert = ScriptedExpert(task.config)
+    for seed in range(3):
+        observation = task.reset(seed)
+        for _ in range(task.config.max_steps):
+            state = task.privileged()
+            result = task.step(*expert.act(state["camera_pose"], state["board_pose"], state["defective"],
+                                           observation["joint_state"]))
+            observation = result.observation
+            assert not result.flags["collision"]
+            if result.terminated or result.truncated:
+                break
+        assert result.flags["success"], f"board {seed}"
+
+
+def test_a_solved_home_puts_the_camera_at_the_home_pose_looking_down(test_arm):
+    scene = ArmScene(0, test_arm)
+    scene.reset(scene.home)
+    scene.forward()
+    position, rotation = scene.camera_pose()
+    np.testing.assert_allclose(position, HOME_CAMERA_POS, atol=1e-3)
+    np.testing.assert_allclose(rotation, np.eye(3), atol=1e-2)
+    assert scene.model.site(CAMERA_SITE).id == scene.camera_site_id
+
+
+def test_an_arm_spec_file_is_read_with_its_mjcf_beside_it(tmp_path, test_arm):
+    (tmp_path / "my_arm.xml").write_text(TEST_ARM_XML)
+    values = {**test_arm.to_dict(), "mjcf": "my_arm.xml"}
+    (tmp_path / "my_arm.json").write_text(json.dumps(values))
+    arm = get_arm(str(tmp_path / "my_arm.json"))
+    assert arm == dataclasses.replace(test_arm, mjcf=str(tmp_path / "my_arm.xml"))
+    assert get_arm("ur5e_like") is ARMS["ur5e_like"]
+
+
+def _arm_file(tmp_path, xml: str) -> str:
+    path = tmp_path / "arm.xml"
+    path.write_text(xml)
+    return str(path)
+
+
+def test_arms_that_cannot_work_get_one_line_errors_naming_the_culprit(tmp_path, test_arm):
+    good = _arm_file(tmp_path, TEST_ARM_XML)
+    cases = {
+        "no joint named 'j7'": dict(joints=("j1", "j2", "j3", "j4", "j5", "j7")),
+        "no body named 'wrist'": dict(camera_body="wrist"),
+        "joint 'j1' has no actuator; give servo_gains": dict(servo_gains=None),
+        "camera_quat must be a unit quaternion": dict(camera_quat=(1.0, 1.0, 0.0, 0.0)),
+        "home has 2 values": dict(home=(0.0, 0.0)),
+        "does not exist": dict(mjcf=str(tmp_path / "missing.xml")),
+    }
+    for message, change in cases.items():
+        with pytest.raises(ArmError, match=message) as raised:
+            ArmScene(0, dataclasses.replace(test_arm, **{"mjcf": good, **change}))
+        assert "\n" not in str(raised.value)
+    unlimited = _arm_file(tmp_path, TEST_ARM_XML.replace('<joint name="j3" range="-3 3"/>',
+                                                        '<joint name="j3" limited="false"/>'))
+    with pytest.raises(ArmError, match="joint 'j3' has no range"):
+        ArmScene(0, dataclasses.replace(test_arm, mjcf=unlimited))
+    with pytest.raises(ArmError, match="unknown ArmSpec field 'joint'"):
+        ArmSpec.from_dict({**test_arm.to_dict(), "joint": ["j1"]})
+    with pytest.raises(ArmError, match="unknown arm 'ur6'"):
+        get_arm("ur6")
+    assert issubclass(ArmError, ValueError)
