@@ -83,6 +83,7 @@ class BCRun:
         if config.randomization and config.randomization != self.randomization:
             raise UsageError(f"--randomization {config.randomization} does not match the demos in {config.data} "
                              f"({self.randomization})")
+        self.arm = self.dataset.meta.get("arm", "ur5e_like")  # datasets from before arms were specs: ur5e_like
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")
@@ -96,10 +97,10 @@ class BCRun:
 
         # Create models
         torch.manual_seed(config.seed)
-        env = proof_env(self.difficulty, self.dataset.image_size)
+        env = proof_env(self.difficulty, self.dataset.image_size, self.arm)
         self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config()).to(self.device)
         self.env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": self.difficulty,
-                         "image_size": self.dataset.image_size, "randomization": self.randomization}
+                         "image_size": self.dataset.image_size, "randomization": self.randomization, "arm": self.arm}
 
         # Create loss and optimizer
         self.loss = BehaviourCloningLoss(self.actor, decision_weight=config.decision_weight,
@@ -215,7 +216,7 @@ class BCRun:
         num_envs = self.config.eval_envs or os.cpu_count() or 1
         metrics, _ = evaluate_policy(self.actor, self.eval_seeds, difficulty=self.difficulty,
                                      image_size=self.dataset.image_size, num_envs=num_envs, device=self.device,
-                                     randomization=self.randomization)
+                                     randomization=self.randomization, arm=self.arm)
         return metrics
 
     def run(self, progress: bool = True, until_epoch: int | None = None) -> dict:

@@ -62,7 +62,7 @@ def _episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorD
 def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     """Collects ``config.episodes`` expert episodes into ``config.out``; returns a summary of the run."""
     info = {"env": TASK_NAME, "env_version": ENV_VERSION, "image_size": config.image_size,
-            "difficulty": config.difficulty, "randomization": config.randomization}
+            "difficulty": config.difficulty, "randomization": config.randomization, "arm": config.arm}
     dataset = DemoDataset.open_for_append(config.out, info)
     run = _plan_run(dataset, config)
     if run["complete"]:
@@ -72,7 +72,7 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     # Resumed runs draw from a fresh stream, so they do not repeat the boards already collected.
     env_seed = run["seed"] * 1_000_003 + run["episodes"]
     env = make_env(num_envs=num_envs, difficulty=config.difficulty, image_size=config.image_size, seed=env_seed,
-                   randomization=config.randomization,
+                   randomization=config.randomization, arm=config.arm,
                    parallel=num_envs > 1)
     policy = ExpertPolicy(TaskConfig(image_size=config.image_size), pose_noise=config.pose_noise, seed=env_seed)
     collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,

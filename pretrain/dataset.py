@@ -41,7 +41,8 @@ EXCLUDED_KEYS = (("collector",), (keys.NEXT, keys.PIXELS), (keys.NEXT, keys.JOIN
 REQUIRED_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VERDICT, keys.EPISODE, keys.STEP,
                  keys.DEFECTIVE, keys.CAMERA_POSE, keys.BOARD_POSE, (keys.NEXT, keys.DONE), (keys.NEXT, keys.SUCCESS))
 # Fields every part of a dataset must share, with their value in datasets written before the field existed.
-COMPATIBILITY_FIELDS = {"env": None, "env_version": None, "image_size": None, "randomization": "none"}
+COMPATIBILITY_FIELDS = {"env": None, "env_version": None, "image_size": None, "randomization": "none",
+                        "arm": "ur5e_like"}
 
 
 class DatasetError(UsageError):

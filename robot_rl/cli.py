@@ -21,7 +21,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     config = config_from_args(DemoConfig, args)
     summaries = run_expert_demo(config.out, episodes=config.episodes, difficulty=config.difficulty,
-                                image_size=config.image_size, seed=config.seed, frames_per_episode=config.frames)
+                                image_size=config.image_size, seed=config.seed, frames_per_episode=config.frames,
+                                arm=config.arm)
     columns = ["episode", "episode_seed", "defect", "verdict", "success", "steps", "return", "collision_steps",
                "steps_to_localize"]
     print(markdown_table(summaries, columns))

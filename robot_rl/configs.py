@@ -16,7 +16,12 @@ from robot_rl.options import option, validate
 DIFFICULTY_NAMES = ("easy", "default", "hard")
 RANDOMIZATION_NAMES = ("none", "default", "wide", "surfaces", "strong")
 RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
-                      "default, wide (default plus tables of any colour, four solder masks, marks) or strong")
+                      "default, wide (default plus tables of any colour, four solder masks, marks, twice the camera "
+                      "mount range), surfaces (wide with default's camera mount) or strong")
+# Arms are checked where the env is built (an unknown name or a bad ArmSpec file exits 2 there): a user's arm is a
+# JSON file, which only the env package can read.
+DEFAULT_ARM = "ur5e_like"
+ARM_HELP = "the arm carrying the camera: a registered name (ur5e_like) or an ArmSpec .json file"
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
 COLLECTORS = ("direct", "process", "ray")
 VIDEO_QUALITIES = ("pretty", "fast")
@@ -58,6 +63,7 @@ class DemoConfig:
 
     difficulty: str = option("default", "task difficulty")
     image_size: int = option(84, "wrist camera image side (pixels, 32-224)")
+    arm: str = option(DEFAULT_ARM, ARM_HELP)
     seed: int = option(0, "seed of the episode stream")
     episodes: int = option(3, "episodes to run")
     frames: int = option(4, "PNG frames written per episode")
@@ -80,6 +86,7 @@ class CollectConfig:
     difficulty: str = option("default", "task difficulty: easy, default or hard")
     image_size: int = option(84, "wrist camera image side, pixels (32-224)")
     randomization: str = option("none", RANDOMIZATION_HELP)
+    arm: str = option(DEFAULT_ARM, ARM_HELP)
     pose_noise: float = option(0.1, "std of Gaussian noise on the executed pose (the clean pose is the label)")
     seed: int = option(-1, "run seed; -1 resumes an interrupted run or takes the next unused seed")
     num_envs: int = option(0, "envs collecting in parallel (0 = one per CPU core)")
@@ -165,8 +172,10 @@ class FinetuneConfig:
     run_dir: str = option("runs/ppo", "output folder: config, checkpoints, logs")
     difficulty: str = option("", "task difficulty; '' = the BC run's (default for --from-scratch)")
     image_size: int = option(0, "image side in pixels; 0 = the BC run's (84 for --from-scratch)")
-    randomization: str = option("", "domain randomization: none, default, wide or strong; '' = the BC run's (none for "
-                                "--from-scratch)")
+    randomization: str = option("", "domain randomization: none, default, wide, surfaces or strong; '' = the BC run's "
+                                "(none for --from-scratch)")
+    arm: str = option("", f"{ARM_HELP}; '' = the BC run's ({DEFAULT_ARM} for --from-scratch); another arm than the "
+                      "BC run's is refused")
     total_frames: int = option(200_000, "environment frames to collect")
     frames_per_batch: int = option(1024, "frames collected per PPO iteration")
     num_envs: int = option(4, "envs collecting together (per learner rank)")
@@ -290,7 +299,9 @@ class EvaluateConfig:
     episodes: int = option(100, "episodes, one per board seed")
     seed: int = option(30_000_000, "first board seed; episode k inspects board seed + k")
     difficulty: str = option("", "task difficulty; '' = the checkpoint's")
-    randomization: str = option("", "domain randomization: none, default, wide or strong; '' = the checkpoint's")
+    randomization: str = option("", "domain randomization: none, default, wide, surfaces or strong; '' = the "
+                                "checkpoint's")
+    arm: str = option("", "'' = the checkpoint's arm; another arm is refused (a policy knows one arm's joints)")
     perturbations: bool = option(False, "also run the same boards under each shift of the perturbation suite "
                                  "(success per shift next to nominal, one failure video each)")
     num_envs: int = option(8, "envs stepped together (in this process)")

@@ -13,11 +13,11 @@ from robot_rl.video import side_by_side, write_png
 
 
 def run_expert_demo(out_dir: str | Path, episodes: int = 3, difficulty: str = "default", image_size: int = 84,
-                    seed: int = 0, frames_per_episode: int = 4) -> list[dict]:
+                    seed: int = 0, frames_per_episode: int = 4, arm: str = "ur5e_like") -> list[dict]:
     """Runs the expert for ``episodes`` episodes, writes ``frames_per_episode`` PNGs of each (wrist camera beside
     the third-person camera) under ``out_dir/frames/``, and returns one metrics dict per episode."""
     out_dir = Path(out_dir)
-    env = make_env(difficulty=difficulty, image_size=image_size, seed=seed)
+    env = make_env(difficulty=difficulty, image_size=image_size, seed=seed, arm=arm)
     policy = ExpertPolicy(env.task.config)
     max_steps = env.task.config.max_steps
     summaries = []

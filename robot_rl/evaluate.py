@@ -20,6 +20,7 @@ from robot_rl.envs import make_env
 from robot_rl.envs.board import DEFECT_TYPES
 from robot_rl.envs.randomization import PERTURBATIONS, describe, get_randomization
 from robot_rl.episodes import aggregate, summarize_episode
+from robot_rl.errors import UsageError
 from robot_rl.io import write_json, write_text
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
@@ -52,7 +53,7 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
     return "\n\n".join([
         f"# Evaluation of `{info['checkpoint']}`",
         f"{info['difficulty']} boards, {info['image_size']}x{info['image_size']} pixels, "
-        f"randomization {info.get('randomization', 'none')}, "
+        f"randomization {info.get('randomization', 'none')}, arm {info.get('arm', 'ur5e_like')}, "
         f"{'stochastic' if info['stochastic'] else 'deterministic'} policy, board seeds "
         f"{info['seeds'][0]}-{info['seeds'][-1]}.",
         markdown_table(headline), "## Verdicts (rows: the board; columns: the verdict given)",
@@ -67,7 +68,7 @@ def _run_boards(actor, env_info: dict, config: EvaluateConfig, out_dir: Path, di
     seeds = list(range(config.seed, config.seed + config.episodes))
     num_envs = min(config.num_envs, config.episodes)
     env = make_env(num_envs=num_envs, difficulty=difficulty, image_size=env_info["image_size"], parallel=False,
-                   episode_seeds=seeds, device=device, randomization=randomization)
+                   episode_seeds=seeds, device=device, randomization=randomization, arm=env_info["arm"])
     recorder = VideoRecorder(env, config, out_dir, num_envs)
     bar = tqdm(total=config.episodes, unit="ep", desc=desc, disable=not progress)
 
@@ -123,6 +124,8 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     ``--perturbations``, the suite under perturbations/); returns the metrics."""
     device = resolve_device(config.device)
     actor, env_info, checkpoint = load_actor(config.checkpoint, device=device)
+    if config.arm and config.arm != env_info["arm"]:
+        raise UsageError(f"--arm {config.arm}: {checkpoint} was trained on arm {env_info['arm']!r}")
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "eval"
     difficulty = config.difficulty or env_info["difficulty"]
@@ -131,8 +134,8 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     metrics, summaries, videos = _run_boards(actor, env_info, config, out_dir, difficulty, randomization, device,
                                              progress)
     info = {"checkpoint": str(checkpoint), "difficulty": difficulty, "image_size": env_info["image_size"],
-            "randomization": randomization, "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]],
-            "defect_types": list(DEFECT_TYPES)}
+            "randomization": randomization, "arm": env_info["arm"], "stochastic": config.stochastic,
+            "seeds": [seeds[0], seeds[-1]], "defect_types": list(DEFECT_TYPES)}
     report = {"metrics": metrics, "info": info, "config": asdict(config), "videos": videos, "episodes": summaries}
     markdown = report_markdown(metrics, summaries, info)
     if config.perturbations:

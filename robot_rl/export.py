@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from robot_rl.configs import ExportConfig
+from robot_rl.envs.arms import get_arm
 from robot_rl.envs.task import Verdict
 from robot_rl.io import atomic_path, write_json
 from robot_rl.policy import actor_network, load_actor
@@ -50,9 +51,10 @@ def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]
     return deploy(actor), env_info, path
 
 
-def example_inputs(image_size: int, batch: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+def example_inputs(image_size: int, batch: int = 2, joint_state_dim: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
+    """Policy inputs of the right shapes: pixels uint8 [B, S, S, 3] and joint state float32 [B, 2 x joints]."""
     return (torch.randint(0, 256, (batch, image_size, image_size, 3), dtype=torch.uint8),
-            torch.zeros(batch, 12, dtype=torch.float32))
+            torch.zeros(batch, joint_state_dim, dtype=torch.float32))
 
 
 def export_torchscript(policy: DeployedPolicy, inputs, path: Path) -> None:
@@ -87,7 +89,8 @@ def export(config: ExportConfig) -> dict:
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "export"
     formats = list(FILES) if config.format == "all" else [config.format]
-    inputs = example_inputs(env_info["image_size"])
+    joints = len(get_arm(env_info["arm"]).joints)
+    inputs = example_inputs(env_info["image_size"], joint_state_dim=2 * joints)
     written = {}
     for name in formats:
         if name == "onnx" and not all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript")):
@@ -105,7 +108,8 @@ def export(config: ExportConfig) -> dict:
     write_json(out_dir / "policy.json", {
         "checkpoint": str(checkpoint), "env": env_info, "files": {k: Path(v).name for k, v in written.items()},
         "inputs": {"pixels": f"uint8 [B, {size}, {size}, 3], RGB, wrist camera",
-                   "joint_state": "float32 [B, 12]: 6 joint angles (rad), 6 joint velocities (rad/s)"},
+                   "joint_state": f"float32 [B, {2 * joints}]: {joints} joint angles (rad), {joints} joint velocities "
+                                  f"(rad/s), arm {env_info['arm']}"},
         "outputs": {"pose": "float32 [B, 6] in [-1, 1]: camera translation (x 3 cm) and rotation (x 0.15 rad)",
                     "verdict": "int64 [B]: " + ", ".join(f"{v.value} {v.name.lower()}" for v in Verdict)},
     })

@@ -245,6 +245,10 @@ def checkpoint_policy_config(state: dict) -> PolicyConfig:
     return PolicyConfig(**{**defaults, **stored, "encoder_weights": ""})
 
 
+# What checkpoints written before an env option existed were trained with.
+ENV_INFO_DEFAULTS = {"randomization": "none", "arm": "ur5e_like"}
+
+
 def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[ProbabilisticActor, dict, Path]:
     """The actor of a BC or PPO checkpoint: ``source`` is a run folder (its best.pt, else last.pt) or a .pt file.
 
@@ -258,8 +262,8 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[
     state = load_checkpoint(path)
     if state.get("kind") not in ("bc", "ppo") or "actor" not in state:
         raise UsageError(f"{path}: not a robot_rl policy checkpoint")
-    env_info = {"randomization": "none", **state["env"]}  # checkpoints from before the option: none
-    proof = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"])
+    env_info = {**ENV_INFO_DEFAULTS, **state["env"]}
+    proof = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], arm=env_info["arm"])
     actor = make_actor(proof.observation_spec, proof.full_action_spec, checkpoint_policy_config(state))
     try:
         actor.load_state_dict(state["actor"])

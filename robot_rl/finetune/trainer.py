@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
-from robot_rl.configs import FinetuneConfig
+from robot_rl.configs import DEFAULT_ARM, FinetuneConfig
 from robot_rl.encoder import calibrate_batchnorm
 from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
 from robot_rl.envs.torchrl_env import proof_env
@@ -47,6 +47,7 @@ from robot_rl.finetune.critic import make_privileged_critic
 from robot_rl.finetune.learner import PPOLearner
 from robot_rl.finetune.loss import FinetunePPOLoss
 from robot_rl.policy import (
+    ENV_INFO_DEFAULTS,
     PolicyConfig,
     actor_network,
     checkpoint_policy_config,
@@ -90,15 +91,16 @@ def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | N
     Env options given next to --init must agree with the BC run's."""
     pretrained_state = load_pretrained(config.init) if config.init else None
     if pretrained_state is not None:
-        env_info = {"randomization": "none", **pretrained_state["env"]}  # BC runs from before the option: none
+        env_info = {**ENV_INFO_DEFAULTS, **pretrained_state["env"]}
         policy_config = checkpoint_policy_config(pretrained_state)
-        for name in ("difficulty", "image_size", "randomization"):
+        for name in ("difficulty", "image_size", "randomization", "arm"):
             given = getattr(config, name)
             if given and given != env_info[name]:
                 raise UsageError(f"--{name.replace('_', '-')} {given} differs from the BC run's {env_info[name]}")
     else:
         env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": config.difficulty or "default",
-                    "image_size": config.image_size or 84, "randomization": config.randomization or "none"}
+                    "image_size": config.image_size or 84, "randomization": config.randomization or "none",
+                    "arm": config.arm or DEFAULT_ARM}
         policy_config = PolicyConfig()  # the architecture defaults, as BC's
     if config.pose_min_scale:
         # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
@@ -127,7 +129,7 @@ class PPORun:
         # Resolve the starting point: the BC run's env and architecture, or fresh ones
         self.env_info, self.policy_config, pretrained_state = starting_point(config)
         self.env_kwargs = {"difficulty": self.env_info["difficulty"], "image_size": self.env_info["image_size"],
-                           "randomization": self.env_info["randomization"],
+                           "randomization": self.env_info["randomization"], "arm": self.env_info["arm"],
                            "reward_weights": {"shaping": config.shaping, "guess": -config.guess_penalty},
                            "shaping_gamma": config.gamma}
 
@@ -164,7 +166,7 @@ class PPORun:
 
     def _make_models(self, pretrained_state: dict | None) -> None:
         config = self.config
-        proof = proof_env(self.env_info["difficulty"], self.env_info["image_size"])
+        proof = proof_env(self.env_info["difficulty"], self.env_info["image_size"], self.env_info["arm"])
         self.actor = make_actor(proof.observation_spec, proof.full_action_spec, self.policy_config)
         self.pretrained = None
         if pretrained_state is not None:
