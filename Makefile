@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,ray]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,ray,panda]'
 	touch $@
 
 # Headless OpenGL for MuJoCo: Mesa's EGL (or OSMesa). Installed with apt when missing and we are root.

@@ -15,9 +15,17 @@ import numpy as np
 class CameraPoseIK:
     """Maps a target pose of a site (the wrist camera) to joint angles within the joint limits."""
 
-    def __init__(self, model: mujoco.MjModel, site: str, iterations: int = 1, damping: float = 1e-4):
+    def __init__(self, model: mujoco.MjModel, site: str, iterations: int = 1, damping: float = 1e-4,
+                 posture: np.ndarray | None = None, posture_cost: float = 0.0):
+        """``posture`` (qpos) with ``posture_cost > 0`` adds a posture task: a redundant arm's null space drifts
+        without one."""
         self.configuration = mink.Configuration(model)
         self.task = mink.FrameTask(site, "site", position_cost=1.0, orientation_cost=0.3)
+        self.tasks = [self.task]
+        if posture_cost > 0:
+            posture_task = mink.PostureTask(model, cost=posture_cost)
+            posture_task.set_target(np.asarray(posture, np.float64))
+            self.tasks.append(posture_task)
         self.limits = [mink.ConfigurationLimit(model)]
         self.iterations, self.damping = iterations, damping
         self._lower, self._upper = model.jnt_range[:, 0].copy(), model.jnt_range[:, 1].copy()
@@ -33,7 +41,7 @@ class CameraPoseIK:
         self.task.set_target(mink.SE3(wxyz_xyz=np.concatenate([target_quat, target_pos])))
         try:
             for _ in range(self.iterations):
-                velocity = mink.solve_ik(self.configuration, [self.task], 1.0, "daqp", damping=self.damping,
+                velocity = mink.solve_ik(self.configuration, self.tasks, 1.0, "daqp", damping=self.damping,
                                          limits=self.limits)
                 self.configuration.integrate_inplace(velocity, 1.0)
         except mink.NoSolutionFound:

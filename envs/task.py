@@ -164,7 +164,9 @@ class PcbInspectTask:
         self.randomization = get_randomization(randomization)
         self._randomized = not self.randomization.is_nominal  # once: reset is on the collection hot path
         self.scene = ArmScene(self.difficulty.num_posts, arm)
-        self.ik = CameraPoseIK(self.scene.model, CAMERA_SITE)
+        posture = np.zeros(self.scene.model.nq)  # the arm's joints are the model's only joints
+        posture[self.scene.joint_qpos_ids] = self.scene.home
+        self.ik = CameraPoseIK(self.scene.model, CAMERA_SITE, posture=posture, posture_cost=self.scene.arm.posture_cost)
         self.board_geoms = BoardGeoms(self.scene.model)
         size = self.config.image_size
         self.wrist_renderer = shared_renderer(WRIST_CAMERA, size, size)

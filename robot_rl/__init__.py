@@ -20,5 +20,10 @@ TASK_NAME = "pcb-inspect"
 ENV_VERSION = 2
 GYM_ID = f"robot_rl/PcbInspect-v{ENV_VERSION}"
 
-if GYM_ID not in gym.registry:
-    gym.register(id=GYM_ID, entry_point="robot_rl.envs.gym_env:PcbInspectGymEnv")
+# The same task with another built-in arm (any arm also goes as ``gym.make(GYM_ID, arm=...)``). Names kept in step
+# with robot_rl.envs.arms.ARMS by a test: importing it here would load MuJoCo.
+ARM_GYM_IDS = {"panda": f"robot_rl/PcbInspectPanda-v{ENV_VERSION}"}
+
+for _id, _kwargs in ((GYM_ID, {}), *((i, {"arm": arm}) for arm, i in ARM_GYM_IDS.items())):
+    if _id not in gym.registry:
+        gym.register(id=_id, entry_point="robot_rl.envs.gym_env:PcbInspectGymEnv", kwargs=_kwargs)

@@ -38,4 +38,4 @@ def test_an_unknown_randomization_exits_2_naming_the_option():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "robot-rl collect-demos: error: --randomization must be one of none, default, wide, strong, got 'foggy'"]
+        "robot-rl collect-demos: error: --randomization must be one of none, default, wide, surfaces, strong, got 'foggy'"]

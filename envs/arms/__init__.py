@@ -1,7 +1,8 @@
 """Arms (robot_rl.envs.arms): ``ArmSpec`` and the registry of arms the CLI and the env front-ends know by name.
 
-``get_arm`` takes a registered name (``ur5e_like``, the default) or the path of a JSON file holding an
-``ArmSpec``'s fields (a user's own arm; a relative ``mjcf`` is read from beside the JSON file).
+``get_arm`` takes a registered name (``ur5e_like``, the default; ``panda``, with the ``[panda]`` extra) or the
+path of a JSON file holding an ``ArmSpec``'s fields (a user's own arm; a relative ``mjcf`` is read from beside the
+JSON file).
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from robot_rl.envs.arms.panda import PANDA
 from robot_rl.envs.arms.spec import ARM_PREFIX, CAMERA_SITE, HOME_CAMERA_POS, WRIST_CAMERA, ArmError, ArmSpec
 from robot_rl.envs.arms.ur5e_like import UR5E_LIKE
 
 DEFAULT_ARM = UR5E_LIKE.name
-ARMS: dict[str, ArmSpec] = {UR5E_LIKE.name: UR5E_LIKE}
+ARMS: dict[str, ArmSpec] = {arm.name: arm for arm in (UR5E_LIKE, PANDA)}
 
 __all__ = ["ARMS", "ARM_PREFIX", "CAMERA_SITE", "DEFAULT_ARM", "HOME_CAMERA_POS", "WRIST_CAMERA", "ArmError",
            "ArmSpec", "get_arm", "register_arm"]

@@ -48,7 +48,8 @@ def _solved_home(arm: ArmSpec) -> np.ndarray:
         q, error = _solve(model, start)
         data.qpos[:] = q
         mujoco.mj_kinematics(model, data)
-        above_table = data.xpos[1:, 2].min() > _MIN_LINK_HEIGHT  # body 0 is the world
+        moving = model.body_weldid != 0  # not the world, nor a base fixed to it (it may rest on the table)
+        above_table = data.xpos[moving, 2].min() > _MIN_LINK_HEIGHT
         if above_table and error[0] <= _TOLERANCE[0] and error[1] <= _TOLERANCE[1]:
             return q[model.jnt_qposadr[joint_ids]].copy()
         best = min(best, error[0])

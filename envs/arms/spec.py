@@ -10,6 +10,7 @@ take a plain MJCF file and a few names, which is what a user with their own arm 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from importlib import resources
 from pathlib import Path
@@ -45,7 +46,13 @@ class ArmSpec:
     per process. ``servo_gains`` (kp, kv): position servos added on every controlled joint (replacing the file's
     actuators on them); None uses the file's actuators, which must then drive every controlled joint.
     ``collision_geoms``: the geoms that count as the arm in collisions; None takes every geom of the arm that
-    collides in the file. The arm's geoms touch the cell's fixtures only, never each other.
+    collides in the file, except those fixed to the world (a base resting on the table). The arm's geoms touch
+    the cell's fixtures only, never each other. ``mjcf_builder``: for an MJCF that has to be assembled (e.g. from
+    another package's fragments), called once per process, returns the path of the file to load; ``mjcf`` then
+    only names the source. ``posture_cost``: weight of a posture task in the control IK pulling towards home (a
+    redundant arm needs it to keep its elbow sane). ``geom_group``: MuJoCo group given to every arm geom (the wrist
+    camera skips group 1: the arm is behind its image plane, and software GL is faster without it); None keeps
+    the file's groups.
     """
 
     name: str
@@ -61,6 +68,9 @@ class ArmSpec:
     collision_geoms: tuple[str, ...] | None = None
     max_joint_speed: float = 2 * math.pi  # rad/s (m/s for slides); joint-velocity readings are clipped to it
     gravity_compensation: bool = True  # the servos hold the arm without sagging, as a real arm's controller does
+    posture_cost: float = 0.0
+    geom_group: int | None = 1
+    mjcf_builder: Callable[[], str] | None = None
 
     def __post_init__(self) -> None:
         culprit = f"arm {self.name!r}"
@@ -80,6 +90,8 @@ class ArmSpec:
             raise ArmError(f"{culprit}: servo_gains must be (kp, kv), both > 0, got {self.servo_gains}")
         if self.max_joint_speed <= 0:
             raise ArmError(f"{culprit}: max_joint_speed must be > 0, got {self.max_joint_speed}")
+        if self.posture_cost < 0:
+            raise ArmError(f"{culprit}: posture_cost must be >= 0, got {self.posture_cost}")
 
     @property
     def joint_state_dim(self) -> int:
@@ -88,7 +100,11 @@ class ArmSpec:
 
     def to_dict(self) -> dict:
         """JSON-ready fields (``from_dict`` reads them back): how datasets and checkpoints record a file arm."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        if self.mjcf_builder is not None:
+            raise ArmError(f"arm {self.name!r}: an arm built by a function is registered in Python, not in a file")
+        values = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        del values["mjcf_builder"]
+        return values
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "arm") -> ArmSpec:
@@ -104,6 +120,8 @@ class ArmSpec:
 
 def mjcf_path(arm: ArmSpec) -> Path:
     """The arm's MJCF file (a ``package:resource`` is looked up in the installed package)."""
+    if arm.mjcf_builder is not None:
+        return Path(arm.mjcf_builder())
     package, sep, resource = arm.mjcf.partition(":")
     if sep and "/" not in package and not Path(arm.mjcf).exists():
         try:
@@ -126,6 +144,7 @@ def load_arm(arm: ArmSpec) -> mujoco.MjSpec:
     except ValueError as err:
         raise ArmError(f"arm {arm.name!r}: {path} does not load: {str(err).splitlines()[0]}") from None
     culprit = f"arm {arm.name!r} ({path.name})"
+    spec.nuser_actuator = -1  # sized from the data, as the cell's is (a fixed size in the arm's file clashes)
     joints = {j.name: j for j in spec.joints}
     for name in arm.joints:
         joint = joints.get(name)
@@ -146,10 +165,27 @@ def load_arm(arm: ArmSpec) -> mujoco.MjSpec:
         if arm.gravity_compensation and body.name != "world":
             body.gravcomp = 1.0
     colliders = set(arm.collision_geoms) if arm.collision_geoms is not None else None
+    base = _bodies_fixed_to_the_world(spec)
     for geom in spec.geoms:
-        collides = geom.name in colliders if colliders is not None else bool(geom.contype or geom.conaffinity)
+        if colliders is not None:
+            collides = geom.name in colliders
+        else:
+            collides = bool(geom.contype or geom.conaffinity) and geom.parent.name not in base
         geom.contype, geom.conaffinity = 0, 1 if collides else 0
+        if arm.geom_group is not None:
+            geom.group = arm.geom_group
     return spec
+
+
+def _bodies_fixed_to_the_world(spec: mujoco.MjSpec) -> set[str]:
+    """Names of the bodies with no joint between them and the world (after uncontrolled joints are welded)."""
+    fixed, stack = set(), [spec.worldbody]
+    while stack:
+        body = stack.pop()
+        if body.name == "world" or not body.joints:
+            fixed.add(body.name)
+            stack.extend(body.bodies)
+    return fixed
 
 
 def _control(spec: mujoco.MjSpec, arm: ArmSpec, culprit: str) -> None:

@@ -13,4 +13,5 @@ UR5E_LIKE = ArmSpec(
     # Solved once with mink for HOME_CAMERA_POS looking down; fixed here so episodes never depend on a solver.
     home=(-0.3416, -1.8430, 1.7775, -1.5053, -1.5708, -1.9124),
     max_joint_speed=2 * 3.141592653589793,  # twice the UR5e's 180 deg/s joint speed limit
+    geom_group=None,  # its file sets them: links in group 1, the lens and pedestal in 0
 )

@@ -12,6 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from torchrl.envs.utils import check_env_specs
 
+from robot_rl import ARM_GYM_IDS
 from robot_rl.envs.arms import ARM_PREFIX, ARMS, CAMERA_SITE, HOME_CAMERA_POS, ArmError, ArmSpec, get_arm
 from robot_rl.envs.expert import ScriptedExpert
 from robot_rl.envs.gym_env import PcbInspectGymEnv
@@ -120,6 +121,32 @@ def test_the_expert_inspects_boards_with_an_arm_written_in_a_test(test_arm):
     assert model.nu == 6 and (model.actuator_gainprm[:, 0] == 3000.0).all()
     expert = ScriptedExpert(task.config)
     for seed in range(3):
+        observation = task.reset(seed)
+        for _ in range(task.config.max_steps):
+            state = task.privileged()
+            result = task.step(*expert.act(state["camera_pose"], state["board_pose"], state["defective"],
+                                           observation["joint_state"]))
+            observation = result.observation
+            assert not result.flags["collision"]
+            if result.terminated or result.truncated:
+                break
+        assert result.flags["success"], f"board {seed}"
+
+
+def test_the_panda_from_gymnasium_robotics_inspects_boards_with_seven_joints():
+    pytest.importorskip("gymnasium_robotics", reason="the [panda] extra is not installed")
+    assert set(ARM_GYM_IDS) == set(ARMS) - {"ur5e_like"}
+    gym_env = gym.make(ARM_GYM_IDS["panda"], image_size=32)
+    assert gym_env.observation_space["joint_state"].shape == (14,)
+    gym_env.close()
+    env = PcbInspectEnv(difficulty="default", image_size=32, arm="panda")
+    check_env_specs(env)
+    assert env.observation_spec["joint_state"].shape == (14,)
+    task = env.task
+    model = task.scene.model
+    assert model.njnt == 7 and model.nu == 7  # the fingers are welded, their servos gone
+    expert = ScriptedExpert(task.config)
+    for seed in range(2):
         observation = task.reset(seed)
         for _ in range(task.config.max_steps):
             state = task.privileged()

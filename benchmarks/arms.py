@@ -1,0 +1,127 @@
+"""Arms: the scripted expert on the PCB task with each arm, and each arm's env throughput, in one run.
+
+For every arm (``ur5e_like``, ``panda``; ``--arms``): the expert inspects ``--boards`` fresh boards (seeds from
+40,000,000, never used for demos) through the TorchRL env, 84x84, no randomization. Reported: strict success
+(correct verdict with the board localized) with its Wilson 95% interval, collisions per episode, steps to decide.
+Throughput: env steps/s with random poses and verdict "continue" (the rate a policy sees mid-episode), one env in
+this process, the median of ``--repeats`` rollouts, timed in alternation across the arms so the machine's drift
+falls on all alike; quoted as a ratio to ``ur5e_like``.
+
+Targets, fixed before the first run (issue: arm and task API): with the Panda, expert success >= 95% and 0
+collisions at default difficulty on >= 200 boards.
+
+    python benchmarks/arms.py  # ~3 min (2 CPU cores); writes benchmarks/results/arms.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+from timing import describe_machine
+
+from robot_rl.closed_loop import run_episodes
+from robot_rl.envs import keys
+from robot_rl.envs.arms import ARMS
+from robot_rl.envs.expert_policy import ExpertPolicy
+from robot_rl.envs.torchrl_env import PcbInspectEnv, make_env
+from robot_rl.episodes import aggregate, summarize_episode
+from robot_rl.io import write_json
+from robot_rl.tables import markdown_table
+
+RESULTS = Path(__file__).parent / "results" / "arms.json"
+FIRST_SEED = 40_000_000
+TARGET_SUCCESS, TARGET_COLLISIONS = 0.95, 0.0
+
+
+def expert_on_boards(arm: str, difficulty: str, boards: int, num_envs: int) -> dict:
+    seeds = list(range(FIRST_SEED, FIRST_SEED + boards))
+    env = make_env(num_envs=num_envs, difficulty=difficulty, image_size=84, parallel=num_envs > 1,
+                   episode_seeds=seeds, arm=arm)
+    start = time.perf_counter()
+    try:
+        rollouts = run_episodes(env, ExpertPolicy(), boards)
+    finally:
+        env.close()
+    metrics = aggregate([summarize_episode(r) for r in rollouts])
+    return {"metrics": metrics, "wall_s": round(time.perf_counter() - start, 1)}
+
+
+def random_pose_continue(td):
+    td.set(keys.POSE, torch.rand(*td.batch_size, 6) * 2 - 1)
+    td.set(keys.VERDICT, torch.zeros(td.batch_size, dtype=torch.int64))
+    return td
+
+
+def alternating_rates(arms: list[str], steps: int, repeats: int) -> dict[str, float]:
+    """Steps/s of each arm, timed A, B, A, B, ...; the median per arm."""
+    envs = {arm: PcbInspectEnv(image_size=84, seed=0, arm=arm) for arm in arms}
+    for env in envs.values():
+        env.rollout(5, policy=random_pose_continue, break_when_any_done=False)  # warm-up: renderer, caches
+    rates: dict[str, list[float]] = {arm: [] for arm in arms}
+    for _ in range(repeats):
+        for arm, env in envs.items():
+            start = time.perf_counter()
+            frames = env.rollout(steps, policy=random_pose_continue, break_when_any_done=False).numel()
+            rates[arm].append(frames / (time.perf_counter() - start))
+    for env in envs.values():
+        env.close()
+    return {arm: sorted(r)[len(r) // 2] for arm, r in rates.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--boards", type=int, default=200, help="fresh boards per arm and difficulty")
+    parser.add_argument("--difficulties", nargs="+", default=["default"], choices=["easy", "default", "hard"])
+    parser.add_argument("--num-envs", type=int, default=2, help="ParallelEnv workers for the expert episodes")
+    parser.add_argument("--steps", type=int, default=300, help="steps per timed rollout")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    start = time.perf_counter()
+    expert, rows = {}, []
+    for arm in args.arms:
+        for difficulty in args.difficulties:
+            result = expert_on_boards(arm, difficulty, args.boards, args.num_envs)
+            expert[f"{arm}/{difficulty}"] = result
+            m = result["metrics"]
+            low, high = m["success_ci95"]
+            rows.append({"arm": arm, "difficulty": difficulty, "boards": m["episodes"],
+                         "expert success (95% CI)": f"{m['success_rate']:.1%} ({low:.1%}-{high:.1%})",
+                         "collisions / episode": f"{m['collisions_per_episode']:.3f}",
+                         "episode length": m["episode_length"], "wall s": result["wall_s"]})
+    rates = alternating_rates(args.arms, args.steps, args.repeats)
+    base = rates.get("ur5e_like")
+    for row in rows:
+        row["env steps/s (84x84)"] = round(rates[row["arm"]])
+        row["ratio to ur5e_like"] = round(rates[row["arm"]] / base, 2) if base else None
+    print(markdown_table(rows))
+    targets = {}
+    for key, result in expert.items():
+        arm, difficulty = key.split("/")
+        if arm != "ur5e_like" and difficulty == "default":
+            m = result["metrics"]
+            met = (m["success_rate"] >= TARGET_SUCCESS and m["collisions_per_episode"] <= TARGET_COLLISIONS
+                   and m["episodes"] >= 200)
+            targets[arm] = {"success": TARGET_SUCCESS, "collisions_per_episode": TARGET_COLLISIONS,
+                            "boards_at_least": 200, "met": met}
+            print(f"target ({arm}, default): success >= {TARGET_SUCCESS:.0%}, 0 collisions, >= 200 boards: "
+                  f"{'met' if met else 'MISSED'}")
+    write_json(args.out, {"benchmark": "arms", "machine": describe_machine(), "image_size": 84,
+                          "first_seed": FIRST_SEED, "expert": expert,
+                          "steps_per_s": {arm: round(rate, 1) for arm, rate in rates.items()},
+                          "throughput": {"steps": args.steps, "repeats": args.repeats,
+                                         "policy": "random pose, continue", "timing": "alternating, median"},
+                          "targets": targets, "wall_s": round(time.perf_counter() - start, 1)})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
