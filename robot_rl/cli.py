@@ -119,13 +119,17 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
-    from robot_rl.configs import PipelineConfig
+    from robot_rl.configs import DEFAULT_ARM, PipelineConfig
     from robot_rl.options import config_from_args
     from robot_rl.pipeline import PRESETS, result_table, run_pipeline
 
     config = config_from_args(PipelineConfig, args)
-    result = run_pipeline(PRESETS[config.preset], config.root or f"runs/pipeline-{config.preset}",
-                          device=config.device)
+    preset = PRESETS[config.preset]
+    root = config.root or f"runs/pipeline-{config.preset}"
+    if config.arm != DEFAULT_ARM:  # recorded in the root's preset.json: a root of another arm is refused
+        preset = preset.updated(collect={"arm": config.arm})
+        root = config.root or f"{root}-{Path(config.arm).stem}"
+    result = run_pipeline(preset, root, device=config.device)
     print("\n" + result_table(result))
     return 0
 

@@ -348,7 +348,8 @@ class PipelineConfig:
     """Options of ``robot-rl pipeline``."""
 
     preset: str = option("quick", "quick: minutes on 2 CPU cores; full: sized for a GPU")
-    root: str = option("", "output folder ('' = runs/pipeline-PRESET)")
+    root: str = option("", "output folder ('' = runs/pipeline-PRESET, plus -ARM for another arm than ur5e_like)")
+    arm: str = option(DEFAULT_ARM, ARM_HELP)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
 
     def __post_init__(self) -> None:

@@ -1,9 +1,10 @@
 """``robot-rl export``: the trained actor as a plain program, for deployment without TorchRL.
 
-Input: ``pixels`` uint8 [B, H, W, 3] and ``joint_state`` float32 [B, 12]. Output: the deterministic action, ``pose``
-float32 [B, 6] (tanh of the pose mean, mapped to the action bounds) and ``verdict`` int64 [B] (0 continue, 1 pass,
-2 rework). Formats: TorchScript (``policy.torchscript.pt``), ``torch.export`` (``policy.pt2``) and ONNX
-(``policy.onnx``, with the ``onnx`` extra: onnx, onnxscript, onnxruntime). ``policy.json`` describes the interface.
+Input: ``pixels`` uint8 [B, H, W, 3] and ``joint_state`` float32 [B, 2 x arm joints]. Output: the deterministic
+action, ``pose`` float32 [B, 6] (tanh of the pose mean, mapped to the action bounds) and ``verdict`` int64 [B]
+(0 continue, 1 pass, 2 rework). Formats: TorchScript (``policy.torchscript.pt``), ``torch.export``
+(``policy.pt2``) and ONNX (``policy.onnx``, with the ``onnx`` extra: onnx, onnxscript, onnxruntime).
+``policy.json`` describes the interface.
 """
 
 from __future__ import annotations

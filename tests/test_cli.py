@@ -38,4 +38,19 @@ def test_an_unknown_randomization_exits_2_naming_the_option():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "robot-rl collect-demos: error: --randomization must be one of none, default, wide, surfaces, strong, got 'foggy'"]
+        "robot-rl collect-demos: error: --randomization must be one of none, default, wide, surfaces, strong, "
+        "got 'foggy'"]
+
+
+def test_pipeline_arm_goes_to_the_demos_and_names_the_default_root(monkeypatch):
+    from robot_rl import pipeline
+
+    calls = []
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda preset, root, device: calls.append((preset, root)) or {})
+    monkeypatch.setattr(pipeline, "result_table", lambda result: "")
+    assert main(["pipeline", "--arm", "panda"]) == 0
+    assert main(["pipeline", "--preset", "full"]) == 0
+    (panda, panda_root), (full, full_root) = calls
+    assert (panda.collect.arm, panda_root) == ("panda", "runs/pipeline-quick-panda")
+    assert (full.collect.arm, full_root) == ("ur5e_like", "runs/pipeline-full")
+    assert panda.options()["collect"]["arm"] == "panda"  # in preset.json: a root of another arm is refused
