@@ -25,7 +25,7 @@ ARM_HELP = "the arm carrying the camera: a registered name (ur5e_like) or an Arm
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
 COLLECTORS = ("direct", "process", "ray")
 VIDEO_QUALITIES = ("pretty", "fast")
-EXPORT_FORMATS = ("torchscript", "export", "onnx", "all")
+EXPORT_FORMATS = ("torchscript", "export", "onnx", "safetensors", "all")
 PIPELINE_PRESETS = ("quick", "full")
 
 
@@ -334,7 +334,8 @@ class ExportConfig:
 
     checkpoint: str = option("", "run folder (its best.pt, else last.pt) or a checkpoint .pt file")
     out: str = option("", "output folder; '' = <checkpoint's run folder>/export")
-    format: str = option("all", "torchscript, export (torch.export), onnx, or all that are available")
+    format: str = option("all", "torchscript, export (torch.export), onnx, safetensors (weights + config.json, for "
+                         "load_actor), or all that are available")
 
     def __post_init__(self) -> None:
         validate(self, [

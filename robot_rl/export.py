@@ -4,7 +4,8 @@ Input: ``pixels`` uint8 [B, H, W, 3] and ``joint_state`` float32 [B, 2 x arm joi
 action, ``pose`` float32 [B, 6] (tanh of the pose mean, mapped to the action bounds) and ``verdict`` int64 [B]
 (0 continue, 1 pass, 2 rework). Formats: TorchScript (``policy.torchscript.pt``), ``torch.export``
 (``policy.pt2``) and ONNX (``policy.onnx``, with the ``onnx`` extra: onnx, onnxscript, onnxruntime).
-``policy.json`` describes the interface.
+``policy.json`` describes the interface. ``safetensors`` writes the actor's weights (``model.safetensors``) and
+``config.json`` (architecture and env), which ``load_actor`` reads without pickle.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from robot_rl.configs import ExportConfig
 from robot_rl.envs.arms import get_arm
 from robot_rl.envs.task import Verdict
 from robot_rl.io import atomic_path, write_json
-from robot_rl.policy import actor_network, load_actor
-from robot_rl.run_folder import run_folder_of
+from robot_rl.policy import WEIGHTS_FILE, actor_network, checkpoint_policy_config, load_actor, save_weights
+from robot_rl.run_folder import load_checkpoint, run_folder_of
 
-FILES = {"torchscript": "policy.torchscript.pt", "export": "policy.pt2", "onnx": "policy.onnx"}
+FILES = {"torchscript": "policy.torchscript.pt", "export": "policy.pt2", "onnx": "policy.onnx",
+         "safetensors": WEIGHTS_FILE}
 
 
 class DeployedPolicy(nn.Module):
@@ -50,6 +52,14 @@ def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]
     """The deterministic plain-torch policy of a checkpoint, with its env info and checkpoint path."""
     actor, env_info, path = load_actor(checkpoint)
     return deploy(actor), env_info, path
+
+
+def export_safetensors(checkpoint: Path, out_dir: Path) -> Path:
+    """The actor's weights (``model.safetensors``) and its architecture and env (``config.json``): the stochastic
+    actor itself, for ``load_actor`` or further training, without pickle."""
+    actor, env_info, _ = load_actor(checkpoint)
+    policy_config = checkpoint_policy_config(load_checkpoint(checkpoint))
+    return save_weights(actor, policy_config, env_info, out_dir, source=str(checkpoint))
 
 
 def example_inputs(image_size: int, batch: int = 2, joint_state_dim: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,7 +113,11 @@ def export(config: ExportConfig) -> dict:
             warnings.warn(f"{message}; skipped", stacklevel=2)
             continue
         path = out_dir / FILES[name]
-        {"torchscript": export_torchscript, "export": export_program, "onnx": export_onnx}[name](policy, inputs, path)
+        if name == "safetensors":
+            export_safetensors(checkpoint, out_dir)
+        else:
+            {"torchscript": export_torchscript, "export": export_program, "onnx": export_onnx}[name](policy, inputs,
+                                                                                                    path)
         written[name] = str(path)
     size = env_info["image_size"]
     write_json(out_dir / "policy.json", {

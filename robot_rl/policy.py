@@ -9,7 +9,7 @@ and export all load it from here. PPO fine-tuning values states with the privile
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -249,19 +249,54 @@ def checkpoint_policy_config(state: dict) -> PolicyConfig:
 ENV_INFO_DEFAULTS = {"randomization": "none", "arm": "ur5e_like"}
 
 
-def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[ProbabilisticActor, dict, Path]:
-    """The actor of a BC or PPO checkpoint: ``source`` is a run folder (its best.pt, else last.pt) or a .pt file.
+WEIGHTS_FILE, WEIGHTS_CONFIG = "model.safetensors", "config.json"  # the Hugging Face names for weights + config
 
-    Returns (actor in eval mode, the checkpoint's env info {difficulty, image_size, ...}, checkpoint path).
+
+def save_weights(actor: ProbabilisticActor, policy_config: PolicyConfig, env_info: dict, folder: str | Path,
+                 source: str = "") -> Path:
+    """Writes the actor's weights as ``model.safetensors`` and its architecture and env as ``config.json`` (no
+    pickle: ``load_actor(folder)`` rebuilds the actor from them). Returns the weights' path."""
+    from safetensors.torch import save_file
+
+    from robot_rl.io import atomic_path, write_json
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().cpu().contiguous().clone() for k, v in actor.state_dict().items()}
+    path = folder / WEIGHTS_FILE
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "robot_rl-policy"})
+    write_json(folder / WEIGHTS_CONFIG, {"format": "robot_rl-policy", "format_version": 1, "source": source,
+                                         "policy_config": asdict(policy_config), "env": env_info})
+    return path
+
+
+def _weights_of(source: Path) -> Path | None:
+    """The safetensors file ``source`` stands for (the file, or a folder holding one), or None."""
+    if source.suffix == ".safetensors":
+        return source
+    return source / WEIGHTS_FILE if (source / WEIGHTS_FILE).is_file() else None
+
+
+def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[ProbabilisticActor, dict, Path]:
+    """The actor of a BC or PPO checkpoint, or of exported weights: ``source`` is a run folder (its best.pt, else
+    last.pt), a .pt file, or ``model.safetensors`` (or its folder) with ``config.json`` beside it, read without
+    pickle.
+
+    Returns (actor in eval mode, the env info it was trained on {difficulty, image_size, arm, ...}, its path).
     """
     from robot_rl.envs.torchrl_env import PcbInspectEnv
     from robot_rl.errors import UsageError
     from robot_rl.run_folder import load_checkpoint, policy_checkpoint
 
-    path = policy_checkpoint(source)
-    state = load_checkpoint(path)
-    if state.get("kind") not in ("bc", "ppo") or "actor" not in state:
-        raise UsageError(f"{path}: not a robot_rl policy checkpoint")
+    weights = _weights_of(Path(source))
+    if weights is not None:
+        path, state = weights, _read_weights(weights)
+    else:
+        path = policy_checkpoint(source)
+        state = load_checkpoint(path)
+        if state.get("kind") not in ("bc", "ppo") or "actor" not in state:
+            raise UsageError(f"{path}: not a robot_rl policy checkpoint")
     env_info = {**ENV_INFO_DEFAULTS, **state["env"]}
     proof = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], arm=env_info["arm"])
     actor = make_actor(proof.observation_spec, proof.full_action_spec, checkpoint_policy_config(state))
@@ -271,3 +306,25 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[
         raise UsageError(f"{path}: weights do not fit this robot_rl's policy (written by another version?): "
                          f"{str(err).splitlines()[1].strip()[:200]}") from None
     return actor.to(device).eval(), env_info, path
+
+
+def _read_weights(path: Path) -> dict:
+    """A checkpoint-like dict (actor, policy_config, env) from ``model.safetensors`` and its ``config.json``."""
+    import json
+
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from robot_rl.errors import UsageError
+
+    config_path = path.parent / WEIGHTS_CONFIG
+    try:
+        config = json.loads(config_path.read_text())
+        actor = load_file(str(path))
+    except FileNotFoundError as err:
+        raise UsageError(f"{err.filename}: missing (exported weights need model.safetensors and config.json)") from None
+    except (json.JSONDecodeError, SafetensorError) as err:
+        raise UsageError(f"{path.parent}: unreadable exported weights: {err}") from None
+    if config.get("format") != "robot_rl-policy":
+        raise UsageError(f"{config_path}: not a robot_rl policy config")
+    return {"actor": actor, "policy_config": config["policy_config"], "env": config["env"]}

@@ -11,6 +11,8 @@ import torch
 from robot_rl.cli import main
 from robot_rl.configs import EvaluateConfig, ExportConfig
 from robot_rl.envs.scene import SUBSTEPS
+from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.errors import UsageError
 from robot_rl.evaluate import evaluate
 from robot_rl.export import FILES, deployed_policy, export
 from robot_rl.video import FPS, read_mp4
@@ -77,9 +79,40 @@ def test_a_video_that_cannot_be_encoded_warns_and_keeps_the_metrics(bc_run_dir, 
     assert result["videos"] == [] and (tmp_path / "eval" / "report.json").is_file()
 
 
+def test_exported_safetensors_rebuild_the_actor_without_pickle(bc_run_dir, tmp_path, monkeypatch):
+    from tensordict.nn import InteractionType, set_interaction_type
+
+    from robot_rl.policy import load_actor
+
+    folder = tmp_path / "weights"
+    written = export(ExportConfig(checkpoint=str(bc_run_dir), out=str(folder), format="safetensors"))
+    assert written == {"safetensors": str(folder / "model.safetensors")}
+    reference, reference_info, _ = load_actor(bc_run_dir)
+
+    def no_pickle(*args, **kwargs):
+        raise AssertionError("torch.load (pickle) called")
+
+    monkeypatch.setattr(torch, "load", no_pickle)
+    for source in (folder, folder / "model.safetensors"):
+        actor, env_info, path = load_actor(source)
+        assert env_info == reference_info and path == folder / "model.safetensors"
+        for name, value in reference.state_dict().items():
+            assert torch.equal(actor.state_dict()[name], value), name
+    td = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], num_envs=2,
+                       seed=3).reset()
+    with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):
+        assert torch.equal(actor(td.clone())["action", "pose"], reference(td.clone())["action", "pose"])
+    config = json.loads((folder / "config.json").read_text())
+    assert config["env"]["arm"] == "ur5e_like" and config["source"].startswith(str(bc_run_dir))
+    assert set(config["policy_config"]) >= {"hidden", "min_scale", "keypoints"}
+    (folder / "config.json").unlink()
+    with pytest.raises(UsageError, match="config.json: missing"):
+        load_actor(folder)
+
+
 def test_export_round_trip_matches_the_actor_on_real_observations(bc_run_dir, tmp_path):
     written = export(ExportConfig(checkpoint=str(bc_run_dir), out=str(tmp_path / "export"), format="all"))
-    assert set(written) == {"torchscript", "export", "onnx"}  # the test extra installs onnx and onnxruntime
+    assert set(written) == {"torchscript", "export", "onnx", "safetensors"}  # the test extra installs onnx
     policy, env_info, _ = deployed_policy(bc_run_dir)
     from robot_rl.envs.torchrl_env import PcbInspectEnv
 
