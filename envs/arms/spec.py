@@ -216,6 +216,14 @@ def _control(spec: mujoco.MjSpec, arm: ArmSpec, culprit: str) -> None:
     missing = [name for name in arm.joints if name not in driven]
     if missing:
         raise ArmError(f"{culprit}: joint {missing[0]!r} has no actuator; give servo_gains=(kp, kv) to add servos")
+    for name, actuator in driven.items():
+        # The scene writes joint targets into ctrl: only a position servo (force = kp * (ctrl - q) - kv * qdot)
+        # turns them into motion; a motor would read them as torques.
+        servo = (actuator.gaintype == mujoco.mjtGain.mjGAIN_FIXED and actuator.biastype == mujoco.mjtBias.mjBIAS_AFFINE
+                 and actuator.gainprm[0] > 0 and math.isclose(actuator.biasprm[1], -actuator.gainprm[0]))
+        if not servo:
+            raise ArmError(f"{culprit}: the actuator of joint {name!r} is not a position servo; give "
+                           "servo_gains=(kp, kv) to replace it")
 
 
 def attach_arm(cell: mujoco.MjSpec, arm: ArmSpec) -> None:

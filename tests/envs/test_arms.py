@@ -202,6 +202,11 @@ def test_arms_that_cannot_work_get_one_line_errors_naming_the_culprit(tmp_path, 
                                                         '<joint name="j3" limited="false"/>'))
     with pytest.raises(ArmError, match="joint 'j3' has no range"):
         ArmScene(0, dataclasses.replace(test_arm, mjcf=unlimited))
+    motors = "".join(f'<motor joint="j{i}"/>' for i in range(1, 7))
+    with_motors = _arm_file(tmp_path, TEST_ARM_XML.replace("</mujoco>", f"<actuator>{motors}</actuator></mujoco>"))
+    with pytest.raises(ArmError, match="the actuator of joint 'j1' is not a position servo"):
+        ArmScene(0, dataclasses.replace(test_arm, mjcf=with_motors, servo_gains=None))
+    ArmScene(0, dataclasses.replace(test_arm, mjcf=with_motors))  # servo_gains replace them
     with pytest.raises(ArmError, match="unknown ArmSpec field 'joint'"):
         ArmSpec.from_dict({**test_arm.to_dict(), "joint": ["j1"]})
     with pytest.raises(ArmError, match="unknown arm 'ur6'"):
