@@ -54,10 +54,9 @@ def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]
     return deploy(actor), env_info, path
 
 
-def export_safetensors(checkpoint: Path, out_dir: Path) -> Path:
+def export_safetensors(actor, env_info: dict, checkpoint: Path, out_dir: Path) -> Path:
     """The actor's weights (``model.safetensors``) and its architecture and env (``config.json``): the stochastic
     actor itself, for ``load_actor`` or further training, without pickle."""
-    actor, env_info, _ = load_actor(checkpoint)
     policy_config = checkpoint_policy_config(load_checkpoint(checkpoint))
     return save_weights(actor, policy_config, env_info, out_dir, source=str(checkpoint))
 
@@ -96,7 +95,8 @@ def export_onnx(policy: DeployedPolicy, inputs, path: Path) -> None:
 
 def export(config: ExportConfig) -> dict:
     """Writes the requested formats and ``policy.json``; returns {format: path} of what was written."""
-    policy, env_info, checkpoint = deployed_policy(config.checkpoint)
+    actor, env_info, checkpoint = load_actor(config.checkpoint)
+    policy = deploy(actor)
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "export"
     formats = list(FILES) if config.format == "all" else [config.format]
@@ -114,7 +114,7 @@ def export(config: ExportConfig) -> dict:
             continue
         path = out_dir / FILES[name]
         if name == "safetensors":
-            export_safetensors(checkpoint, out_dir)
+            export_safetensors(actor, env_info, checkpoint, out_dir)
         else:
             {"torchscript": export_torchscript, "export": export_program, "onnx": export_onnx}[name](policy, inputs,
                                                                                                     path)
