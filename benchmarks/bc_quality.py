@@ -9,6 +9,8 @@ and the machine. Folders that already hold a finished stage are reused.
     python benchmarks/bc_quality.py     # about 30 minutes on 2 CPU cores; writes benchmarks/results/bc_quality.json
     python benchmarks/bc_quality.py --arm panda --data data/demos-panda --run-dir runs/bc-panda \
         --out benchmarks/results/bc_quality_panda.json     # the same recipe on the Franka Panda
+    python benchmarks/bc_quality.py --task lead-inspect --data data/demos-lead --run-dir runs/bc-lead \
+        --out benchmarks/results/bc_quality_lead_inspect.json   # the same recipe on the lead-inspection task
 """
 
 from __future__ import annotations
@@ -62,11 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="data/demos", help="demo folder (reused when complete)")
     parser.add_argument("--run-dir", default="runs/bc-quality", help="BC run folder (reused when finished)")
     parser.add_argument("--arm", default="ur5e_like", help="the arm collecting the demos (recorded in them)")
+    parser.add_argument("--task", default="pcb-inspect", help="the task of the demos (recorded in them)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
     args = parser.parse_args(argv)
     collect = CollectConfig(out=args.data, episodes=args.episodes, difficulty="default", image_size=84, seed=0,
-                            arm=args.arm)
+                            arm=args.arm, task=args.task)
     bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
                          eval_every=args.eval_every, eval_episodes=args.boards, device=args.device)
     run_dir, seconds = Path(args.run_dir), {}
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     val_episodes = max(1, round(len(dataset.episodes) * bc_config.val_fraction))
     write_json(args.out, {
         "benchmark": "bc_quality", "machine": describe_machine(),
-        "arm": dataset.meta.get("arm", "ur5e_like"),
+        "arm": dataset.meta.get("arm", "ur5e_like"), "task": dataset.meta["env"],
         "recipe": {"demos": len(dataset.episodes), "frames": dataset.frames, "difficulty": "default",
                    "image_size": 84, "epochs": args.epochs, "batch_size": bc_config.batch_size,
                    "validation_episodes": val_episodes, "val_fraction": bc_config.val_fraction,

@@ -24,6 +24,7 @@ Finished runs are reused (a killed benchmark resumes where it stopped), and ``--
 
     python benchmarks/bc_vs_scratch.py --preset few --arms bc        # BC arm: 3 x 65,536 frames
     python benchmarks/bc_vs_scratch.py --preset few --arms scratch   # then scratch, >= 3x BC's frames to tau
+    python benchmarks/bc_vs_scratch.py --preset lead-few --arms bc   # the few protocol on the lead task, one seed
     python benchmarks/bc_vs_scratch.py --preset gpu                  # 224x224, larger budgets, for a CUDA machine
 """
 
@@ -85,6 +86,17 @@ PRESETS = {
         "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
         "bc_frames": 65_536,
     },
+    "lead-few": {
+        # The few preset's protocol on the lead-inspection task (issue: arm and task API; one seed): 150 easy
+        # demos at 64x64, the same BC recipe and PPO.
+        "demos": CollectConfig(out="data/bench-lead-few-demos", episodes=150, difficulty="easy", image_size=64,
+                               task="lead-inspect"),
+        "bc": BCConfig(run_dir="runs/bench-lead-few/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
+        **CPU_PPO,
+        "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
+        "bc_frames": 65_536,
+        "seeds": (0,),
+    },
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
         "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=6, batch_size=256, eval_every=2, eval_episodes=100),
@@ -128,7 +140,8 @@ def on_fresh_boards(checkpoint: str | Path, boards: int, device: str) -> dict:
     actor, env, _ = load_actor(checkpoint, device)
     metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()),
                                         difficulty=env["difficulty"], image_size=env["image_size"],
-                                        randomization=env["randomization"], num_envs=8, device=device)
+                                        randomization=env["randomization"], num_envs=8, device=device,
+                                        task=env["env"])
     return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
             "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],
             "verdict_accuracy": metrics["verdict_accuracy"],
@@ -180,7 +193,7 @@ def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, devi
         return FinetuneConfig(**options, init=str(bc_dir))
     demos = preset["demos"]
     return FinetuneConfig(**{**options, **preset["scratch"]}, from_scratch=True, anchor_weight=0.0,
-                          difficulty=demos.difficulty, image_size=demos.image_size)
+                          difficulty=demos.difficulty, image_size=demos.image_size, task=demos.task)
 
 
 def run_ppo(config: FinetuneConfig) -> dict:
@@ -191,10 +204,10 @@ def run_ppo(config: FinetuneConfig) -> dict:
 def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:
     """The BC policy on the PPO runs' held-out boards, before any PPO frame (what tau is computed from)."""
     device = resolve_device(device)
-    actor, _, _ = load_actor(bc_dir, device)
+    actor, env, _ = load_actor(bc_dir, device)
     seeds = held_out_seeds(ppo.eval_seed, ppo.eval_episodes, set())
     metrics, _ = evaluate_policy(actor, seeds, difficulty=difficulty, image_size=image_size, num_envs=8,
-                                 device=device)
+                                 device=device, task=env["env"])
     return metrics
 
 

@@ -19,7 +19,7 @@ import torch
 from timing import describe_machine, median_rate
 
 from robot_rl.configs import FinetuneConfig
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.io import write_json
 from robot_rl.policy import make_actor
@@ -34,7 +34,7 @@ def frames_per_second(backend: str, workers: int, envs_per_worker: int, image_si
                             frames_per_batch=num_envs * 32, total_frames=num_envs * 32 * (batches + 2),
                             minibatch_size=1, collector=backend, workers=workers)
     env_kwargs = {"difficulty": "default", "image_size": image_size}
-    proof = PcbInspectEnv(**env_kwargs)
+    proof = InspectionEnv(**env_kwargs)
     actor = make_actor(proof.observation_spec, proof.full_action_spec).eval()
     collector, _ = make_collector(config, actor, env_kwargs, torch.device("cpu"), seed=0)
     try:

@@ -5,7 +5,7 @@ Rows:
 - ``pcb-inspect random``: ``env.rollout`` with no policy, i.e. TorchRL's ``rand_action`` over the whole composite
   action. Two thirds of random verdicts end the episode, so most steps are followed by a reset (a new board).
 - ``pcb-inspect random pose``: random pose, verdict "continue": the stepping rate a policy sees mid-episode.
-- ``batch of N`` rows step N tasks in this one process (``PcbInspectEnv(num_envs=N)``), which spreads TorchRL's
+- ``batch of N`` rows step N tasks in this one process (``InspectionEnv(num_envs=N)``), which spreads TorchRL's
   per-call overhead.
 - ``randomization default`` rows: the single-env cases with ``randomization="default"`` (domain randomization
   of lights, colours, camera mount and pixel noise), timed in alternation with the same case without it; the
@@ -26,7 +26,7 @@ import torch
 from timing import describe_machine, median_rate
 
 from robot_rl.envs import keys
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 
@@ -42,7 +42,7 @@ def random_pose_continue(td):
 
 
 def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repeats: int) -> float:
-    env = PcbInspectEnv(image_size=image_size, num_envs=num_envs, seed=0)
+    env = InspectionEnv(image_size=image_size, num_envs=num_envs, seed=0)
     batch = num_envs or 1
     env.rollout(5, policy=policy, break_when_any_done=False)  # warm-up: renderer, caches
     rate = median_rate(lambda: env.rollout(max(steps // batch, 1), policy=policy, break_when_any_done=False).numel(),
@@ -54,7 +54,7 @@ def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repe
 def time_randomization_pair(image_size: int, policy, steps: int, repeats: int) -> tuple[float, float]:
     """Steps/s without and with ``randomization="default"``, timed in alternation (A, B, A, B, ...) so that the
     machine's drift between runs, larger on a shared VM than the cost measured, falls on both alike."""
-    envs = [PcbInspectEnv(image_size=image_size, seed=0, randomization=r) for r in ("none", "default")]
+    envs = [InspectionEnv(image_size=image_size, seed=0, randomization=r) for r in ("none", "default")]
     for env in envs:
         env.rollout(5, policy=policy, break_when_any_done=False)
     rates: list[list[float]] = [[], []]

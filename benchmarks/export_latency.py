@@ -37,10 +37,10 @@ RESULTS = Path(__file__).parent / "results" / "export_latency.json"
 
 def fresh_policy(image_size: int) -> DeployedPolicy:
     """The default architecture, freshly initialized, as the deployed (deterministic) program."""
-    from robot_rl.envs.torchrl_env import PcbInspectEnv
+    from robot_rl.envs.torchrl_env import InspectionEnv
     from robot_rl.policy import make_actor
 
-    env = PcbInspectEnv(difficulty="easy", image_size=image_size)
+    env = InspectionEnv(difficulty="easy", image_size=image_size)
     return deploy(make_actor(env.observation_spec, env.full_action_spec).eval())
 
 

@@ -26,7 +26,8 @@ from robot_rl import keys
 from robot_rl.closed_loop import held_out_seeds, run_episodes
 from robot_rl.configs import BCConfig, CollectConfig
 from robot_rl.envs import make_env
-from robot_rl.envs.task import TaskConfig, inspection_geometry
+from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.tasks.pcb_inspect.view import inspection_geometry
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device

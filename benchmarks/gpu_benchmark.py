@@ -27,8 +27,9 @@ from tensordict import TensorDict
 from timing import describe_machine
 
 from robot_rl import keys
-from robot_rl.envs.task import PcbInspectTask, TaskConfig
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
+from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune.critic import make_privileged_critic
 from robot_rl.io import write_json
 from robot_rl.policy import make_actor
@@ -56,7 +57,7 @@ def timed(fn, repeats: int, device: torch.device) -> float:
     return float(np.median(times))
 
 
-def fake_frames(env: PcbInspectEnv, batch: int, device: torch.device) -> TensorDict:
+def fake_frames(env: InspectionEnv, batch: int, device: torch.device) -> TensorDict:
     """A batch shaped like collected data: random pixels, the env's other keys, random actions."""
     size = env.observation_spec[keys.PIXELS].shape[-2]
     td = env.fake_tensordict().expand(batch).clone()
@@ -67,7 +68,7 @@ def fake_frames(env: PcbInspectEnv, batch: int, device: torch.device) -> TensorD
 
 
 def bc_samples_per_s(size: int, batch: int, device: torch.device) -> float:
-    env = PcbInspectEnv(image_size=size)
+    env = InspectionEnv(image_size=size)
     actor = make_actor(env.observation_spec, env.full_action_spec).to(device)
     loss = BehaviourCloningLoss(actor, decision_weight=100.0, verdict_weight=5.0)
     optimizer = torch.optim.AdamW(actor.parameters(), lr=1e-4)
@@ -89,7 +90,7 @@ def ppo_learner_frames_per_s(size: int, frames: int, minibatch: int, device: tor
     from torchrl.objectives import ClipPPOLoss
     from torchrl.objectives.value import GAE
 
-    env = PcbInspectEnv(image_size=size)
+    env = InspectionEnv(image_size=size)
     actor = make_actor(env.observation_spec, env.full_action_spec).to(device).eval()
     critic = make_privileged_critic(env.observation_spec).to(device).eval()  # what PPO trains
     data = fake_frames(env, frames, device)
@@ -135,7 +136,7 @@ def parts_per_frame(size: int, device: torch.device, ppo_frames: int) -> dict:
     for _ in range(200):
         observe()
     render = (time.perf_counter() - start) / 200
-    env = PcbInspectEnv(image_size=size)
+    env = InspectionEnv(image_size=size)
     actor = make_actor(env.observation_spec, env.full_action_spec).to(device).eval()
     cpu_batch = fake_frames(env, 64, torch.device("cpu")).select(keys.PIXELS, keys.JOINT_STATE)
     copy = timed(lambda: cpu_batch.to(device, non_blocking=False), 20, device) / 64

@@ -35,7 +35,7 @@ from bc_vs_scratch import PRESETS, RESULTS, ppo_config, prepare_bc
 from env_throughput import random_pose_continue
 from timing import describe_machine, median_rate
 
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune import trainer
 from robot_rl.io import write_json
 from robot_rl.run_folder import read_scalar
@@ -54,7 +54,7 @@ PROFILE_PARTS = (("env step (all of it)", "torchrl_env.py:_step"), ("  of which 
 
 
 def env_alone(num_envs: int, image_size: int, repeats: int) -> float:
-    env = PcbInspectEnv(difficulty=PRESET["demos"].difficulty, image_size=image_size, num_envs=num_envs, seed=0)
+    env = InspectionEnv(difficulty=PRESET["demos"].difficulty, image_size=image_size, num_envs=num_envs, seed=0)
     env.rollout(5, policy=random_pose_continue, break_when_any_done=False)
     rate = median_rate(lambda: env.rollout(32, policy=random_pose_continue, break_when_any_done=False).numel(),
                        repeats)

@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 from timing import describe_machine
 
-from robot_rl.envs.board import BOARD_TOP
-from robot_rl.envs.expert import ScriptedExpert
 from robot_rl.envs.randomization import describe, get_randomization
-from robot_rl.envs.scene import CAMERA_SITE, WRIST_CAMERA
-from robot_rl.envs.task import PcbInspectTask, TaskConfig, inspection_geometry, is_localized
+from robot_rl.envs.scene import BOARD_TOP, CAMERA_SITE, WRIST_CAMERA
+from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
+from robot_rl.envs.tasks.pcb_inspect.expert import ScriptedExpert
+from robot_rl.envs.tasks.pcb_inspect.view import inspection_geometry, is_localized
 from robot_rl.episodes import wilson_interval
 from robot_rl.io import write_json
 from robot_rl.tables import markdown_table

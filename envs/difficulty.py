@@ -1,8 +1,8 @@
-"""Difficulty levels of the PCB inspection task: small presets that differ only in constants."""
+"""Difficulty levels: small presets of constants. Each task names its own (``easy``, ``default``, ``hard``)."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 
@@ -30,49 +30,14 @@ class Difficulty:
             raise ValueError(f"Difficulty.light_variation must be in [0, 1), got {self.light_variation}")
 
 
-EASY = Difficulty(
-    name="easy",
-    board_x=(0.40, 0.50),
-    board_y=(-0.08, 0.08),
-    board_max_yaw=math.radians(15),
-    num_posts=0,
-    post_height=0.06,
-    post_gap=0.03,
-    defect_scale=1.5,
-    light_variation=0.0,
-    init_joint_noise=0.02,
-)
-DEFAULT = Difficulty(
-    name="default",
-    board_x=(0.35, 0.55),
-    board_y=(-0.15, 0.15),
-    board_max_yaw=math.radians(45),
-    num_posts=2,
-    post_height=0.06,
-    post_gap=0.045,
-    defect_scale=1.0,
-    light_variation=0.2,
-    init_joint_noise=0.03,
-)
-HARD = Difficulty(
-    name="hard",
-    board_x=(0.30, 0.60),
-    board_y=(-0.22, 0.22),
-    board_max_yaw=math.pi,
-    num_posts=4,
-    post_height=0.09,
-    post_gap=0.035,
-    defect_scale=0.65,
-    light_variation=0.4,
-    init_joint_noise=0.05,
-)
-DIFFICULTIES = {d.name: d for d in (EASY, DEFAULT, HARD)}
+DIFFICULTY_NAMES = ("easy", "default", "hard")  # every task has these three presets
 
 
-def get_difficulty(difficulty: str | Difficulty, **overrides) -> Difficulty:
-    """Returns a preset by name (``easy``, ``default``, ``hard``) or a given Difficulty, with fields overridden."""
+def pick_difficulty(difficulty: str | Difficulty, presets: Mapping[str, Difficulty], task: str,
+                    **overrides) -> Difficulty:
+    """A task's preset by name (one of ``presets``) or a given Difficulty, with fields overridden."""
     if isinstance(difficulty, str):
-        if difficulty not in DIFFICULTIES:
-            raise ValueError(f"unknown difficulty {difficulty!r}; choose one of {', '.join(DIFFICULTIES)}")
-        difficulty = DIFFICULTIES[difficulty]
+        if difficulty not in presets:
+            raise ValueError(f"unknown difficulty {difficulty!r} for task {task}; choose one of {', '.join(presets)}")
+        difficulty = presets[difficulty]
     return replace(difficulty, **overrides) if overrides else difficulty

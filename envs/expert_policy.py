@@ -7,23 +7,25 @@ import torch
 from tensordict import TensorDictBase
 
 from robot_rl.envs import keys
-from robot_rl.envs.expert import ExpertConfig, ScriptedExpert
-from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.task import InspectionTask, TaskConfig
+from robot_rl.envs.tasks import DEFAULT_TASK, get_task
 
 
 class ExpertPolicy:
     """Reads ``task/...`` and ``joint_state`` from a TensorDict of any batch shape, writes the expert's action.
+
+    The expert is the task's own (``task``: a registered name or class; ``config``: its expert's config).
 
     With ``pose_noise > 0`` the executed pose gets Gaussian noise (clipped to [-1, 1]) while the clean expert
     pose is kept under ``keys.EXPERT_POSE`` (and the verdict under ``keys.EXPERT_VERDICT``) as the label to
     clone, so demonstrations cover the recovery states the noise leads to.
     """
 
-    def __init__(self, task_config: TaskConfig | None = None, config: ExpertConfig | None = None,
-                 pose_noise: float = 0.0, seed: int | None = None):
+    def __init__(self, task_config: TaskConfig | None = None, config=None, pose_noise: float = 0.0,
+                 seed: int | None = None, task: str | type[InspectionTask] = DEFAULT_TASK):
         if pose_noise < 0:
             raise ValueError(f"ExpertPolicy: pose_noise must be >= 0, got {pose_noise}")
-        self.expert = ScriptedExpert(task_config, config)
+        self.expert = get_task(task).expert_class(task_config, config)
         self.pose_noise = pose_noise
         self._rng = np.random.default_rng(seed)
 

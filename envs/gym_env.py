@@ -1,4 +1,4 @@
-"""Gymnasium front-end of the PCB inspection task, registered as ``robot_rl.GYM_ID`` (``robot_rl/PcbInspect-v2``)."""
+"""Gymnasium front-end of the inspection tasks, registered as ``robot_rl.GYM_IDS`` (``robot_rl/PcbInspect-v2``, ...)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from gymnasium import spaces
 from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.randomization import Randomization
-from robot_rl.envs.task import POSE_DIM, RewardWeights, Verdict, build_task
+from robot_rl.envs.task import POSE_DIM, InspectionTask, RewardWeights, Verdict
+from robot_rl.envs.tasks import DEFAULT_TASK, build_task
 
 
-class PcbInspectGymEnv(gym.Env):
-    """Observation ``{"pixels": uint8 [H, W, 3], "joint_state": float32 [12]}``; action ``{"pose": float32 [6]
+class InspectionGymEnv(gym.Env):
+    """An inspection task (``task``: a registered name) on an arm (``arm``), as a Gymnasium env.
+
+    Observation ``{"pixels": uint8 [H, W, 3], "joint_state": float32 [2 x arm joints]}``; action ``{"pose": float32 [6]
     in [-1, 1], "verdict": 0 continue / 1 pass / 2 rework}``. Pose values outside [-1, 1] are clipped; NaN, inf,
     wrong shapes or dtypes raise. ``info`` holds the step flags, ``reward_terms`` and the privileged ``task`` state.
 
@@ -30,10 +33,11 @@ class PcbInspectGymEnv(gym.Env):
     def __init__(self, difficulty: str | Difficulty = "default", image_size: int = 84,
                  reward_weights: RewardWeights | Mapping | None = None, render_mode: str | None = None,
                  render_size: tuple[int, int] = (360, 480), randomization: str | Randomization = "none",
-                 arm: str | ArmSpec = DEFAULT_ARM, **task_overrides: Any):
+                 arm: str | ArmSpec = DEFAULT_ARM, task: str | type[InspectionTask] = DEFAULT_TASK,
+                 **task_overrides: Any):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        self.task = build_task(difficulty, image_size, reward_weights, task_overrides, randomization, arm)
+        self.task = build_task(task, difficulty, image_size, reward_weights, task_overrides, randomization, arm)
         self.render_mode, self.render_size = render_mode, render_size
         self.observation_space = spaces.Dict({
             "pixels": spaces.Box(0, 255, (image_size, image_size, 3), np.uint8),

@@ -37,7 +37,7 @@ TASK = "task"
 EPISODE_SEED = (TASK, "episode_seed")  # int64 [1]: the seed the board was generated from
 BOARD_POSE = (TASK, "board_pose")  # float32 [4]: board centre x, y, top-surface z (m), yaw (rad)
 DEFECTIVE = (TASK, "defective")  # bool [1]: the board needs rework
-DEFECT_TYPE = (TASK, "defect_type")  # int64 [1]: index into robot_rl.envs.board.DEFECT_TYPES
+DEFECT_TYPE = (TASK, "defect_type")  # int64 [1]: index into the task's defect_types (InspectionTask)
 CAMERA_POSE = (TASK, "camera_pose")  # float32 [7]: wrist camera position (m) and orientation quaternion (wxyz)
 
 # Per-step information flags.

@@ -17,12 +17,14 @@ import numpy as np
 from robot_rl.envs.arms import ARM_PREFIX, CAMERA_SITE, DEFAULT_ARM, WRIST_CAMERA, ArmSpec, get_arm
 from robot_rl.envs.arms.home import home_qpos
 from robot_rl.envs.arms.spec import attach_arm
-from robot_rl.envs.board import BOARD_HALF_SIZE, add_component_pool
 from robot_rl.envs.randomization import MAX_MARKS, SOLDER_MASKS, Appearance
 
 ASSET_PACKAGE = "robot_rl.assets"
 SCENE_FILE = "pcb_inspect.xml"
 SCENE_CAMERA = "scene_cam"
+BOARD_HALF_SIZE = (0.04, 0.03)  # m, must match the board_plank geom of the MJCF
+BOARD_TOP = 0.0016  # m above the table
+HIDDEN_GROUP = 3  # geom group the renderers do not draw (a task's props out of use this episode)
 MAX_POSTS = 4
 FIXTURE_MATERIALS = ("steel", "clamp_orange", "floor")  # coloured by Randomization.fixture_colour
 CONTROL_PERIOD = 0.1  # s (10 Hz control)
@@ -89,12 +91,14 @@ def _add_surfaces(spec: mujoco.MjSpec) -> None:
                                 quat=_MARK_COMPILED_QUAT, rgba=[0.5, 0.5, 0.5, 1])
 
 
-def load_model(num_posts: int, arm: str | ArmSpec = DEFAULT_ARM) -> mujoco.MjModel:
-    """Compiles the cell with ``arm``, the board component pool, ``num_posts`` clamp posts and the randomized
-    surfaces."""
+def load_model(num_posts: int, arm: str | ArmSpec = DEFAULT_ARM,
+               add_props: Callable[[mujoco.MjSpec], None] | None = None) -> mujoco.MjModel:
+    """Compiles the cell with ``arm``, a task's props (``add_props`` edits the spec), ``num_posts`` clamp posts
+    and the randomized surfaces."""
     spec = mujoco.MjSpec.from_file(scene_xml_path())
     attach_arm(spec, get_arm(arm))
-    add_component_pool(spec)
+    if add_props is not None:
+        add_props(spec)
     _add_surfaces(spec)
     for i in range(num_posts, MAX_POSTS):
         spec.delete(spec.body(f"post_{i}"))
@@ -111,11 +115,12 @@ class StepOutcome:
 
 
 class ArmScene:
-    """The arm, board and posts: physics state and named accessors."""
+    """The arm, board, posts and a task's props: physics state and named accessors."""
 
-    def __init__(self, num_posts: int, arm: str | ArmSpec = DEFAULT_ARM):
+    def __init__(self, num_posts: int, arm: str | ArmSpec = DEFAULT_ARM,
+                 add_props: Callable[[mujoco.MjSpec], None] | None = None):
         self.arm = get_arm(arm)
-        self.model = load_model(num_posts, self.arm)
+        self.model = load_model(num_posts, self.arm, add_props)
         self.data = mujoco.MjData(self.model)
         self.num_posts = num_posts
         m = self.model

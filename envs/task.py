@@ -1,26 +1,30 @@
-"""The PCB inspection task (dm_control's Task role): episode set-up, action mapping, observations, reward.
+"""What every inspection task shares (dm_control's Task role): episode set-up, action mapping, observations, reward.
 
-Framework-free: the Gymnasium and TorchRL environments are thin adapters over ``PcbInspectTask``.
+``InspectionTask`` runs an episode: it resets the arm, places the board, posts and lights, applies the action (a
+camera-pose change through IK, or a verdict that ends the episode) and pays the reward terms. A task subclasses
+it with what is its own: props added to the scene, their set-up from the episode seed, the defect labels, when
+the camera counts as localized, the inspection point, its difficulty presets and its scripted expert
+(``robot_rl.envs.tasks`` holds the built-in ones and the registry). Framework-free: the Gymnasium and TorchRL
+environments are thin adapters over a task.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import ClassVar
 
 import mujoco
 import numpy as np
 
 from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
-from robot_rl.envs.board import BOARD_TOP, BoardGeoms, sample_layout
-from robot_rl.envs.difficulty import Difficulty, get_difficulty
+from robot_rl.envs.difficulty import Difficulty, pick_difficulty
 from robot_rl.envs.ik import CameraPoseIK
 from robot_rl.envs.randomization import Randomization, get_randomization
 from robot_rl.envs.rendering import PRETTY, shared_renderer
-from robot_rl.envs.scene import CAMERA_SITE, SCENE_CAMERA, WRIST_CAMERA, ArmScene, quat_from_rotvec
+from robot_rl.envs.scene import BOARD_TOP, CAMERA_SITE, SCENE_CAMERA, WRIST_CAMERA, ArmScene, quat_from_rotvec
 
 POSE_DIM = 6
 MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 32, 224
@@ -69,6 +73,7 @@ class TaskConfig:
     localization_budget: int = 40  # the localization bonus is paid only within this many steps
     max_translation: float = 0.03  # camera translation per step at |action| = 1
     max_rotation: float = 0.15  # camera rotation per step at |action| = 1 (rotation vector, world frame)
+    # The PCB task's inspection pose (another task defines its own view, see robot_rl.envs.tasks).
     inspection_height: float = 0.12  # camera height above the board when inspecting
     height_tolerance: float = 0.03
     centre_tolerance: float = 0.02  # distance of the board centre from the optical axis
@@ -119,58 +124,54 @@ def validate_action(pose, verdict) -> tuple[np.ndarray, int]:
     return np.clip(pose.astype(np.float64), -1.0, 1.0), verdict_value
 
 
-def inspection_geometry(camera_pos: np.ndarray, camera_rot: np.ndarray,
-                        board_centre: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(tilt from straight down (rad), height above the board (m), distance of the board centre from the optical
-    axis (m)); batched over leading dimensions.
+class InspectionTask:
+    """A 6-DoF arm moves its wrist camera to inspect something on a board and gives a verdict: pass or rework.
 
-    Args: camera position [..., 3] (m), camera rotation matrix [..., 3, 3] (looks along its -z column), board
-    top-surface centre [..., 3] (m).
+    ``reset(seed)`` sets the episode up from ``seed``; ``step(pose, verdict)`` applies one action. Observations are
+    ``{"pixels": uint8 [H, W, 3], "joint_state": float32 [2 x arm joints]}``; ``privileged()`` returns the task
+    state (board pose, defect label, camera pose) that the expert and metrics may read and the policy may not.
+    ``arm``: a registered arm name, an ``ArmSpec`` or an ArmSpec JSON file (``envs.arms``).
+
+    A subclass names the task (``name``, ``version``: bump it when its dynamics, rendering or rewards change),
+    its ``difficulties`` (presets named as ``DIFFICULTY_NAMES``), ``defect_types`` ("none" first) and
+    ``expert_class``, and implements the hooks below ``-- the task's own --``.
     """
-    view = -camera_rot[..., :, 2]
-    tilt = np.arccos(np.clip(-view[..., 2], -1.0, 1.0))
-    height = camera_pos[..., 2] - board_centre[..., 2]
-    to_board = board_centre - camera_pos
-    off_axis = np.linalg.norm(to_board - (to_board * view).sum(-1, keepdims=True) * view, axis=-1)
-    return tilt, height, off_axis
 
+    name: ClassVar[str]
+    version: ClassVar[int]
+    difficulties: ClassVar[Mapping[str, Difficulty]]
+    defect_types: ClassVar[tuple[str, ...]]
+    expert_class: ClassVar[type]  # ``expert_class(task_config).act(camera_pose, board_pose, defective, joints)``
+    # The inspection point in the board frame (m; z from the board's top): what the critic measures the camera
+    # against, and what ``near_view`` is centred on.
+    inspection_offset: ClassVar[tuple[float, float, float]]
+    near_view_radius: ClassVar[float] = 0.05  # m
 
-def is_localized(camera_pos: np.ndarray, camera_rot: np.ndarray, board_centre: np.ndarray, config: TaskConfig,
-                 margin: float = 1.0) -> np.ndarray:
-    """Camera over the board centre, at inspection height, looking down; batched over leading dimensions.
-
-    Arguments as ``inspection_geometry``; ``margin`` scales every tolerance (the expert uses 0.5 to decide well
-    inside).
-    """
-    tilt, height, off_axis = inspection_geometry(camera_pos, camera_rot, board_centre)
-    return ((tilt <= margin * config.max_tilt)
-            & (np.abs(height - config.inspection_height) <= margin * config.height_tolerance)
-            & (off_axis <= margin * config.centre_tolerance))
-
-
-class PcbInspectTask:
-    """A 6-DoF arm moves its wrist camera over a PCB and gives a verdict: pass or rework.
-
-    ``reset(seed)`` generates the episode's board from ``seed``; ``step(pose, verdict)`` applies one action.
-    Observations are ``{"pixels": uint8 [H, W, 3], "joint_state": float32 [2 x arm joints]}``; ``privileged()``
-    returns the task state (board pose, defect label, camera pose) that the expert and metrics may read and the
-    policy may not. ``arm``: a registered arm name, an ``ArmSpec`` or an ArmSpec JSON file (``envs.arms``).
-    """
+    @classmethod
+    def near_view(cls, camera_pose, board_pose):
+        """Frames [B] whose camera is near the inspection view, from torch tensors camera pose [B, 7] and board
+        pose [B, 4]: where behaviour cloning also trains the pass/rework decision."""
+        yaw = board_pose[..., 3]
+        cos, sin = yaw.cos(), yaw.sin()
+        ox, oy, oz = cls.inspection_offset
+        dx = camera_pose[..., 0] - (board_pose[..., 0] + cos * ox - sin * oy)
+        dy = camera_pose[..., 1] - (board_pose[..., 1] + sin * ox + cos * oy)
+        dz = camera_pose[..., 2] - (board_pose[..., 2] + oz)
+        return dx * dx + dy * dy + dz * dz < cls.near_view_radius ** 2
 
     def __init__(self, difficulty: str | Difficulty = "default", config: TaskConfig | None = None,
                  randomization: str | Randomization = "none", arm: str | ArmSpec = DEFAULT_ARM):
-        self.difficulty = get_difficulty(difficulty)
+        self.difficulty = pick_difficulty(difficulty, self.difficulties, self.name)
         self.config = config or TaskConfig()
         self.randomization = get_randomization(randomization)
         self._randomized = not self.randomization.is_nominal  # once: reset is on the collection hot path
-        self.scene = ArmScene(self.difficulty.num_posts, arm)
+        self.scene = ArmScene(self.difficulty.num_posts, arm, self.add_props)
         posture = np.zeros(self.scene.model.nq)  # the arm's joints are the model's only joints
         posture[self.scene.joint_qpos_ids] = self.scene.home
         self.ik = CameraPoseIK(self.scene.model, CAMERA_SITE, posture=posture, posture_cost=self.scene.arm.posture_cost)
-        self.board_geoms = BoardGeoms(self.scene.model)
+        self.bind_props(self.scene.model)
         size = self.config.image_size
         self.wrist_renderer = shared_renderer(WRIST_CAMERA, size, size)
-        self.layout = None
         self.appearance = None  # this episode's drawn randomization (None when randomization is nominal)
         self._noise_bank = None
         if self.randomization.pixel_noise[1] > 0:
@@ -183,12 +184,41 @@ class PcbInspectTask:
         self._localized_once = False
         self._last_observation: dict[str, np.ndarray] | None = None
 
+    # -- the task's own ---------------------------------------------------------------------------------------
+    def add_props(self, spec: mujoco.MjSpec) -> None:
+        """Adds the task's geoms to the cell before it compiles (on the ``board`` body to move with the board)."""
+
+    def bind_props(self, model: mujoco.MjModel) -> None:
+        """Looks up the props in the compiled model, once."""
+
+    def set_up_props(self, seed: int, defect: str | None) -> None:
+        """Draws this episode's props and defect from ``seed`` (its own random streams) and writes them into the
+        model. ``defect`` forces one of ``defect_types``."""
+        raise NotImplementedError
+
+    @property
+    def defective(self) -> bool:
+        """This episode needs rework."""
+        raise NotImplementedError
+
+    @property
+    def defect_index(self) -> int:
+        """This episode's defect, an index into ``defect_types``."""
+        raise NotImplementedError
+
+    def localized(self) -> bool:
+        """The camera is where the defect would be seen (a verdict counts as a success only then)."""
+        raise NotImplementedError
+
+    def inspection_point(self) -> np.ndarray:
+        """Where the camera inspects from (m, world frame): the goal of the shaping potential."""
+        raise NotImplementedError
+
     # -- episode ----------------------------------------------------------------------------------------------
     def reset(self, seed: int, defect: str | None = None) -> dict[str, np.ndarray]:
-        """Starts the episode of board ``seed`` (``defect`` forces a defect type, see board.DEFECT_TYPES)."""
+        """Starts the episode of board ``seed`` (``defect`` forces one of ``defect_types``)."""
         d = self.difficulty
-        self.layout = sample_layout(seed, d, defect)
-        self.board_geoms.apply(self.layout)
+        self.set_up_props(seed, defect)
         rng = np.random.default_rng([int(seed), 0x5CE7E])
         home = self.scene.home
         self.scene.reset(home + rng.uniform(-d.init_joint_noise, d.init_joint_noise, size=home.shape))
@@ -216,7 +246,7 @@ class PcbInspectTask:
     def step(self, pose, verdict) -> StepResult:
         """Applies one action: a camera-pose delta (moves the arm for one control period) or a verdict (ends)."""
         if self._done:
-            raise RuntimeError("PcbInspectTask.step called after the episode ended; call reset() first")
+            raise RuntimeError(f"{type(self).__name__}.step called after the episode ended; call reset() first")
         pose, verdict = validate_action(pose, verdict)
         w = self.config.reward_weights
         terms = dict.fromkeys(("verdict", "localization", "collision", "shaping", "guess"), 0.0)
@@ -225,7 +255,7 @@ class PcbInspectTask:
         terminated = truncated = False
         if verdict != Verdict.CONTINUE:
             # The verdict judges the board as seen now; the arm does not move on this step.
-            correct = (verdict == Verdict.REWORK) == self.layout.defective
+            correct = (verdict == Verdict.REWORK) == self.defective
             terms["verdict"] = w.correct_verdict if correct else w.wrong_verdict
             flags["localized"] = self.localized()
             # Success needs the board inspected: a correct verdict given from elsewhere is a lucky guess (the
@@ -287,21 +317,15 @@ class PcbInspectTask:
         return {
             "episode_seed": np.array([self._episode_seed], np.int64),
             "board_pose": np.array([*self.board_xy, BOARD_TOP, self.board_yaw], np.float32),
-            "defective": np.array([self.layout.defective]),
-            "defect_type": np.array([self.layout.defect_index], np.int64),
+            "defective": np.array([self.defective]),
+            "defect_type": np.array([self.defect_index], np.int64),
             "camera_pose": np.concatenate([pos, quat]).astype(np.float32),
         }
 
-    def localized(self) -> bool:
-        """Camera over the board centre, at inspection height, looking down (within the config's tolerances)."""
-        pos, rot = self.scene.camera_pose()
-        return bool(is_localized(pos, rot, np.array([*self.board_xy, BOARD_TOP]), self.config))
-
     def _phi(self) -> float:
-        """Shaping potential: 1 at the inspection pose, falling linearly to 0 at ``shaping_distance``."""
+        """Shaping potential: 1 at the inspection point, falling linearly to 0 at ``shaping_distance``."""
         pos, _ = self.scene.camera_pose()
-        goal = np.array([*self.board_xy, BOARD_TOP + self.config.inspection_height])
-        return float(max(0.0, 1.0 - np.linalg.norm(pos - goal) / self.config.shaping_distance))
+        return float(max(0.0, 1.0 - np.linalg.norm(pos - self.inspection_point()) / self.config.shaping_distance))
 
     # -- actions ----------------------------------------------------------------------------------------------
     def _joint_targets(self, pose: np.ndarray) -> np.ndarray:
@@ -324,13 +348,3 @@ class PcbInspectTask:
     @property
     def episode_seed(self) -> int:
         return self._episode_seed
-
-
-def build_task(difficulty: str | Difficulty, image_size: int, reward_weights: RewardWeights | Mapping | None,
-               task_overrides: Mapping[str, Any], randomization: str | Randomization = "none",
-               arm: str | ArmSpec = DEFAULT_ARM) -> PcbInspectTask:
-    """The task behind both front-ends, from constructor arguments (``reward_weights`` may be a partial dict)."""
-    if isinstance(reward_weights, Mapping):
-        reward_weights = replace(RewardWeights(), **reward_weights)
-    config = TaskConfig(image_size=image_size, reward_weights=reward_weights or RewardWeights(), **task_overrides)
-    return PcbInspectTask(difficulty, config, randomization, arm)

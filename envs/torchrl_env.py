@@ -1,4 +1,6 @@
-"""TorchRL front-end: ``PcbInspectEnv`` emits TensorDicts keyed as in ``robot_rl.envs.keys``; ``make_env`` builds it.
+"""TorchRL front-end: ``InspectionEnv`` emits TensorDicts keyed as in ``robot_rl.envs.keys``; ``make_env`` builds it.
+
+Any registered task on any arm (``task=``, ``arm=``: names from ``robot_rl.envs.tasks`` and ``robot_rl.envs.arms``).
 
 A native ``EnvBase`` rather than ``GymWrapper``: the action nests under ``"action"`` (pose + verdict), the
 privileged state, step flags and reward terms get their own sub-TensorDicts with real specs, and no Gym/NumPy
@@ -22,10 +24,10 @@ from torchrl.envs import EnvBase, ParallelEnv
 
 from robot_rl.envs import keys
 from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
-from robot_rl.envs.board import DEFECT_TYPES
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.randomization import Randomization
-from robot_rl.envs.task import POSE_DIM, RewardWeights, StepResult, Verdict, build_task
+from robot_rl.envs.task import POSE_DIM, InspectionTask, RewardWeights, StepResult, Verdict
+from robot_rl.envs.tasks import DEFAULT_TASK, build_task
 
 _NO_FLAGS = dict.fromkeys(keys.INFO_FLAGS, False)
 _NO_TERMS = dict.fromkeys(keys.REWARD_TERM_NAMES, 0.0)
@@ -35,8 +37,8 @@ def _flag_spec() -> Categorical:
     return Categorical(2, shape=(1,), dtype=torch.bool)
 
 
-class PcbInspectEnv(EnvBase):
-    """The PCB inspection task as a TorchRL environment.
+class InspectionEnv(EnvBase):
+    """An inspection task (``task``: a registered name or an ``InspectionTask`` class) as a TorchRL environment.
 
     Batch size ``[]`` by default, ``[num_envs]`` when ``num_envs`` is given (tasks stepped in this process).
     Boards: ``episode_seeds`` lists the boards to inspect, in order (task ``i`` of a batch takes
@@ -53,11 +55,12 @@ class PcbInspectEnv(EnvBase):
                  reward_weights: RewardWeights | Mapping | None = None, num_envs: int | None = None,
                  device: str | torch.device = "cpu", seed: int | None = None,
                  episode_seeds: Sequence[int] | None = None, randomization: str | Randomization = "none",
-                 arm: str | ArmSpec = DEFAULT_ARM, **task_overrides: Any):
+                 arm: str | ArmSpec = DEFAULT_ARM, task: str | type[InspectionTask] = DEFAULT_TASK,
+                 **task_overrides: Any):
         if num_envs is not None and num_envs < 1:
-            raise ValueError(f"PcbInspectEnv: num_envs must be >= 1, got {num_envs}")
+            raise ValueError(f"InspectionEnv: num_envs must be >= 1, got {num_envs}")
         super().__init__(device=device, batch_size=torch.Size([] if num_envs is None else [num_envs]))
-        self.tasks = [build_task(difficulty, image_size, reward_weights, task_overrides, randomization, arm)
+        self.tasks = [build_task(task, difficulty, image_size, reward_weights, task_overrides, randomization, arm)
                       for _ in range(num_envs or 1)]
         self._last = [None] * len(self.tasks)  # last StepResult-like outputs, for partial resets and steps
         self._rng = np.random.default_rng(seed)
@@ -80,7 +83,7 @@ class PcbInspectEnv(EnvBase):
                     episode_seed=Unbounded((1,), dtype=torch.int64),
                     board_pose=Unbounded((4,), dtype=torch.float32),
                     defective=_flag_spec(),
-                    defect_type=Categorical(len(DEFECT_TYPES), shape=(1,), dtype=torch.int64),
+                    defect_type=Categorical(len(self.task.defect_types), shape=(1,), dtype=torch.int64),
                     camera_pose=Unbounded((7,), dtype=torch.float32),
                 ),
                 keys.INFO: Composite({name: _flag_spec() for name in keys.INFO_FLAGS}),
@@ -124,10 +127,10 @@ class PcbInspectEnv(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         pose, verdict = tensordict.get(keys.POSE, None), tensordict.get(keys.VERDICT, None)
         if pose is None or verdict is None:
-            raise KeyError(f"PcbInspectEnv.step needs {keys.POSE} and {keys.VERDICT} in the input tensordict")
+            raise KeyError(f"InspectionEnv.step needs {keys.POSE} and {keys.VERDICT} in the input tensordict")
         n = len(self.tasks)
         if pose.shape != (*self.batch_size, POSE_DIM) or verdict.shape != self.batch_size:
-            raise ValueError(f"PcbInspectEnv.step: expected pose of shape {(*self.batch_size, POSE_DIM)} and verdict "
+            raise ValueError(f"InspectionEnv.step: expected pose of shape {(*self.batch_size, POSE_DIM)} and verdict "
                              f"of shape {tuple(self.batch_size)}, got {tuple(pose.shape)} and {tuple(verdict.shape)}")
         pose = pose.detach().reshape(n, POSE_DIM).cpu().numpy()
         verdict = verdict.detach().reshape(n).cpu().numpy()
@@ -180,11 +183,11 @@ def make_env(num_envs: int = 1, difficulty: str | Difficulty = "default", image_
     ``parallel=False`` they are stepped in this process. With ``seed``, env ``i`` draws its boards from seed
     ``seed + i`` (parallel) or all envs share one seeded stream (in process). ``episode_seeds`` are the boards
     to inspect first, dealt round-robin: env ``i`` takes ``episode_seeds[i::num_envs]``. ``env_kwargs`` go to
-    ``PcbInspectEnv`` (randomization, reward_weights, max_steps, ...).
+    ``InspectionEnv`` (task, arm, randomization, reward_weights, max_steps, ...).
     """
     if num_envs < 1:
         raise ValueError(f"make_env: num_envs must be >= 1, got {num_envs}")
-    create = partial(PcbInspectEnv, difficulty=difficulty, image_size=image_size, **env_kwargs)
+    create = partial(InspectionEnv, difficulty=difficulty, image_size=image_size, **env_kwargs)
     seeds = list(episode_seeds or ())
     if num_envs == 1:
         env = create(device=device, episode_seeds=seeds)
@@ -198,6 +201,7 @@ def make_env(num_envs: int = 1, difficulty: str | Difficulty = "default", image_
     return env
 
 
-def proof_env(difficulty: str, image_size: int, arm: str | ArmSpec = DEFAULT_ARM) -> PcbInspectEnv:
+def proof_env(difficulty: str, image_size: int, arm: str | ArmSpec = DEFAULT_ARM,
+              task: str | type[InspectionTask] = DEFAULT_TASK) -> InspectionEnv:
     """An env for its specs only (it never renders unless reset)."""
-    return PcbInspectEnv(difficulty=difficulty, image_size=image_size, arm=arm)
+    return InspectionEnv(difficulty=difficulty, image_size=image_size, arm=arm, task=task)

@@ -22,9 +22,9 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
-from robot_rl.envs import ENV_VERSION, TASK_NAME
-from robot_rl.envs.difficulty import DIFFICULTIES
+from robot_rl.envs.difficulty import DIFFICULTY_NAMES
 from robot_rl.envs.randomization import RANDOMIZATIONS
+from robot_rl.envs.tasks import TASKS
 from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import check_scalars
 from robot_rl.errors import TrainingDiverged, UsageError
@@ -73,8 +73,15 @@ class BCRun:
         if config.image_size and config.image_size != self.dataset.image_size:
             raise UsageError(f"--image-size {config.image_size} does not match the demos in {config.data} "
                              f"({self.dataset.image_size})")
+        self.task = TASKS.get(self.dataset.meta["env"])
+        if self.task is None:
+            raise UsageError(f"{config.data}: unknown task {self.dataset.meta['env']!r} in meta.json; known: "
+                             f"{', '.join(TASKS)}")
+        if self.dataset.meta["env_version"] != self.task.version:
+            raise UsageError(f"{config.data}: demos of {self.task.name} v{self.dataset.meta['env_version']}, this "
+                             f"code runs v{self.task.version}; collect them again")
         self.difficulty = self.dataset.meta.get("difficulty", "default")
-        if self.difficulty not in DIFFICULTIES:
+        if self.difficulty not in DIFFICULTY_NAMES:
             raise UsageError(f"{config.data}: unknown difficulty {self.difficulty!r} in meta.json")
         # The closed-loop checks see what the demos saw (datasets from before the option: none).
         self.randomization = self.dataset.meta.get("randomization", "none")
@@ -97,16 +104,17 @@ class BCRun:
 
         # Create models
         torch.manual_seed(config.seed)
-        env = proof_env(self.difficulty, self.dataset.image_size, self.arm)
+        env = proof_env(self.difficulty, self.dataset.image_size, self.arm, self.task.name)
         self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config()).to(self.device)
-        self.env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": self.difficulty,
+        self.env_info = {"env": self.task.name, "env_version": self.task.version, "difficulty": self.difficulty,
                          "image_size": self.dataset.image_size, "randomization": self.randomization, "arm": self.arm}
 
         # Create loss and optimizer
         self.loss = BehaviourCloningLoss(self.actor, decision_weight=config.decision_weight,
                                          verdict_weight=config.verdict_weight,
                                          locate_weight=config.locate_weight,
-                                         mode_weight=config.mode_weight).to(self.device)
+                                         mode_weight=config.mode_weight,
+                                         near_view=self.task.near_view).to(self.device)
         if config.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
             actor_network(self.actor).encoder.compile()
         # The actor's parameters and the loss's training-only ones (the auxiliary locator head).
@@ -216,7 +224,7 @@ class BCRun:
         num_envs = self.config.eval_envs or os.cpu_count() or 1
         metrics, _ = evaluate_policy(self.actor, self.eval_seeds, difficulty=self.difficulty,
                                      image_size=self.dataset.image_size, num_envs=num_envs, device=self.device,
-                                     randomization=self.randomization, arm=self.arm)
+                                     randomization=self.randomization, arm=self.arm, task=self.task.name)
         return metrics
 
     def run(self, progress: bool = True, until_epoch: int | None = None) -> dict:

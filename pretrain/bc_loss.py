@@ -14,10 +14,11 @@ the expert action under the policy's distribution) are computed here from one fo
 - ``loss_verdict``: cross-entropy of the expert verdict (continue / pass / rework) on every frame, the rare
   verdict frames (one per episode) weighted ``verdict_weight`` times a "continue" frame: unweighted, the
   deterministic policy's most likely verdict at the inspection pose stays "continue" and episodes time out.
-- ``loss_decision``: on frames with the board in close view (camera below ``view_height`` above it and within
-  ``view_offset`` of its centre, from the stored privileged state), cross-entropy of pass-vs-rework against the
-  defect label: the verdict the expert would give there. The expert decides on one frame per episode; this term
-  teaches the defect classifier from every close view of every board without changing what the policy outputs.
+- ``loss_decision``: on frames near the inspection view (the task's ``near_view``, from the stored privileged
+  state: for the PCB task, the camera below 0.2 m above the board and within 3 cm of its centre), cross-entropy
+  of pass-vs-rework against the defect label: the verdict the expert would give there. The expert decides on one
+  frame per episode; this term teaches the defect classifier from every close view of every board without
+  changing what the policy outputs.
 - ``loss_locate``: an auxiliary head on the encoder's features regresses where the board is relative to the
   camera (world-frame offset of its centre, from the stored privileged state, in decimetres). Pose actions are
   world-frame moves towards that point, so this gives the encoder a direct, dense signal for what the pose needs;
@@ -27,6 +28,8 @@ the expert action under the policy's distribution) are computed here from one fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from tensordict import TensorDict, TensorDictBase
@@ -34,28 +37,23 @@ from torch import nn
 from torchrl.modules import ProbabilisticActor
 
 from robot_rl import keys
+from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
 from robot_rl.policy import actor_encoder
 
 BATCH_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VERDICT, keys.DEFECTIVE,
               keys.CAMERA_POSE, keys.BOARD_POSE)
 
 
-def close_view(camera_pose: torch.Tensor, board_pose: torch.Tensor, view_height: float = 0.2,
-               view_offset: float = 0.03) -> torch.Tensor:
-    """Frames [B] whose camera is within ``view_height`` (m) above the board and ``view_offset`` (m) of its centre."""
-    height = camera_pose[..., 2] - board_pose[..., 2]
-    offset = (camera_pose[..., :2] - board_pose[..., :2]).norm(dim=-1)
-    return (height < view_height) & (offset < view_offset)
-
-
 class BehaviourCloningLoss(nn.Module):
     """``forward(batch)`` -> TensorDict of ``loss_*`` terms (summed for the update) and detached metrics."""
 
     def __init__(self, actor: ProbabilisticActor, decision_weight: float = 1.0, verdict_weight: float = 1.0,
-                 locate_weight: float = 0.0, mode_weight: float = 0.0, pose_clamp: float = 0.995):
+                 locate_weight: float = 0.0, mode_weight: float = 0.0, pose_clamp: float = 0.995,
+                 near_view: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = PcbInspectTask.near_view):
         super().__init__()
         self.actor, self.decision_weight, self.pose_clamp = actor, decision_weight, pose_clamp
         self.verdict_weight, self.locate_weight, self.mode_weight = verdict_weight, locate_weight, mode_weight
+        self.near_view = near_view  # the task's: frames where the pass/rework decision is also trained
         encoder = actor_encoder(actor)
         self.locator = nn.Linear(encoder.output_shape()[0], 3) if locate_weight > 0 else None
         self._features: list[torch.Tensor] | None = None  # a list only while this loss runs the actor
@@ -83,7 +81,7 @@ class BehaviourCloningLoss(nn.Module):
         loss_verdict = -(weights * log_prob.get(keys.VERDICT_LOG_PROB)).sum() / weights.sum()
 
         logits = batch.get((*keys.VERDICT_PARAMS, "logits")).float()
-        in_view = close_view(batch.get(keys.CAMERA_POSE), batch.get(keys.BOARD_POSE))
+        in_view = self.near_view(batch.get(keys.CAMERA_POSE), batch.get(keys.BOARD_POSE))
         defective = batch.get(keys.DEFECTIVE).reshape(-1).long()
         if in_view.any():
             decision_logits = logits[in_view][:, 1:]  # pass, rework

@@ -18,9 +18,10 @@ from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.configs import CollectConfig
-from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
+from robot_rl.envs import make_env
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
 from robot_rl.pretrain.dataset import DemoDataset, EpisodeRecord
 
@@ -61,7 +62,8 @@ def _episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorD
 
 def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     """Collects ``config.episodes`` expert episodes into ``config.out``; returns a summary of the run."""
-    info = {"env": TASK_NAME, "env_version": ENV_VERSION, "image_size": config.image_size,
+    task = get_task(config.task)  # an unknown name exits 2 before the dataset is touched
+    info = {"env": task.name, "env_version": task.version, "image_size": config.image_size,
             "difficulty": config.difficulty, "randomization": config.randomization, "arm": config.arm}
     dataset = DemoDataset.open_for_append(config.out, info)
     run = _plan_run(dataset, config)
@@ -72,9 +74,10 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     # Resumed runs draw from a fresh stream, so they do not repeat the boards already collected.
     env_seed = run["seed"] * 1_000_003 + run["episodes"]
     env = make_env(num_envs=num_envs, difficulty=config.difficulty, image_size=config.image_size, seed=env_seed,
-                   randomization=config.randomization, arm=config.arm,
+                   randomization=config.randomization, arm=config.arm, task=task.name,
                    parallel=num_envs > 1)
-    policy = ExpertPolicy(TaskConfig(image_size=config.image_size), pose_noise=config.pose_noise, seed=env_seed)
+    policy = ExpertPolicy(TaskConfig(image_size=config.image_size), pose_noise=config.pose_noise, seed=env_seed,
+                          task=task)
     collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
                           trajs_per_batch=min(config.episodes_per_commit, remaining), traj_format="cat")
     start_time, frames = time.perf_counter(), 0

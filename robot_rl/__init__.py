@@ -1,8 +1,9 @@
 """robot_rl: teach a robot arm to inspect circuit boards from camera images, on TorchRL and TensorDict.
 
-Importing it registers the environment with Gymnasium (``gym.make(robot_rl.GYM_ID)``), as Gymnasium plug-ins do;
-the entry point is a string, so MuJoCo and torch load only when an env is made. In a worker process that
-multiprocessing started, importing it first makes the worker end with its parent (``robot_rl.processes``).
+Importing it registers the environments with Gymnasium (``gym.make(robot_rl.GYM_ID)``, every id in
+``robot_rl.GYM_IDS``), as Gymnasium plug-ins do; the entry point is a string, so MuJoCo and torch load only when an
+env is made. In a worker process that multiprocessing started, importing it first makes the worker end with its
+parent (``robot_rl.processes``).
 """
 
 from robot_rl.processes import die_with_parent
@@ -13,17 +14,23 @@ import gymnasium as gym  # noqa: E402
 
 __version__ = "0.1.0"
 
-TASK_NAME = "pcb-inspect"
-# Bump when dynamics, rendering, rewards or flags change: datasets record it and refuse a mismatch.
-# 1: success is a correct verdict given while the board is localized (0 counted any correct verdict).
+TASK_NAME = "pcb-inspect"  # the default task (robot_rl.envs.tasks.DEFAULT_TASK)
+# The PCB task's version. Bump when dynamics, rendering, rewards or flags change: datasets record it and refuse a
+# mismatch. 1: success is a correct verdict given while the board is localized (0 counted any correct verdict).
 # 2: pixels are uint8 [H, W, 3], as Gymnasium renders and TorchRL's pixel transforms expect (1 had [3, H, W]).
 ENV_VERSION = 2
 GYM_ID = f"robot_rl/PcbInspect-v{ENV_VERSION}"
 
-# The same task with another built-in arm (any arm also goes as ``gym.make(GYM_ID, arm=...)``). Names kept in step
-# with robot_rl.envs.arms.ARMS by a test: importing it here would load MuJoCo.
-ARM_GYM_IDS = {"panda": f"robot_rl/PcbInspectPanda-v{ENV_VERSION}"}
+# Every built-in (task, arm) pair, versioned by its task (any task and arm also go as ``gym.make(GYM_ID, task=...,
+# arm=...)``). Kept in step with robot_rl.envs.tasks.TASKS and robot_rl.envs.arms.ARMS by a test: importing them
+# here would load MuJoCo.
+GYM_IDS = {
+    ("pcb-inspect", "ur5e_like"): GYM_ID,
+    ("pcb-inspect", "panda"): f"robot_rl/PcbInspectPanda-v{ENV_VERSION}",
+    ("lead-inspect", "ur5e_like"): "robot_rl/LeadInspect-v1",
+    ("lead-inspect", "panda"): "robot_rl/LeadInspectPanda-v1",
+}
 
-for _id, _kwargs in ((GYM_ID, {}), *((i, {"arm": arm}) for arm, i in ARM_GYM_IDS.items())):
+for (_task, _arm), _id in GYM_IDS.items():
     if _id not in gym.registry:
-        gym.register(id=_id, entry_point="robot_rl.envs.gym_env:PcbInspectGymEnv", kwargs=_kwargs)
+        gym.register(id=_id, entry_point="robot_rl.envs.gym_env:InspectionGymEnv", kwargs={"task": _task, "arm": _arm})

@@ -22,7 +22,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     config = config_from_args(DemoConfig, args)
     summaries = run_expert_demo(config.out, episodes=config.episodes, difficulty=config.difficulty,
                                 image_size=config.image_size, seed=config.seed, frames_per_episode=config.frames,
-                                arm=config.arm)
+                                arm=config.arm, task=config.task)
     columns = ["episode", "episode_seed", "defect", "verdict", "success", "steps", "return", "collision_steps",
                "steps_to_localize"]
     print(markdown_table(summaries, columns))
@@ -119,16 +119,21 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
-    from robot_rl.configs import DEFAULT_ARM, PipelineConfig
+    from robot_rl.configs import DEFAULT_ARM, DEFAULT_TASK, PipelineConfig
     from robot_rl.options import config_from_args
     from robot_rl.pipeline import PRESETS, result_table, run_pipeline
 
     config = config_from_args(PipelineConfig, args)
     preset = PRESETS[config.preset]
     root = config.root or f"runs/pipeline-{config.preset}"
-    if config.arm != DEFAULT_ARM:  # recorded in the root's preset.json: a root of another arm is refused
+    # Recorded in the root's preset.json: a root of another task or arm is refused.
+    if config.task != DEFAULT_TASK:
+        preset = preset.updated(collect={"task": config.task})
+        root = f"{root}-{config.task}"
+    if config.arm != DEFAULT_ARM:
         preset = preset.updated(collect={"arm": config.arm})
-        root = config.root or f"{root}-{Path(config.arm).stem}"
+        root = f"{root}-{Path(config.arm).stem}"
+    root = config.root or root
     result = run_pipeline(preset, root, device=config.device)
     print("\n" + result_table(result))
     return 0

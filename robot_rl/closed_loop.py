@@ -14,6 +14,7 @@ from torchrl.envs.utils import step_mdp
 
 from robot_rl import keys
 from robot_rl.envs import make_env
+from robot_rl.envs.tasks import DEFAULT_TASK
 from robot_rl.episodes import aggregate, summarize_episode
 
 StepCallback = Callable[[int, TensorDictBase], None]
@@ -78,5 +79,5 @@ def evaluate_policy(policy, seeds: Sequence[int], difficulty: str = "default", i
         rollouts = run_episodes(env, policy, len(seeds), deterministic=deterministic)
     finally:
         env.close()
-    summaries = [summarize_episode(r) for r in rollouts]
+    summaries = [summarize_episode(r, env_kwargs.get("task", DEFAULT_TASK)) for r in rollouts]
     return aggregate(summaries), summaries

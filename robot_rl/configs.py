@@ -11,8 +11,9 @@ from typing import ClassVar
 
 from robot_rl.options import option, validate
 
-# Kept in step with robot_rl.envs.difficulty.DIFFICULTIES and robot_rl.envs.randomization.RANDOMIZATIONS (a test
-# checks); importing the env package here would make `robot-rl --help` load MuJoCo.
+# Kept in step with every task's difficulty presets (robot_rl.envs.difficulty.DIFFICULTY_NAMES) and
+# robot_rl.envs.randomization.RANDOMIZATIONS (a test checks); importing the env package here would make
+# `robot-rl --help` load MuJoCo.
 DIFFICULTY_NAMES = ("easy", "default", "hard")
 RANDOMIZATION_NAMES = ("none", "default", "wide", "surfaces", "strong")
 RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
@@ -21,6 +22,11 @@ RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours,
 # Arms are checked where the env is built (an unknown name or a bad ArmSpec file exits 2 there): a user's arm is a
 # JSON file, which only the env package can read.
 DEFAULT_ARM = "ur5e_like"
+# Tasks likewise (the names kept in step with robot_rl.envs.tasks.TASKS by a test; a user's task registered in
+# Python is checked where the env is built).
+DEFAULT_TASK = "pcb-inspect"
+TASK_HELP = ("what the camera inspects: pcb-inspect (a board's components, from straight above) or lead-inspect "
+             "(a connector's pins, from its open side: the view must tilt)")
 ARM_HELP = "the arm carrying the camera: a registered name (ur5e_like) or an ArmSpec .json file"
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
 COLLECTORS = ("direct", "process", "ray")
@@ -61,6 +67,7 @@ class ActorArchitecture:
 class DemoConfig:
     """Options of ``robot-rl demo``."""
 
+    task: str = option(DEFAULT_TASK, TASK_HELP)
     difficulty: str = option("default", "task difficulty")
     image_size: int = option(84, "wrist camera image side (pixels, 32-224)")
     arm: str = option(DEFAULT_ARM, ARM_HELP)
@@ -83,6 +90,7 @@ class CollectConfig:
 
     out: str = option("data/demos", "dataset folder (created, or appended to)")
     episodes: int = option(200, "episodes this run adds")
+    task: str = option(DEFAULT_TASK, TASK_HELP + "; a dataset holds one task")
     difficulty: str = option("default", "task difficulty: easy, default or hard")
     image_size: int = option(84, "wrist camera image side, pixels (32-224)")
     randomization: str = option("none", RANDOMIZATION_HELP)
@@ -176,6 +184,8 @@ class FinetuneConfig:
                                 "(none for --from-scratch)")
     arm: str = option("", f"{ARM_HELP}; '' = the BC run's ({DEFAULT_ARM} for --from-scratch); another arm than the "
                       "BC run's is refused")
+    task: str = option("", f"{TASK_HELP}; '' = the BC run's ({DEFAULT_TASK} for --from-scratch); another task than "
+                       "the BC run's is refused")
     total_frames: int = option(200_000, "environment frames to collect")
     frames_per_batch: int = option(1024, "frames collected per PPO iteration")
     num_envs: int = option(4, "envs collecting together (per learner rank)")
@@ -302,6 +312,7 @@ class EvaluateConfig:
     randomization: str = option("", "domain randomization: none, default, wide, surfaces or strong; '' = the "
                                 "checkpoint's")
     arm: str = option("", "'' = the checkpoint's arm; another arm is refused (a policy knows one arm's joints)")
+    task: str = option("", "'' = the checkpoint's task; another task is refused (a policy learned one task)")
     perturbations: bool = option(False, "also run the same boards under each shift of the perturbation suite "
                                  "(success per shift next to nominal, one failure video each)")
     num_envs: int = option(8, "envs stepped together (in this process)")
@@ -349,7 +360,9 @@ class PipelineConfig:
     """Options of ``robot-rl pipeline``."""
 
     preset: str = option("quick", "quick: minutes on 2 CPU cores; full: sized for a GPU")
-    root: str = option("", "output folder ('' = runs/pipeline-PRESET, plus -ARM for another arm than ur5e_like)")
+    root: str = option("", "output folder ('' = runs/pipeline-PRESET, plus -TASK and -ARM for another task than "
+                       "pcb-inspect or another arm than ur5e_like)")
+    task: str = option(DEFAULT_TASK, TASK_HELP)
     arm: str = option(DEFAULT_ARM, ARM_HELP)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
 

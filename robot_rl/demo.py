@@ -13,12 +13,13 @@ from robot_rl.video import side_by_side, write_png
 
 
 def run_expert_demo(out_dir: str | Path, episodes: int = 3, difficulty: str = "default", image_size: int = 84,
-                    seed: int = 0, frames_per_episode: int = 4, arm: str = "ur5e_like") -> list[dict]:
+                    seed: int = 0, frames_per_episode: int = 4, arm: str = "ur5e_like",
+                    task: str = "pcb-inspect") -> list[dict]:
     """Runs the expert for ``episodes`` episodes, writes ``frames_per_episode`` PNGs of each (wrist camera beside
     the third-person camera) under ``out_dir/frames/``, and returns one metrics dict per episode."""
     out_dir = Path(out_dir)
-    env = make_env(difficulty=difficulty, image_size=image_size, seed=seed, arm=arm)
-    policy = ExpertPolicy(env.task.config)
+    env = make_env(difficulty=difficulty, image_size=image_size, seed=seed, arm=arm, task=task)
+    policy = ExpertPolicy(env.task.config, task=task)
     max_steps = env.task.config.max_steps
     summaries = []
     try:
@@ -29,7 +30,7 @@ def run_expert_demo(out_dir: str | Path, episodes: int = 3, difficulty: str = "d
                 frames.append(env.render_scene(240, 320))
 
             rollout = env.rollout(max_steps, policy=policy, callback=record)
-            summary = summarize_episode(rollout)
+            summary = summarize_episode(rollout, task)
             pixels = rollout.get((keys.NEXT, keys.PIXELS)).numpy()
             for t in np.unique(np.linspace(0, len(scene_frames) - 1, frames_per_episode).round().astype(int)):
                 write_png(out_dir / "frames" / f"episode{episode:02d}_step{t + 1:03d}.png",

@@ -14,12 +14,13 @@ from scipy.stats import binomtest
 from tensordict import TensorDictBase
 
 from robot_rl.envs import keys
-from robot_rl.envs.board import DEFECT_TYPES
 from robot_rl.envs.task import Verdict
+from robot_rl.envs.tasks import DEFAULT_TASK, get_task
 
 
-def summarize_episode(rollout: TensorDictBase) -> dict:
-    """Metrics of one finished episode, from its rollout (batch shape ``[T]``, as ``env.rollout`` returns).
+def summarize_episode(rollout: TensorDictBase, task: str = DEFAULT_TASK) -> dict:
+    """Metrics of one finished episode of ``task``, from its rollout (batch shape ``[T]``, as ``env.rollout``
+    returns).
 
     Returns episode seed, defect, verdict given (``none`` if the episode ended without one), success (a correct
     verdict while localized), guess (a verdict given while not localized, right or wrong), correct verdict, steps,
@@ -34,7 +35,7 @@ def summarize_episode(rollout: TensorDictBase) -> dict:
     localized = nxt.get(keys.LOCALIZED).reshape(-1).nonzero()
     return {
         "episode_seed": int(rollout.get(keys.EPISODE_SEED)[0]),
-        "defect": DEFECT_TYPES[int(rollout.get(keys.DEFECT_TYPE)[0])],
+        "defect": get_task(task).defect_types[int(rollout.get(keys.DEFECT_TYPE)[0])],
         "verdict": Verdict(int(rollout.get(keys.VERDICT)[-1])).name.lower() if terminated else "none",
         "success": bool(nxt.get(keys.SUCCESS)[-1]),
         "guess": terminated and not bool(nxt.get(keys.LOCALIZED)[-1]),
@@ -49,7 +50,7 @@ def summarize_episode(rollout: TensorDictBase) -> dict:
     }
 
 
-def finished_episodes(batch: TensorDictBase) -> list[dict]:
+def finished_episodes(batch: TensorDictBase, task: str = DEFAULT_TASK) -> list[dict]:
     """Summaries of the episodes that finished in a collected batch [envs, T] whose episodes start at t = 0 (every
     PPO iteration resets its envs); unfinished tails are left out.
 
@@ -61,7 +62,7 @@ def finished_episodes(batch: TensorDictBase) -> list[dict]:
     for env in range(done.shape[0]):
         start = 0
         for end in done[env].nonzero().squeeze(-1).tolist():
-            summaries.append(summarize_episode(batch[env, start:end + 1]))
+            summaries.append(summarize_episode(batch[env, start:end + 1], task))
             start = end + 1
     return summaries
 

@@ -17,8 +17,8 @@ from robot_rl import keys
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
 from robot_rl.envs import make_env
-from robot_rl.envs.board import DEFECT_TYPES
 from robot_rl.envs.randomization import PERTURBATIONS, describe, get_randomization
+from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.errors import UsageError
 from robot_rl.io import write_json, write_text
@@ -52,7 +52,8 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
                                    "return", "collision_steps", "steps_to_localize")} for s in summaries]
     return "\n\n".join([
         f"# Evaluation of `{info['checkpoint']}`",
-        f"{info['difficulty']} boards, {info['image_size']}x{info['image_size']} pixels, "
+        f"task {info.get('task', 'pcb-inspect')}, {info['difficulty']} boards, "
+        f"{info['image_size']}x{info['image_size']} pixels, "
         f"randomization {info.get('randomization', 'none')}, arm {info.get('arm', 'ur5e_like')}, "
         f"{'stochastic' if info['stochastic'] else 'deterministic'} policy, board seeds "
         f"{info['seeds'][0]}-{info['seeds'][-1]}.",
@@ -68,7 +69,8 @@ def _run_boards(actor, env_info: dict, config: EvaluateConfig, out_dir: Path, di
     seeds = list(range(config.seed, config.seed + config.episodes))
     num_envs = min(config.num_envs, config.episodes)
     env = make_env(num_envs=num_envs, difficulty=difficulty, image_size=env_info["image_size"], parallel=False,
-                   episode_seeds=seeds, device=device, randomization=randomization, arm=env_info["arm"])
+                   episode_seeds=seeds, device=device, randomization=randomization, arm=env_info["arm"],
+                   task=env_info["env"])
     recorder = VideoRecorder(env, config, out_dir, num_envs)
     bar = tqdm(total=config.episodes, unit="ep", desc=desc, disable=not progress)
 
@@ -83,7 +85,7 @@ def _run_boards(actor, env_info: dict, config: EvaluateConfig, out_dir: Path, di
     finally:
         bar.close()
         env.close()
-    summaries = [{"episode": k, **summarize_episode(r)} for k, r in enumerate(rollouts)]
+    summaries = [{"episode": k, **summarize_episode(r, env_info["env"])} for k, r in enumerate(rollouts)]
     return aggregate(summaries), summaries, recorder.written
 
 
@@ -126,6 +128,8 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     actor, env_info, checkpoint = load_actor(config.checkpoint, device=device)
     if config.arm and config.arm != env_info["arm"]:
         raise UsageError(f"--arm {config.arm}: {checkpoint} was trained on arm {env_info['arm']!r}")
+    if config.task and config.task != env_info["env"]:
+        raise UsageError(f"--task {config.task}: {checkpoint} was trained on task {env_info['env']!r}")
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "eval"
     difficulty = config.difficulty or env_info["difficulty"]
@@ -134,8 +138,9 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     metrics, summaries, videos = _run_boards(actor, env_info, config, out_dir, difficulty, randomization, device,
                                              progress)
     info = {"checkpoint": str(checkpoint), "difficulty": difficulty, "image_size": env_info["image_size"],
-            "randomization": randomization, "arm": env_info["arm"], "stochastic": config.stochastic,
-            "seeds": [seeds[0], seeds[-1]], "defect_types": list(DEFECT_TYPES)}
+            "randomization": randomization, "arm": env_info["arm"], "task": env_info["env"],
+            "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]],
+            "defect_types": list(get_task(env_info["env"]).defect_types)}
     report = {"metrics": metrics, "info": info, "config": asdict(config), "videos": videos, "episodes": summaries}
     markdown = report_markdown(metrics, summaries, info)
     if config.perturbations:

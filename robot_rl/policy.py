@@ -283,9 +283,10 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[
     last.pt), a .pt file, or ``model.safetensors`` (or its folder) with ``config.json`` beside it, read without
     pickle.
 
-    Returns (actor in eval mode, the env info it was trained on {difficulty, image_size, arm, ...}, its path).
+    Returns (actor in eval mode, the env info it was trained on {env (the task), difficulty, image_size, arm, ...},
+    its path).
     """
-    from robot_rl.envs.torchrl_env import PcbInspectEnv
+    from robot_rl.envs.torchrl_env import InspectionEnv
     from robot_rl.errors import UsageError
     from robot_rl.run_folder import load_checkpoint, policy_checkpoint
 
@@ -298,7 +299,8 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[
         if state.get("kind") not in ("bc", "ppo") or "actor" not in state:
             raise UsageError(f"{path}: not a robot_rl policy checkpoint")
     env_info = {**ENV_INFO_DEFAULTS, **state["env"]}
-    proof = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], arm=env_info["arm"])
+    proof = InspectionEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], arm=env_info["arm"],
+                          task=env_info["env"])
     actor = make_actor(proof.observation_spec, proof.full_action_spec, checkpoint_policy_config(state))
     try:
         actor.load_state_dict(state["actor"])

@@ -11,7 +11,7 @@ import torch
 from robot_rl.cli import main
 from robot_rl.configs import EvaluateConfig, ExportConfig
 from robot_rl.envs.scene import SUBSTEPS
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.errors import UsageError
 from robot_rl.evaluate import evaluate
 from robot_rl.export import FILES, deployed_policy, export
@@ -98,7 +98,7 @@ def test_exported_safetensors_rebuild_the_actor_without_pickle(bc_run_dir, tmp_p
         assert env_info == reference_info and path == folder / "model.safetensors"
         for name, value in reference.state_dict().items():
             assert torch.equal(actor.state_dict()[name], value), name
-    td = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], num_envs=2,
+    td = InspectionEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], num_envs=2,
                        seed=3).reset()
     with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):
         assert torch.equal(actor(td.clone())["action", "pose"], reference(td.clone())["action", "pose"])
@@ -114,9 +114,9 @@ def test_export_round_trip_matches_the_actor_on_real_observations(bc_run_dir, tm
     written = export(ExportConfig(checkpoint=str(bc_run_dir), out=str(tmp_path / "export"), format="all"))
     assert set(written) == {"torchscript", "export", "onnx", "safetensors"}  # the test extra installs onnx
     policy, env_info, _ = deployed_policy(bc_run_dir)
-    from robot_rl.envs.torchrl_env import PcbInspectEnv
+    from robot_rl.envs.torchrl_env import InspectionEnv
 
-    env = PcbInspectEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], num_envs=3, seed=4)
+    env = InspectionEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], num_envs=3, seed=4)
     td = env.rollout(4, break_when_any_done=False).reshape(-1)
     pixels, joints = td["pixels"], td["joint_state"]
     with torch.no_grad():

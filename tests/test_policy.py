@@ -7,13 +7,13 @@ import torch
 from tensordict.nn import InteractionType, set_interaction_type
 
 from robot_rl import keys
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.policy import PolicyConfig, actor_encoder, make_actor
 
 
 @pytest.fixture(scope="module")
 def env():
-    return PcbInspectEnv(difficulty="easy", image_size=64, num_envs=3, seed=0)
+    return InspectionEnv(difficulty="easy", image_size=64, num_envs=3, seed=0)
 
 
 def test_actor_outputs_actions_and_log_probs_for_a_batch(env):

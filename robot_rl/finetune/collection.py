@@ -23,7 +23,7 @@ from torchrl.envs import ParallelEnv
 
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs import make_env
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.torchrl_env import InspectionEnv
 
 
 @contextlib.contextmanager
@@ -59,7 +59,7 @@ def _make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: to
     if config.collector != "ray":  # (RayCollector does not take this option)
         common["auto_register_policy_transforms"] = False  # the policy needs no env transforms
     per_worker = config.num_envs // max(config.workers, 1)
-    create = partial(PcbInspectEnv, num_envs=per_worker if per_worker > 1 else None, **env_kwargs)
+    create = partial(InspectionEnv, num_envs=per_worker if per_worker > 1 else None, **env_kwargs)
     if config.collector == "direct":
         if config.workers:  # batch [workers, envs per worker], stepped in spawned processes
             env = ParallelEnv(config.workers, create, mp_start_method="spawn")

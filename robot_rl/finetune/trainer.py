@@ -37,7 +37,8 @@ from robot_rl import keys
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import DEFAULT_ARM, FinetuneConfig
 from robot_rl.encoder import calibrate_batchnorm
-from robot_rl.envs import ENV_VERSION, TASK_NAME, make_env
+from robot_rl.envs import make_env
+from robot_rl.envs.tasks import DEFAULT_TASK, get_task
 from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import aggregate, check_scalars, finished_episodes
 from robot_rl.errors import CollectionFailed, TrainingDiverged, UsageError
@@ -97,8 +98,11 @@ def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | N
             given = getattr(config, name)
             if given and given != env_info[name]:
                 raise UsageError(f"--{name.replace('_', '-')} {given} differs from the BC run's {env_info[name]}")
+        if config.task and config.task != env_info["env"]:
+            raise UsageError(f"--task {config.task} differs from the BC run's {env_info['env']}")
     else:
-        env_info = {"env": TASK_NAME, "env_version": ENV_VERSION, "difficulty": config.difficulty or "default",
+        task = get_task(config.task or DEFAULT_TASK)
+        env_info = {"env": task.name, "env_version": task.version, "difficulty": config.difficulty or "default",
                     "image_size": config.image_size or 84, "randomization": config.randomization or "none",
                     "arm": config.arm or DEFAULT_ARM}
         policy_config = PolicyConfig()  # the architecture defaults, as BC's
@@ -130,6 +134,7 @@ class PPORun:
         self.env_info, self.policy_config, pretrained_state = starting_point(config)
         self.env_kwargs = {"difficulty": self.env_info["difficulty"], "image_size": self.env_info["image_size"],
                            "randomization": self.env_info["randomization"], "arm": self.env_info["arm"],
+                           "task": self.env_info["env"],
                            "reward_weights": {"shaping": config.shaping, "guess": -config.guess_penalty},
                            "shaping_gamma": config.gamma}
 
@@ -166,7 +171,8 @@ class PPORun:
 
     def _make_models(self, pretrained_state: dict | None) -> None:
         config = self.config
-        proof = proof_env(self.env_info["difficulty"], self.env_info["image_size"], self.env_info["arm"])
+        proof = proof_env(self.env_info["difficulty"], self.env_info["image_size"], self.env_info["arm"],
+                          self.env_info["env"])
         self.actor = make_actor(proof.observation_spec, proof.full_action_spec, self.policy_config)
         self.pretrained = None
         if pretrained_state is not None:
@@ -176,7 +182,8 @@ class PPORun:
             self._calibrate_batchnorm()
             if config.continue_prob:
                 set_continue_probability(self.actor, config.continue_prob)
-        self.critic = make_privileged_critic(proof.observation_spec, config.critic_hidden)
+        self.critic = make_privileged_critic(proof.observation_spec, config.critic_hidden,
+                                             get_task(self.env_info["env"]).inspection_offset)
         # Eval mode throughout: BatchNorm uses fixed statistics, so the policy that collected a batch is the
         # policy whose log-probs the loss evaluates, whatever minibatch it sits in. Gradients still flow.
         self.actor.to(self.device).eval()
@@ -296,7 +303,7 @@ class PPORun:
         self.iteration += 1
         self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
         push_weights(self.collector, self.collection_policy)
-        episodes = finished_episodes(batch.reshape(-1, batch.shape[-1]))
+        episodes = finished_episodes(batch.reshape(-1, batch.shape[-1]), self.env_info["env"])
         if episodes:  # sampled actions (exploration), next to the deterministic eval/ figures
             stats = aggregate(episodes)
             metrics.update({f"train/{name}": stats[name] for name in (

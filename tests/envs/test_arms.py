@@ -12,13 +12,14 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from torchrl.envs.utils import check_env_specs
 
-from robot_rl import ARM_GYM_IDS
+from robot_rl import GYM_IDS
 from robot_rl.envs.arms import ARM_PREFIX, ARMS, CAMERA_SITE, HOME_CAMERA_POS, ArmError, ArmSpec, get_arm
-from robot_rl.envs.expert import ScriptedExpert
-from robot_rl.envs.gym_env import PcbInspectGymEnv
+from robot_rl.envs.gym_env import InspectionGymEnv
 from robot_rl.envs.scene import ArmScene
-from robot_rl.envs.task import PcbInspectTask, TaskConfig
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
+from robot_rl.envs.tasks.pcb_inspect.expert import ScriptedExpert
+from robot_rl.envs.torchrl_env import InspectionEnv
 
 # A 6-joint arm with its own link lengths (shoulder 0.15 m up, links 0.40 and 0.34 m), no actuators, and a
 # gripper finger on a slide joint that the spec does not control (welded).
@@ -102,13 +103,13 @@ def test_the_built_in_arm_rolls_out_as_before_arms_were_specs():
 
 
 def test_an_arm_written_in_a_test_passes_the_env_contract(test_arm):
-    gym_env = PcbInspectGymEnv(difficulty="easy", image_size=32, arm=test_arm)
+    gym_env = InspectionGymEnv(difficulty="easy", image_size=32, arm=test_arm)
     check_env(gym_env, skip_render_check=True)
     assert gym_env.observation_space["joint_state"].shape == (12,)
     low, high = gym_env.observation_space["joint_state"].low, gym_env.observation_space["joint_state"].high
     assert low[2] == pytest.approx(-3.0) and high[2] == pytest.approx(3.0)  # j3's own range, from the model
     assert np.all(high[6:] == pytest.approx(test_arm.max_joint_speed))
-    env = PcbInspectEnv(difficulty="easy", image_size=32, arm=test_arm)
+    env = InspectionEnv(difficulty="easy", image_size=32, arm=test_arm)
     check_env_specs(env)
     assert env.observation_spec["joint_state"].shape == (12,)
     gym.make("robot_rl/PcbInspect-v2", difficulty="easy", image_size=32, arm=test_arm).close()
@@ -140,11 +141,10 @@ def test_the_expert_inspects_boards_with_an_arm_written_in_a_test(test_arm):
 
 def test_the_panda_from_gymnasium_robotics_inspects_boards_with_seven_joints():
     pytest.importorskip("gymnasium_robotics", reason="the [panda] extra is not installed")
-    assert set(ARM_GYM_IDS) == set(ARMS) - {"ur5e_like"}
-    gym_env = gym.make(ARM_GYM_IDS["panda"], image_size=32)
+    gym_env = gym.make(GYM_IDS[("pcb-inspect", "panda")], image_size=32)
     assert gym_env.observation_space["joint_state"].shape == (14,)
     gym_env.close()
-    env = PcbInspectEnv(difficulty="default", image_size=32, arm="panda")
+    env = InspectionEnv(difficulty="default", image_size=32, arm="panda")
     check_env_specs(env)
     assert env.observation_spec["joint_state"].shape == (14,)
     task = env.task

@@ -13,8 +13,8 @@ from gymnasium.utils.env_checker import check_env
 from torchrl.envs.utils import check_env_specs
 
 from robot_rl.envs import GYM_ID, keys, make_env
-from robot_rl.envs.gym_env import PcbInspectGymEnv
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.gym_env import InspectionGymEnv
+from robot_rl.envs.torchrl_env import InspectionEnv
 
 
 def test_gymnasium_env_is_registered_and_passes_the_checker():
@@ -39,7 +39,7 @@ def test_importing_robot_rl_registers_the_gymnasium_id_without_loading_mujoco():
 
 @pytest.mark.parametrize("image_size", [64, 224])
 def test_observations_match_their_spaces(image_size):
-    env = PcbInspectGymEnv("easy", image_size=image_size)
+    env = InspectionGymEnv("easy", image_size=image_size)
     obs, _ = env.reset(seed=3)
     assert obs["pixels"].shape == (image_size, image_size, 3) and obs["pixels"].dtype == np.uint8
     assert obs["joint_state"].shape == (12,) and obs["joint_state"].dtype == np.float32
@@ -89,10 +89,10 @@ def test_parallel_env_batches_several_envs():
 
 
 def test_episode_seeds_select_the_boards():
-    env = PcbInspectEnv(seed=0, episode_seeds=[42, 43])
+    env = InspectionEnv(seed=0, episode_seeds=[42, 43])
     first, second = env.reset(), env.reset()
     assert int(first[keys.EPISODE_SEED]) == 42 and int(second[keys.EPISODE_SEED]) == 43
-    again = PcbInspectEnv(seed=5, episode_seeds=[42]).reset()
+    again = InspectionEnv(seed=5, episode_seeds=[42]).reset()
     assert torch.equal(first[keys.PIXELS], again[keys.PIXELS])
     assert torch.equal(first[keys.BOARD_POSE], again[keys.BOARD_POSE])
 
@@ -107,7 +107,7 @@ def test_parallel_workers_take_episode_seeds_round_robin():
 
 
 def _rollout_gym(seed: int, actions) -> tuple[list, list]:
-    env = PcbInspectGymEnv()
+    env = InspectionGymEnv()
     obs, _ = env.reset(seed=seed)
     observations, rewards = [obs], []
     for pose in actions:
@@ -146,7 +146,7 @@ def test_torchrl_env_is_deterministic_under_a_seed(rng):
 
 
 def test_initial_states_vary_across_seeds():
-    env = PcbInspectGymEnv()
+    env = InspectionGymEnv()
     boards = {tuple(env.reset(seed=s)[1]["task"]["board_pose"].round(4)) for s in range(8)}
     joint_states = {tuple(env.reset(seed=s)[0]["joint_state"][:6].round(4)) for s in range(8)}
     assert len(boards) == 8 and len(joint_states) == 8

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from robot_rl.envs.arms import ARM_PREFIX, ARMS
-from robot_rl.envs.difficulty import DIFFICULTIES
 from robot_rl.envs.scene import ArmScene
+from robot_rl.envs.tasks.pcb_inspect.difficulty import DIFFICULTIES
 
 JOINT_NAMES = ARMS["ur5e_like"].joints
 

@@ -26,7 +26,8 @@ from robot_rl.envs.randomization import (
     get_randomization,
 )
 from robot_rl.envs.scene import recoloured_board_texture
-from robot_rl.envs.task import PcbInspectTask, TaskConfig
+from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
 
 SIZE = 48
 

@@ -20,7 +20,7 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
 def test_renders_when_mujoco_was_imported_first_without_a_backend():
     result = run_python("""
         import mujoco
-        from robot_rl.envs.task import PcbInspectTask
+        from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
         obs = PcbInspectTask("easy").reset(0)
         assert obs["pixels"].std() > 0
         print("ok")
@@ -31,7 +31,7 @@ def test_renders_when_mujoco_was_imported_first_without_a_backend():
 def test_importing_torchrl_after_rendering_does_not_crash():
     # Mesa's and Triton's LLVMs clash when triton loads after a GL context exists; robot_rl preloads triton.
     result = run_python("""
-        from robot_rl.envs.task import PcbInspectTask
+        from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
         PcbInspectTask("easy").reset(0)
         import torchrl, triton
         print("ok")
@@ -43,7 +43,7 @@ def test_importing_torchrl_after_rendering_does_not_crash():
 def test_a_child_forked_after_rendering_fails_loudly_instead_of_hanging():
     result = run_python("""
         import os
-        from robot_rl.envs.task import PcbInspectTask
+        from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
         PcbInspectTask("easy").reset(0)
         pid = os.fork()
         if pid == 0:
@@ -62,7 +62,7 @@ def test_missing_gl_backend_gives_an_install_hint():
     result = run_python("""
         import ctypes.util
         ctypes.util.find_library = lambda name: None  # pretend neither EGL nor OSMesa is installed
-        from robot_rl.envs.task import PcbInspectTask
+        from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
         try:
             PcbInspectTask("easy").reset(0)
         except RuntimeError as err:
@@ -74,7 +74,7 @@ def test_missing_gl_backend_gives_an_install_hint():
 def test_a_stuck_render_ends_the_process_with_a_clear_message():
     result = run_python("""
         import time, mujoco
-        from robot_rl.envs.task import PcbInspectTask
+        from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
         task = PcbInspectTask("easy")
         task.reset(0)
         mujoco.mjr_render = lambda *args: time.sleep(30)  # a GL driver that never returns

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from robot_rl.envs import DEFECT_TYPES, RewardWeights, ScriptedExpert, TaskConfig, Verdict
-from robot_rl.envs.gym_env import PcbInspectGymEnv
-from robot_rl.envs.task import PcbInspectTask
+from robot_rl.envs.gym_env import InspectionGymEnv
+from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
 
 ZERO = np.zeros(6, np.float32)
 
 
-def run_expert(env: PcbInspectGymEnv, seed: int, defect: str | None = None, stop_before_verdict: bool = False):
+def run_expert(env: InspectionGymEnv, seed: int, defect: str | None = None, stop_before_verdict: bool = False):
     """Runs the expert for one episode; returns (observations, infos, rewards, last verdict)."""
     expert = ScriptedExpert(env.task.config)
     obs, info = env.reset(options={"episode_seed": seed, "defect": defect})
@@ -34,7 +34,7 @@ def run_expert(env: PcbInspectGymEnv, seed: int, defect: str | None = None, stop
 
 
 def test_reward_total_equals_the_sum_of_its_terms(rng):
-    env = PcbInspectGymEnv(reward_weights={"shaping": 0.1})
+    env = InspectionGymEnv(reward_weights={"shaping": 0.1})
     for episode in range(6):
         env.reset(seed=episode)
         for _ in range(20):
@@ -49,7 +49,7 @@ def test_correct_and_wrong_verdicts_end_the_episode_with_their_weights():
     weights = RewardWeights(correct_verdict=2.0, wrong_verdict=-3.0)
     for defect, right, wrong in (("none", Verdict.PASS, Verdict.REWORK), ("burn_mark", Verdict.REWORK, Verdict.PASS)):
         for verdict, expected in ((right, 2.0), (wrong, -3.0)):
-            env = PcbInspectGymEnv(reward_weights=weights)
+            env = InspectionGymEnv(reward_weights=weights)
             env.reset(options={"episode_seed": 5, "defect": defect})
             _, reward, terminated, truncated, info = env.step({"pose": ZERO, "verdict": int(verdict)})
             assert terminated and not truncated
@@ -61,7 +61,7 @@ def test_correct_and_wrong_verdicts_end_the_episode_with_their_weights():
 
 
 def test_step_limit_truncates():
-    env = PcbInspectGymEnv(max_steps=5)
+    env = InspectionGymEnv(max_steps=5)
     env.reset(seed=0)
     for step in range(5):
         _, _, terminated, truncated, _ = env.step({"pose": ZERO, "verdict": 0})
@@ -69,26 +69,26 @@ def test_step_limit_truncates():
 
 
 def test_localization_bonus_is_paid_once_within_the_budget():
-    env = PcbInspectGymEnv()
+    env = InspectionGymEnv()
     _, infos, _, _ = run_expert(env, seed=3)
     bonuses = [i["reward_terms"]["localization"] for i in infos[1:]]
     assert bonuses.count(0.5) == 1 and set(bonuses) <= {0.0, 0.5}
     first_localized = next(k for k, i in enumerate(infos[1:]) if i["localized"])
     assert bonuses[first_localized] == 0.5
 
-    late = PcbInspectGymEnv(localization_budget=2)
+    late = InspectionGymEnv(localization_budget=2)
     _, infos, _, _ = run_expert(late, seed=3)
     assert all(i["reward_terms"]["localization"] == 0.0 for i in infos[1:])
 
 
 def test_guess_term_takes_back_only_verdicts_given_off_the_board():
     # Default weights: the env pays a lucky guess like an inspection (the term is there, at 0).
-    env = PcbInspectGymEnv()
+    env = InspectionGymEnv()
     env.reset(options={"episode_seed": 5, "defect": "none"})
     _, reward, _, _, info = env.step({"pose": ZERO, "verdict": int(Verdict.PASS)})
     assert not info["localized"] and info["reward_terms"]["guess"] == 0.0 and reward == 1.0
     # Fine-tuning's weight: a correct verdict from the home pose nets 0, a wrong one -2 ...
-    penalized = PcbInspectGymEnv(reward_weights={"guess": -1.0})
+    penalized = InspectionGymEnv(reward_weights={"guess": -1.0})
     for verdict, expected in ((Verdict.PASS, 0.0), (Verdict.REWORK, -2.0)):
         penalized.reset(options={"episode_seed": 5, "defect": "none"})
         _, reward, _, _, info = penalized.step({"pose": ZERO, "verdict": int(verdict)})
@@ -100,7 +100,7 @@ def test_guess_term_takes_back_only_verdicts_given_off_the_board():
 
 
 def test_potential_shaping_rewards_progress_towards_the_inspection_pose():
-    env = PcbInspectGymEnv(reward_weights={"shaping": 1.0})
+    env = InspectionGymEnv(reward_weights={"shaping": 1.0})
     _, infos, _, _ = run_expert(env, seed=4)
     shaping = [i["reward_terms"]["shaping"] for i in infos[1:-1]]
     assert sum(shaping) > 0.3  # the expert approaches the goal
@@ -110,7 +110,7 @@ def test_potential_shaping_rewards_progress_towards_the_inspection_pose():
 def test_expert_succeeds_on_all_200_seeds_without_collisions():
     # The README's expert figure (200/200 strict successes, 0 collisions at default difficulty, seeds 0-199):
     # the env is deterministic per seed, so this is the figure itself, not a sample of it.
-    env = PcbInspectGymEnv("default")
+    env = InspectionGymEnv("default")
     failed, collided = [], []
     for seed in range(200):
         _, infos, _, _ = run_expert(env, seed)
@@ -124,13 +124,13 @@ def test_expert_succeeds_on_all_200_seeds_without_collisions():
 
 @pytest.mark.parametrize("difficulty", ["easy", "hard"])
 def test_expert_handles_every_difficulty(difficulty):
-    env = PcbInspectGymEnv(difficulty)
+    env = InspectionGymEnv(difficulty)
     results = [run_expert(env, seed)[1][-1]["success"] for seed in range(20)]
     assert sum(results) >= 19
 
 
 def test_driving_into_a_post_is_detected_and_penalized():
-    env = PcbInspectGymEnv("default")
+    env = InspectionGymEnv("default")
     env.reset(options={"episode_seed": 0})
     task = env.task
     post = task.scene.data.mocap_pos[task.scene.post_mocap_ids[0]].copy()
@@ -149,7 +149,7 @@ def test_driving_into_a_post_is_detected_and_penalized():
 
 
 def test_a_defect_changes_the_inspection_view_but_not_the_layout():
-    env = PcbInspectGymEnv("default")
+    env = InspectionGymEnv("default")
     clean_obs, clean_infos, _, _ = run_expert(env, seed=9, defect="none", stop_before_verdict=True)
     clean_layout = env.task.layout
     for defect in DEFECT_TYPES[1:]:
@@ -173,7 +173,7 @@ def test_a_defect_changes_the_inspection_view_but_not_the_layout():
     (ZERO, np.array([1, 2]), TypeError),
 ])
 def test_bad_actions_raise_a_clear_error(pose, verdict, error):
-    env = PcbInspectGymEnv()
+    env = InspectionGymEnv()
     env.reset(seed=0)
     with pytest.raises(error, match="action (pose|verdict)"):
         env.step({"pose": pose, "verdict": verdict})
@@ -183,14 +183,14 @@ def test_bad_actions_raise_a_clear_error(pose, verdict, error):
 def test_out_of_range_pose_is_clipped():
     results = []
     for pose in (np.array([5, -5, 2, 0, 0, -9.0]), np.array([1, -1, 1, 0, 0, -1.0])):
-        env = PcbInspectGymEnv()
+        env = InspectionGymEnv()
         env.reset(seed=2)
         results.append(env.step({"pose": pose, "verdict": 0})[0]["joint_state"])
     np.testing.assert_array_equal(*results)
 
 
 def test_missing_action_keys_raise():
-    env = PcbInspectGymEnv()
+    env = InspectionGymEnv()
     env.reset(seed=0)
     with pytest.raises(ValueError, match="keys 'pose' and 'verdict'"):
         env.step({"pose": ZERO})

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from robot_rl.configs import FinetuneConfig
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune import trainer
 from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.policy import PolicyConfig, make_actor
@@ -61,7 +61,7 @@ def backend_config(collector: str, **overrides) -> FinetuneConfig:
 
 
 def one_batch(config: FinetuneConfig, before_shutdown=None):
-    proof = PcbInspectEnv(**ENV)
+    proof = InspectionEnv(**ENV)
     actor = make_actor(proof.observation_spec, proof.full_action_spec, PolicyConfig(hidden=16)).eval()
     collector, _ = make_collector(config, actor, dict(ENV), torch.device("cpu"), seed=0)
     try:

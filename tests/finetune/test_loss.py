@@ -10,7 +10,7 @@ from tensordict import TensorDict
 from torchrl.collectors import Collector
 
 from robot_rl import keys
-from robot_rl.envs.torchrl_env import PcbInspectEnv
+from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune.critic import make_privileged_critic
 from robot_rl.finetune.learner import PPOLearner
 from robot_rl.finetune.loss import anchor_parameters, verdict_targets
@@ -93,7 +93,7 @@ def test_anchor_is_zero_at_the_start_and_grows_as_the_policy_moves():
 
 
 def test_privileged_critic_reads_the_task_state_not_the_pixels():
-    env = PcbInspectEnv(difficulty="easy", image_size=48)
+    env = InspectionEnv(difficulty="easy", image_size=48)
     critic = make_privileged_critic(env.observation_spec, hidden=16)
     td = env.reset()
     value = critic(td.clone()).get(keys.STATE_VALUE)
@@ -108,7 +108,7 @@ def test_privileged_critic_reads_the_task_state_not_the_pixels():
 
 @pytest.mark.parametrize("temperature, floor", [(1.0, 0.0), (0.25, 0.1)], ids=["plain", "factored"])
 def test_continue_bias_makes_a_fresh_head_keep_looking(temperature, floor):
-    env = PcbInspectEnv(difficulty="easy", image_size=48)
+    env = InspectionEnv(difficulty="easy", image_size=48)
     config = PolicyConfig(answer_temperature=temperature, continue_floor=floor)  # holds at the head's temperature
     actor = make_actor(env.observation_spec, env.full_action_spec, config).eval()
     set_continue_probability(actor, 0.97)

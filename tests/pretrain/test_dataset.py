@@ -9,7 +9,7 @@ import torch
 
 from robot_rl import keys
 from robot_rl.configs import DIFFICULTY_NAMES
-from robot_rl.envs.difficulty import DIFFICULTIES
+from robot_rl.envs.tasks.pcb_inspect.difficulty import DIFFICULTIES
 from robot_rl.errors import UsageError
 from robot_rl.pretrain.dataset import DatasetError, DemoDataset, EpisodeRecord
 from tests.conftest import IMAGE_SIZE, collect

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from robot_rl.envs.task import TaskConfig, Verdict, is_localized
+from robot_rl.envs.task import TaskConfig, Verdict
+from robot_rl.envs.tasks.pcb_inspect.view import is_localized
 
 
 @dataclass(frozen=True)

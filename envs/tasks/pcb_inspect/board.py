@@ -17,11 +17,9 @@ import mujoco
 import numpy as np
 
 from robot_rl.envs.difficulty import Difficulty
+from robot_rl.envs.scene import BOARD_TOP, HIDDEN_GROUP
 
-BOARD_HALF_SIZE = (0.04, 0.03)  # m, must match the board_plank geom of the MJCF
-BOARD_TOP = 0.0016  # m above the table
 PAD_HALF_HEIGHT = 0.0001
-HIDDEN_GROUP = 3  # geom group the renderers do not draw
 
 POOL_SIZES = {"chip": 3, "cap": 3, "res": 5}
 COUNT_RANGES = {"chip": (1, 3), "cap": (1, 3), "res": (2, 5)}  # at most 11 of the 12 grid cells

@@ -1,0 +1,60 @@
+"""The inspection tasks, one package each (task, props, expert, difficulty presets), and the registry that names
+them. The TorchRL and Gymnasium front-ends know no task by name: they build ``get_task(name)``.
+
+A task of your own: subclass ``robot_rl.envs.task.InspectionTask`` and ``register_task`` it (as ManiSkill's
+``@register_env``); ``--task NAME`` then reaches it from every CLI stage once its module is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
+from robot_rl.envs.difficulty import Difficulty
+from robot_rl.envs.randomization import Randomization
+from robot_rl.envs.task import InspectionTask, RewardWeights, TaskConfig
+from robot_rl.envs.tasks.lead_inspect import LeadInspectTask
+from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
+from robot_rl.errors import UsageError
+
+TASKS: dict[str, type[InspectionTask]] = {task.name: task for task in (PcbInspectTask, LeadInspectTask)}
+DEFAULT_TASK = PcbInspectTask.name
+
+
+class TaskError(UsageError, ValueError):
+    """An unknown task name or a task class that cannot be registered; the CLI exits 2."""
+
+
+def register_task(task: type[InspectionTask]) -> type[InspectionTask]:
+    """Makes ``task`` known by its ``name`` in this process (a decorator; a name taken by another class is
+    refused)."""
+    if not (isinstance(task, type) and issubclass(task, InspectionTask)):
+        raise TaskError(f"register_task: {task!r} is not an InspectionTask subclass")
+    for attribute in ("name", "version", "difficulties", "defect_types", "expert_class"):
+        if not hasattr(task, attribute):
+            raise TaskError(f"task class {task.__name__} has no {attribute!r}")
+    if TASKS.get(task.name, task) is not task:
+        raise TaskError(f"task {task.name!r} is registered already, by {TASKS[task.name].__name__}")
+    TASKS[task.name] = task
+    return task
+
+
+def get_task(task: str | type[InspectionTask]) -> type[InspectionTask]:
+    """A registered task class by name, or a task class as given."""
+    if isinstance(task, type) and issubclass(task, InspectionTask):
+        return task
+    if task not in TASKS:
+        raise TaskError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    return TASKS[task]
+
+
+def build_task(task: str | type[InspectionTask], difficulty: str | Difficulty, image_size: int,
+               reward_weights: RewardWeights | Mapping | None, task_overrides: Mapping[str, Any],
+               randomization: str | Randomization = "none", arm: str | ArmSpec = DEFAULT_ARM) -> InspectionTask:
+    """The task behind both front-ends, from constructor arguments (``reward_weights`` may be a partial dict)."""
+    if isinstance(reward_weights, Mapping):
+        reward_weights = replace(RewardWeights(), **reward_weights)
+    config = TaskConfig(image_size=image_size, reward_weights=reward_weights or RewardWeights(), **task_overrides)
+    return get_task(task)(difficulty, config, randomization, arm)
