@@ -24,7 +24,7 @@ from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
 from robot_rl.envs.difficulty import DIFFICULTY_NAMES
 from robot_rl.envs.randomization import RANDOMIZATIONS
-from robot_rl.envs.tasks import TASKS
+from robot_rl.envs.tasks import get_task
 from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import check_scalars
 from robot_rl.errors import TrainingDiverged, UsageError
@@ -73,10 +73,8 @@ class BCRun:
         if config.image_size and config.image_size != self.dataset.image_size:
             raise UsageError(f"--image-size {config.image_size} does not match the demos in {config.data} "
                              f"({self.dataset.image_size})")
-        self.task = TASKS.get(self.dataset.meta["env"])
-        if self.task is None:
-            raise UsageError(f"{config.data}: unknown task {self.dataset.meta['env']!r} in meta.json; known: "
-                             f"{', '.join(TASKS)}")
+        self.task_name = self.dataset.meta["env"]  # a registered name or a user's module:Class
+        self.task = get_task(self.task_name)
         if self.dataset.meta["env_version"] != self.task.version:
             raise UsageError(f"{config.data}: demos of {self.task.name} v{self.dataset.meta['env_version']}, this "
                              f"code runs v{self.task.version}; collect them again")
@@ -104,9 +102,9 @@ class BCRun:
 
         # Create models
         torch.manual_seed(config.seed)
-        env = proof_env(self.difficulty, self.dataset.image_size, self.arm, self.task.name)
+        env = proof_env(self.difficulty, self.dataset.image_size, self.arm, self.task_name)
         self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config()).to(self.device)
-        self.env_info = {"env": self.task.name, "env_version": self.task.version, "difficulty": self.difficulty,
+        self.env_info = {"env": self.task_name, "env_version": self.task.version, "difficulty": self.difficulty,
                          "image_size": self.dataset.image_size, "randomization": self.randomization, "arm": self.arm}
 
         # Create loss and optimizer
@@ -224,7 +222,7 @@ class BCRun:
         num_envs = self.config.eval_envs or os.cpu_count() or 1
         metrics, _ = evaluate_policy(self.actor, self.eval_seeds, difficulty=self.difficulty,
                                      image_size=self.dataset.image_size, num_envs=num_envs, device=self.device,
-                                     randomization=self.randomization, arm=self.arm, task=self.task.name)
+                                     randomization=self.randomization, arm=self.arm, task=self.task_name)
         return metrics
 
     def run(self, progress: bool = True, until_epoch: int | None = None) -> dict:

@@ -63,7 +63,9 @@ def _episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorD
 def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     """Collects ``config.episodes`` expert episodes into ``config.out``; returns a summary of the run."""
     task = get_task(config.task)  # an unknown name exits 2 before the dataset is touched
-    info = {"env": task.name, "env_version": task.version, "image_size": config.image_size,
+    # A user's task given as module:Class is recorded so: later stages import it again from there.
+    info = {"env": config.task if ":" in config.task else task.name, "env_version": task.version,
+            "image_size": config.image_size,
             "difficulty": config.difficulty, "randomization": config.randomization, "arm": config.arm}
     dataset = DemoDataset.open_for_append(config.out, info)
     run = _plan_run(dataset, config)
@@ -74,7 +76,7 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     # Resumed runs draw from a fresh stream, so they do not repeat the boards already collected.
     env_seed = run["seed"] * 1_000_003 + run["episodes"]
     env = make_env(num_envs=num_envs, difficulty=config.difficulty, image_size=config.image_size, seed=env_seed,
-                   randomization=config.randomization, arm=config.arm, task=task.name,
+                   randomization=config.randomization, arm=config.arm, task=info["env"],
                    parallel=num_envs > 1)
     policy = ExpertPolicy(TaskConfig(image_size=config.image_size), pose_noise=config.pose_noise, seed=env_seed,
                           task=task)

@@ -31,6 +31,13 @@ GYM_IDS = {
     ("lead-inspect", "panda"): "robot_rl/LeadInspectPanda-v1",
 }
 
+# The same tasks with one Box action (pose + a verdict score), for Stable-Baselines3 and the like (robot_rl.envs.flat);
+# any arm goes as ``gym.make(FLAT_GYM_IDS[task], arm=...)``.
+FLAT_GYM_IDS = {"pcb-inspect": f"robot_rl/PcbInspectFlat-v{ENV_VERSION}", "lead-inspect": "robot_rl/LeadInspectFlat-v1"}
+
 for (_task, _arm), _id in GYM_IDS.items():
     if _id not in gym.registry:
         gym.register(id=_id, entry_point="robot_rl.envs.gym_env:InspectionGymEnv", kwargs={"task": _task, "arm": _arm})
+for _task, _id in FLAT_GYM_IDS.items():
+    if _id not in gym.registry:
+        gym.register(id=_id, entry_point="robot_rl.envs.flat:make_flat_env", kwargs={"task": _task})

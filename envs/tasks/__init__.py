@@ -2,11 +2,13 @@
 them. The TorchRL and Gymnasium front-ends know no task by name: they build ``get_task(name)``.
 
 A task of your own: subclass ``robot_rl.envs.task.InspectionTask`` and ``register_task`` it (as ManiSkill's
-``@register_env``); ``--task NAME`` then reaches it from every CLI stage once its module is imported.
+``@register_env``) to build it by name in your process; from the CLI, ``--task my_package.my_module:MyTask`` imports
+it (datasets and checkpoints then record that import path, so every later stage finds it again).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -42,9 +44,18 @@ def register_task(task: type[InspectionTask]) -> type[InspectionTask]:
 
 
 def get_task(task: str | type[InspectionTask]) -> type[InspectionTask]:
-    """A registered task class by name, or a task class as given."""
+    """A registered task class by name, a task class as given, or ``"module:Class"`` (imported and registered)."""
     if isinstance(task, type) and issubclass(task, InspectionTask):
         return task
+    if ":" in task and task not in TASKS:
+        module, _, attribute = task.partition(":")
+        try:
+            found = getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as err:
+            raise TaskError(f"--task {task}: cannot import it ({err})") from None
+        register_task(found)
+        TASKS[task] = found  # the import path names it too, as datasets and checkpoints record it
+        return found
     if task not in TASKS:
         raise TaskError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     return TASKS[task]

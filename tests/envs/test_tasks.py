@@ -163,3 +163,40 @@ def test_every_stage_runs_from_the_cli_with_the_lead_task_and_its_checkpoint_ref
     assert "dataset has env='lead-inspect'" in capsys.readouterr().err
     assert main(["demo", "--task", "lead", "--out", str(tmp_path / "demo")]) == 2
     assert "unknown task 'lead'" in capsys.readouterr().err
+
+
+USER_TASK_MODULE = '''
+from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
+from robot_rl.envs.tasks.pcb_inspect.difficulty import DIFFICULTIES
+
+
+class DimBoards(PcbInspectTask):
+    name = "dim-boards"
+    version = 3
+    difficulties = {n: d.__class__(**{**d.__dict__, "light_variation": 0.5}) for n, d in DIFFICULTIES.items()}
+'''
+
+
+def test_a_users_task_module_goes_to_the_cli_as_module_colon_class_and_is_recorded_so(tmp_path, monkeypatch,
+                                                                                       capsys):
+    from robot_rl.cli import main
+    from robot_rl.run_folder import load_checkpoint
+
+    (tmp_path / "my_tasks.py").write_text(USER_TASK_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data, bc = tmp_path / "demos", tmp_path / "bc"
+    try:
+        assert main(["collect-demos", "--out", str(data), "--episodes", "2", "--difficulty", "easy", "--image-size",
+                     "32", "--num-envs", "1", "--task", "my_tasks:DimBoards"]) == 0
+        meta = json.loads((data / "meta.json").read_text())
+        assert (meta["env"], meta["env_version"]) == ("my_tasks:DimBoards", 3)
+        TASKS.pop("my_tasks:DimBoards"), TASKS.pop("dim-boards")  # as a fresh process: found again from meta.json
+        assert main(["pretrain", "--data", str(data), "--run-dir", str(bc), "--epochs", "1", "--batch-size", "8",
+                     "--steps-per-epoch", "1", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]) == 0
+        assert load_checkpoint(bc / "checkpoints" / "best.pt")["env"]["env"] == "my_tasks:DimBoards"
+        capsys.readouterr()
+        assert main(["demo", "--task", "my_tasks:Missing", "--out", str(tmp_path / "demo")]) == 2
+        assert "--task my_tasks:Missing: cannot import it" in capsys.readouterr().err
+    finally:
+        for name in ("my_tasks:DimBoards", "dim-boards"):
+            TASKS.pop(name, None)
