@@ -103,7 +103,8 @@ def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | N
     else:
         task_name = config.task or DEFAULT_TASK
         env_info = {"env": task_name, "env_version": get_task(task_name).version,
-                    "difficulty": config.difficulty or "default", "image_size": config.image_size or 84, "randomization": config.randomization or "none",
+                    "difficulty": config.difficulty or "default", "image_size": config.image_size or 84,
+                    "randomization": config.randomization or "none",
                     "arm": config.arm or DEFAULT_ARM}
         policy_config = PolicyConfig()  # the architecture defaults, as BC's
     if config.pose_min_scale:
