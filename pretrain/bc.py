@@ -123,7 +123,7 @@ class BCRun:
         # Create logger; restore state when resuming
         self.epoch, self.step, self.best_success = 0, 0, -1.0
         self.epoch_sums: dict[str, float] = {}  # loss sums of the current epoch's steps so far
-        self.logger = RunLogger(self.run_dir)
+        self.logger = RunLogger(self.run_dir, backend=config.logger)
         self.stop = StopOnInterrupt()
         if resume:
             self._restore()
@@ -242,6 +242,7 @@ class BCRun:
                    "finished": self.epoch == config.epochs}
         if summary["finished"]:
             self.folder.finish(summary)
+        self.logger.close()
         return summary
 
     def _end_epoch(self, metrics: dict, progress: bool) -> dict | None:

@@ -33,6 +33,9 @@ COLLECTORS = ("direct", "process", "ray")
 VIDEO_QUALITIES = ("pretty", "fast")
 EXPORT_FORMATS = ("torchscript", "export", "onnx", "safetensors", "all")
 PIPELINE_PRESETS = ("quick", "full")
+LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
+LOGGER_HELP = ("where scalars go besides the run folder's CSV log (always written): csv (nothing more), tensorboard, "
+               "wandb (offline, under the run folder) or mlflow (a file store under the run folder)")
 
 
 def _one_of(names) -> str:
@@ -139,9 +142,11 @@ class BCConfig(ActorArchitecture):
                                 "'' = the dataset's")
     steps_per_epoch: int = option(0, "cap on gradient steps per epoch (0 = a full pass)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
+    logger: str = option("csv", LOGGER_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
+            ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
             ("epochs", self.epochs >= 1, ">= 1"), ("batch_size", self.batch_size >= 1, ">= 1"),
             ("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
             ("grad_clip", self.grad_clip > 0, "> 0"), ("val_fraction", 0 < self.val_fraction < 1, "in (0, 1)"),
@@ -244,10 +249,12 @@ class FinetuneConfig:
     critic_hidden: int = option(256, "MLP width of the critic (the actor's architecture is the BC run's, or "
                                 "ActorArchitecture's defaults with --from-scratch)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
+    logger: str = option("csv", LOGGER_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
             ("init", bool(self.init) != self.from_scratch, "a BC run folder, or '' with --from-scratch"),
+            ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
             ("difficulty", self.difficulty in ("", *DIFFICULTY_NAMES), f"'' or one of {', '.join(DIFFICULTY_NAMES)}"),
             ("randomization", self.randomization in ("", *RANDOMIZATION_NAMES),
              f"'' or one of {', '.join(RANDOMIZATION_NAMES)}"),

@@ -161,7 +161,7 @@ class PPORun:
                                   mean_over_ranks=distributed.mean_over_ranks(self.dist))
 
         # Create logger (rank 0); restore state when resuming
-        self.logger = RunLogger(self.run_dir) if self.is_main else None
+        self.logger = RunLogger(self.run_dir, backend=config.logger) if self.is_main else None
         self.eval_seeds = held_out_seeds(config.eval_seed, config.eval_episodes, set())
         self.curve: list[dict] = []  # closed-loop success against frames
         self.stop = StopOnInterrupt()
@@ -288,6 +288,8 @@ class PPORun:
                     self.save()
         finally:
             bar.close()
+            if self.logger is not None:
+                self.logger.close()
         summary = {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
                    "init": config.init or "scratch", "env": self.env_info, "seconds": round(self.seconds, 1),
                    "finished": self.iteration == config.iterations}
