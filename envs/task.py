@@ -134,7 +134,8 @@ class InspectionTask:
 
     A subclass names the task (``name``, ``version``: bump it when its dynamics, rendering or rewards change),
     its ``difficulties`` (presets named as ``DIFFICULTY_NAMES``), ``defect_types`` ("none" first) and
-    ``expert_class``, and implements the hooks below ``-- the task's own --``.
+    ``expert_class``, and implements the hooks below ``-- the task's own --`` (``defective`` and ``defect_index``
+    follow from ``defect``).
     """
 
     name: ClassVar[str]
@@ -197,13 +198,8 @@ class InspectionTask:
         raise NotImplementedError
 
     @property
-    def defective(self) -> bool:
-        """This episode needs rework."""
-        raise NotImplementedError
-
-    @property
-    def defect_index(self) -> int:
-        """This episode's defect, an index into ``defect_types``."""
+    def defect(self) -> str:
+        """This episode's defect, one of ``defect_types`` ("none": clean)."""
         raise NotImplementedError
 
     def localized(self) -> bool:
@@ -213,6 +209,20 @@ class InspectionTask:
     def inspection_point(self) -> np.ndarray:
         """Where the camera inspects from (m, world frame): the goal of the shaping potential."""
         raise NotImplementedError
+
+    @property
+    def defective(self) -> bool:
+        """This episode needs rework."""
+        return self.defect != "none"
+
+    @property
+    def defect_index(self) -> int:
+        """This episode's defect, an index into ``defect_types``."""
+        return self.defect_types.index(self.defect)
+
+    def board_pose(self) -> np.ndarray:
+        """The board's centre x, y, top z (m) and yaw (rad), float64 [4]."""
+        return np.array([*self.board_xy, BOARD_TOP, self.board_yaw])
 
     # -- episode ----------------------------------------------------------------------------------------------
     def reset(self, seed: int, defect: str | None = None) -> dict[str, np.ndarray]:
@@ -316,7 +326,7 @@ class InspectionTask:
         pos, quat = self.scene.camera_pose()[0], self.scene.camera_quat()
         return {
             "episode_seed": np.array([self._episode_seed], np.int64),
-            "board_pose": np.array([*self.board_xy, BOARD_TOP, self.board_yaw], np.float32),
+            "board_pose": self.board_pose().astype(np.float32),
             "defective": np.array([self.defective]),
             "defect_type": np.array([self.defect_index], np.int64),
             "camera_pose": np.concatenate([pos, quat]).astype(np.float32),

@@ -261,6 +261,7 @@ class RunLogger:
 
     def __init__(self, run_dir: str | Path, name: str = LOGS, backend: str = "csv"):
         self.log_dir = Path(run_dir)
+        self.backend = backend
         self.loggers: list[Logger] = [CSVLogger(exp_name=name, log_dir=str(self.log_dir))]
         if backend != "csv":
             self.loggers.append(_backend_logger(backend, self.log_dir, name))
@@ -275,16 +276,14 @@ class RunLogger:
 
     def close(self) -> None:
         """Ends the backend's run (W&B writes its summary, MLflow closes its run); the CSV needs nothing."""
-        for logger in self.loggers[1:]:
-            experiment = getattr(logger, "experiment", None)
-            if hasattr(experiment, "finish"):  # wandb
-                experiment.finish()
-            elif type(logger).__name__ == "MLFlowLogger":
-                import mlflow
+        if self.backend == "wandb":
+            self.loggers[1].experiment.finish()
+        elif self.backend == "mlflow":
+            import mlflow
 
-                mlflow.end_run()
-            elif hasattr(experiment, "close"):  # TensorBoard's SummaryWriter
-                experiment.close()
+            mlflow.end_run()
+        elif self.backend == "tensorboard":
+            self.loggers[1].experiment.close()  # its SummaryWriter
 
     def truncate_after(self, step: int) -> None:
         """Drops CSV rows logged after ``step`` (by a run killed after its last checkpoint), before resuming."""

@@ -20,6 +20,7 @@ from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
 from robot_rl.envs.tasks.pcb_inspect.expert import ScriptedExpert
 from robot_rl.envs.torchrl_env import InspectionEnv
+from tests.envs.expert_runs import expert_inspects_without_collisions
 
 # A 6-joint arm with its own link lengths (shoulder 0.15 m up, links 0.40 and 0.34 m), no actuators, and a
 # gripper finger on a slide joint that the spec does not control (welded).
@@ -115,28 +116,12 @@ def test_an_arm_written_in_a_test_passes_the_env_contract(test_arm):
     gym.make("robot_rl/PcbInspect-v2", difficulty="easy", image_size=32, arm=test_arm).close()
 
 
-def _expert_inspects_without_collisions(task: PcbInspectTask, boards: int) -> None:
-    """The scripted expert succeeds on boards 0..boards-1 of ``task`` without touching anything."""
-    expert = ScriptedExpert(task.config)
-    for seed in range(boards):
-        observation = task.reset(seed)
-        for _ in range(task.config.max_steps):
-            state = task.privileged()
-            result = task.step(*expert.act(state["camera_pose"], state["board_pose"], state["defective"],
-                                           observation["joint_state"]))
-            observation = result.observation
-            assert not result.flags["collision"]
-            if result.terminated or result.truncated:
-                break
-        assert result.flags["success"], f"board {seed}"
-
-
 def test_the_expert_inspects_boards_with_an_arm_written_in_a_test(test_arm):
     task = PcbInspectTask("easy", TaskConfig(image_size=32), arm=test_arm)
     model = task.scene.model
     assert ARM_PREFIX + "finger_slide" not in [model.joint(i).name for i in range(model.njnt)]  # welded
     assert model.nu == 6 and (model.actuator_gainprm[:, 0] == 3000.0).all()
-    _expert_inspects_without_collisions(task, boards=3)
+    expert_inspects_without_collisions(task, range(3))
 
 
 def test_the_panda_from_gymnasium_robotics_inspects_boards_with_seven_joints():
@@ -150,7 +135,7 @@ def test_the_panda_from_gymnasium_robotics_inspects_boards_with_seven_joints():
     task = env.task
     model = task.scene.model
     assert model.njnt == 7 and model.nu == 7  # the fingers are welded, their servos gone
-    _expert_inspects_without_collisions(task, boards=2)
+    expert_inspects_without_collisions(task, range(2))
 
 
 def test_a_solved_home_puts_the_camera_at_the_home_pose_looking_down(test_arm):

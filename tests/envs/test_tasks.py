@@ -22,6 +22,7 @@ from robot_rl.envs.tasks.lead_inspect.part import DEFECT_TYPES
 from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
 from robot_rl.envs.tasks.pcb_inspect.expert import ScriptedExpert
 from robot_rl.envs.torchrl_env import InspectionEnv
+from tests.envs.expert_runs import expert_inspects_without_collisions
 
 
 def _run_expert(task, expert, seed: int, defect: str | None = None, max_steps: int = 80):
@@ -83,20 +84,8 @@ def test_the_lead_task_passes_the_gymnasium_checker_and_torchrl_specs():
 
 def test_the_lead_expert_inspects_every_difficulty_without_collisions():
     for difficulty, boards in (("easy", 3), ("default", 4), ("hard", 3)):
-        task = LeadInspectTask(difficulty, TaskConfig(image_size=32))
-        expert = get_task("lead-inspect").expert_class(task.config)
-        for seed in range(boards):
-            task.reset(100 + seed)
-            collided = False
-            while True:
-                p = task.privileged()
-                pose, verdict = expert.act(p["camera_pose"], p["board_pose"], p["defective"],
-                                           task.scene.joint_state())
-                result = task.step(pose, verdict)
-                collided |= result.flags["collision"]
-                if result.terminated or result.truncated:
-                    break
-            assert result.flags["success"] and not collided, (difficulty, seed, task.step_count)
+        expert_inspects_without_collisions(LeadInspectTask(difficulty, TaskConfig(image_size=32)),
+                                           range(100, 100 + boards))
 
 
 def test_the_pins_are_in_sight_from_the_lead_view_and_hidden_from_straight_above():

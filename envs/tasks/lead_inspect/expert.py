@@ -40,14 +40,14 @@ class LeadExpert:
         cam = camera_pose.reshape(-1, 7).astype(np.float64)
         board = board_pose.reshape(-1, 4).astype(np.float64)
         pos, rot = cam[:, :3], Rotation.from_quat(cam[:, 3:], scalar_first=True)
-        _, viewpoint, goal_rot = lead_view(board, self.view)
+        target, viewpoint, goal_rot = lead_view(board, self.view)
         translation = (viewpoint - pos) / tc.max_translation
         rotation = (Rotation.from_matrix(goal_rot) * rot.inv()).as_rotvec() / tc.max_rotation
         pose = np.clip(np.concatenate([translation, rotation], axis=1), -1.0, 1.0)
 
         joints = joint_state.shape[-1] // 2
         speed = np.linalg.norm(joint_state.reshape(-1, 2 * joints)[:, joints:], axis=1)
-        there = at_viewpoint(pos, rot.as_matrix(), board, self.view, margin=c.decide_margin)
+        there = at_viewpoint(pos, rot.as_matrix(), target, viewpoint, self.view, margin=c.decide_margin)
         decide = there & (speed <= c.rest_speed)
         verdict = np.where(decide, np.where(defective.reshape(-1), Verdict.REWORK, Verdict.PASS), Verdict.CONTINUE)
         pose[decide] = 0.0

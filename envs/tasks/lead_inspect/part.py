@@ -77,14 +77,6 @@ class ConnectorDefect:
     bent_pin: int = -1
     bend: float = 0.0  # rad, about the board-frame x axis
 
-    @property
-    def defective(self) -> bool:
-        return self.defect != "none"
-
-    @property
-    def defect_index(self) -> int:
-        return DEFECT_TYPES.index(self.defect)
-
 
 def sample_defect(seed: int, defect_scale: float, defect: str | None = None) -> ConnectorDefect:
     """The connector of episode ``seed``: clean with probability 0.5, else a bridge or a bent pin (``defect``

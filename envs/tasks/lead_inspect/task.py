@@ -5,7 +5,6 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from robot_rl.envs.scene import BOARD_TOP
 from robot_rl.envs.task import InspectionTask
 from robot_rl.envs.tasks.lead_inspect.difficulty import DIFFICULTIES
 from robot_rl.envs.tasks.lead_inspect.expert import LeadExpert
@@ -45,6 +44,7 @@ class LeadInspectTask(InspectionTask):
     def bind_props(self, model: mujoco.MjModel) -> None:
         self.connector = ConnectorGeoms(model)
         self.part = None
+        self._view = None
         camera_body = model.site_bodyid[self.scene.camera_site_id]
         self._ray_exclude = int(camera_body)
         self._ray_geom = np.zeros(1, np.int32)
@@ -52,32 +52,34 @@ class LeadInspectTask(InspectionTask):
     def set_up_props(self, seed: int, defect: str | None) -> None:
         self.part = sample_defect(seed, self.difficulty.defect_scale, defect)
         self.connector.apply(self.part)
+        self._view = None  # the board is placed after this: the view is computed on first use
+
+    def _episode_view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(pin-row centre, viewpoint, sight-line target) of this episode's board, computed once per episode."""
+        if self._view is None:
+            board = self.board_pose()
+            target, viewpoint, _ = lead_view(board, self.view)
+            self._view = target, viewpoint, sight_target(board)
+        return self._view
 
     @property
-    def defective(self) -> bool:
-        return self.part.defective
-
-    @property
-    def defect_index(self) -> int:
-        return self.part.defect_index
-
-    def _board_pose(self) -> np.ndarray:
-        return np.array([*self.board_xy, BOARD_TOP, self.board_yaw])
+    def defect(self) -> str:
+        return self.part.defect
 
     def localized(self) -> bool:
         pos, rot = self.scene.camera_pose()
-        board = self._board_pose()
-        return bool(at_viewpoint(pos, rot, board, self.view)) and self.leads_in_sight()
+        target, viewpoint, _ = self._episode_view()
+        return bool(at_viewpoint(pos, rot, target, viewpoint, self.view)) and self.leads_in_sight()
 
     def leads_in_sight(self) -> bool:
         """A ray from the camera to the middle pad first meets a pin, pad or bridge (``mj_ray``)."""
         pos, _ = self.scene.camera_pose()
-        target = sight_target(self._board_pose())
+        target = self._episode_view()[2]
         distance = mujoco.mj_ray(self.scene.model, self.scene.data, pos, target - pos, _RAY_GROUPS, 1,
                                  self._ray_exclude, self._ray_geom)
         return distance >= 0 and int(self._ray_geom[0]) in self.connector.lead_ids
 
     def inspection_point(self) -> np.ndarray:
-        return lead_view(self._board_pose(), self.view)[1]
+        return self._episode_view()[1]
 
 

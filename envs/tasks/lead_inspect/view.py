@@ -67,9 +67,9 @@ def aim_error(camera_pos: np.ndarray, camera_rot: np.ndarray, target: np.ndarray
     return np.arccos(np.clip(cosine, -1.0, 1.0))
 
 
-def at_viewpoint(camera_pos: np.ndarray, camera_rot: np.ndarray, board_pose: np.ndarray, view: LeadView,
-                 margin: float = 1.0) -> np.ndarray:
-    """The camera near the viewpoint and aimed at the pin row (``margin`` scales both tolerances); batched."""
-    target, viewpoint, _ = lead_view(board_pose, view)
+def at_viewpoint(camera_pos: np.ndarray, camera_rot: np.ndarray, target: np.ndarray, viewpoint: np.ndarray,
+                 view: LeadView, margin: float = 1.0) -> np.ndarray:
+    """The camera near ``viewpoint`` and aimed at ``target`` (as ``lead_view`` gives them; ``margin`` scales both
+    tolerances); batched."""
     near = np.linalg.norm(camera_pos - viewpoint, axis=-1) <= margin * view.position_tolerance
     return near & (aim_error(camera_pos, camera_rot, target) <= margin * view.aim_tolerance)

@@ -48,12 +48,8 @@ class PcbInspectTask(InspectionTask):
         self.board_geoms.apply(self.layout)
 
     @property
-    def defective(self) -> bool:
-        return self.layout.defective
-
-    @property
-    def defect_index(self) -> int:
-        return self.layout.defect_index
+    def defect(self) -> str:
+        return self.layout.defect
 
     def localized(self) -> bool:
         """Camera over the board centre, at inspection height, looking down (within the config's tolerances)."""
