@@ -32,8 +32,9 @@ from robot_rl.options import resolve_device
 from robot_rl.policy import actor_network, make_actor
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
-from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.pretrain.lerobot_import import open_demos
 from robot_rl.run_folder import (
+    IMPORTED_DEMOS,
     RunFolder,
     RunLogger,
     StopOnInterrupt,
@@ -69,7 +70,7 @@ class BCRun:
             torch.set_num_threads(config.threads)
 
         # Create data
-        self.dataset = DemoDataset.open(config.data)
+        self.dataset = open_demos(config.data, import_dir=self.run_dir / IMPORTED_DEMOS)
         if config.image_size and config.image_size != self.dataset.image_size:
             raise UsageError(f"--image-size {config.image_size} does not match the demos in {config.data} "
                              f"({self.dataset.image_size})")

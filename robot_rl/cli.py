@@ -118,6 +118,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export_dataset(args: argparse.Namespace) -> int:
+    from robot_rl.configs import ExportDatasetConfig
+    from robot_rl.options import config_from_args
+    from robot_rl.pretrain.lerobot_export import export_dataset
+
+    config = config_from_args(ExportDatasetConfig, args)
+    summary = export_dataset(config.data, config.out or f"{config.data.rstrip('/')}-lerobot",
+                             video_codec=config.video_codec, crf=config.crf)
+    print(f"{summary['out']}: LeRobot v3.0 dataset, {summary['episodes']} episodes, {summary['frames']} frames, "
+          f"{summary['files']} files, {summary['bytes'] / 2**20:.1f} MiB")
+    return 0
+
+
 def _cmd_pipeline(args: argparse.Namespace) -> int:
     from robot_rl.configs import DEFAULT_ARM, DEFAULT_TASK, PipelineConfig
     from robot_rl.options import config_from_args
@@ -159,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         DemoConfig,
         EvaluateConfig,
         ExportConfig,
+        ExportDatasetConfig,
         FinetuneConfig,
         PipelineConfig,
     )
@@ -178,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
                  _cmd_evaluate)
     _add_command(commands, "export", "export the actor as TorchScript / torch.export / ONNX", ExportConfig,
                  _cmd_export)
+    _add_command(commands, "export-dataset", "write a demo dataset as a LeRobot dataset (v3.0: parquet + MP4)",
+                 ExportDatasetConfig, _cmd_export_dataset)
     _add_command(commands, "pipeline", "collect-demos -> pretrain -> finetune -> evaluate", PipelineConfig,
                  _cmd_pipeline)
     return parser

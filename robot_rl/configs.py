@@ -31,6 +31,7 @@ ARM_HELP = "the arm carrying the camera: a registered name (ur5e_like) or an Arm
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
 COLLECTORS = ("direct", "process", "ray")
 VIDEO_QUALITIES = ("pretty", "fast")
+VIDEO_CODECS = ("h264", "libsvtav1", "none")  # export-dataset (none: PNG frames)
 EXPORT_FORMATS = ("torchscript", "export", "onnx", "safetensors", "all")
 PIPELINE_PRESETS = ("quick", "full")
 LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
@@ -117,7 +118,8 @@ class CollectConfig:
 class BCConfig(ActorArchitecture):
     """Options of ``robot-rl pretrain`` (the architecture options first, from ``ActorArchitecture``)."""
 
-    data: str = option("data/demos", "demonstration dataset folder (from collect-demos)")
+    data: str = option("data/demos", "demonstration dataset folder: from collect-demos, or a LeRobot v3.0 dataset "
+                       "(read once into the run folder)")
     run_dir: str = option("runs/bc", "output folder: config, checkpoints, logs")
     epochs: int = option(20, "passes over the training frames")
     batch_size: int = option(64, "frames per gradient step")
@@ -359,6 +361,24 @@ class ExportConfig:
         validate(self, [
             ("checkpoint", bool(self.checkpoint), "a run folder or checkpoint file"),
             ("format", self.format in EXPORT_FORMATS, f"one of {', '.join(EXPORT_FORMATS)}"),
+        ])
+
+
+@dataclass(frozen=True)
+class ExportDatasetConfig:
+    """Options of ``robot-rl export-dataset``."""
+
+    data: str = option("data/demos", "robot_rl demo dataset folder (from collect-demos)")
+    out: str = option("", "LeRobot dataset folder to create; '' = DATA-lerobot")
+    video_codec: str = option("h264", "wrist camera MP4 codec: h264 (plays in browsers), libsvtav1 (LeRobot's "
+                              "default, smaller) or none (PNG frames in the parquet files: pixels exact, larger)")
+    crf: int = option(18, "video quality (constant rate factor: lower = closer to the stored pixels, larger files)")
+
+    def __post_init__(self) -> None:
+        validate(self, [
+            ("data", bool(self.data), "a dataset folder"),
+            ("video_codec", self.video_codec in VIDEO_CODECS, _one_of(VIDEO_CODECS)),
+            ("crf", 0 <= self.crf <= 63, "in 0-63"),
         ])
 
 

@@ -7,7 +7,8 @@
       checkpoints/last.pt    written before the first step, every epoch (BC) / every few iterations (PPO), at
                              the end and on Ctrl-C: what --resume continues from
       checkpoints/best.pt    the policy of the best held-out closed-loop check so far
-      logs/                  scalars (CSV always, TensorBoard when installed), through TorchRL's loggers
+      logs/                  scalars (CSV always; TensorBoard, W&B or MLflow with --logger), through TorchRL's loggers
+      demos/                 BC on a LeRobot dataset: the demos read into robot_rl's format (reused on resume)
       summary.json           written when the run has finished; a folder without it is unfinished
 
 A folder given where a policy is expected (``evaluate``, ``export``, ``finetune --init``) means its ``best.pt``,
@@ -42,6 +43,7 @@ from robot_rl.errors import RunStopped, UsageError
 from robot_rl.io import atomic_path, remove_orphaned_temporaries, write_json
 
 CONFIG_FILE = "config.json"
+IMPORTED_DEMOS = "demos"
 CHECKPOINT_DIR = "checkpoints"
 SUMMARY_FILE = "summary.json"
 LOGS = "logs"

@@ -1,0 +1,172 @@
+"""Validates ``robot-rl export-dataset`` against LeRobot's own loader (not part of CI: it installs packages).
+
+``lerobot`` does not install beside this project's torch (0.4.4 asks for torch < 2.11, 0.5+ for Python >= 3.12),
+so robot_rl writes the format itself. This script installs ``lerobot==0.4.4 --no-deps`` with the packages its
+dataset loader imports into a separate venv, exports a fresh demo dataset with each video codec (and with PNG
+frames), loads every export there with ``LeRobotDataset(repo_id, root=...)`` offline, and compares every frame,
+the episode boundaries and the episode count with the robot_rl dataset it came from.
+
+Video decoding: LeRobot 0.4.4 decodes through torchcodec (its pyav path needs ``torchvision.io.VideoReader``,
+gone from torchvision 0.29), and torchcodec loads FFmpeg's shared libraries: the script points it at the copy
+bundled in the venv's PyAV wheel, as a machine without a system FFmpeg needs.
+
+    python benchmarks/lerobot_validation.py                 # a temporary venv (a few minutes to install)
+    python benchmarks/lerobot_validation.py --venv /tmp/lerobot_venv   # reuse (or create) that venv
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from timing import describe_machine
+
+from robot_rl import keys
+from robot_rl.configs import CollectConfig
+from robot_rl.io import write_json
+from robot_rl.pretrain.collect import collect_demos
+from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.pretrain.lerobot_export import export_dataset
+from robot_rl.tables import markdown_table
+
+RESULTS = Path(__file__).parent / "results" / "lerobot_validation.json"
+LEROBOT = "lerobot==0.4.4"
+# What lerobot.datasets.lerobot_dataset imports (its other dependencies are for robots and policies).
+LOADER_PACKAGES = ["datasets>=4.0.0,<5.0.0", "huggingface-hub>=0.34.2,<0.36.0", "av>=15.0.0,<16.0.0",
+                   "accelerate>=1.10.0,<2.0.0", "packaging>=24.2,<26.0", "pandas", "pillow"]
+TORCH = ["torch==2.14.1", "torchvision==0.29.1"]
+CODECS = ("h264", "libsvtav1", "none")
+
+# Runs inside the LeRobot venv: loads a dataset, writes every frame and the episode table to an .npz.
+CHILD = r"""
+import json, sys, numpy as np
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+root, out = sys.argv[1], sys.argv[2]
+ds = LeRobotDataset("robot_rl/demos", root=root)
+items = [ds[i] for i in range(len(ds))]
+image = np.stack([(it["observation.images.wrist"].numpy() * 255).round().astype(np.uint8) for it in items])
+arrays = {"image": image.transpose(0, 2, 3, 1)}
+for name in ("observation.state", "action", "expert.action", "next.reward", "next.done", "episode_index",
+             "frame_index", "task.board_pose"):
+    arrays[name.replace(".", "_")] = np.stack([it[name].numpy() for it in items])
+episodes = ds.meta.episodes
+arrays["from_index"] = np.array(episodes["dataset_from_index"])
+arrays["to_index"] = np.array(episodes["dataset_to_index"])
+np.savez(out, **arrays)
+import lerobot, datasets
+print(json.dumps({"len": len(ds), "num_episodes": ds.num_episodes, "fps": ds.fps, "video_backend": ds.video_backend,
+                  "task": items[0]["task"], "lerobot": lerobot.__version__ if hasattr(lerobot, "__version__")
+                  else "0.4.4", "datasets": datasets.__version__}))
+"""
+
+
+def _pip(venv: Path, *args: str) -> None:
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *args], check=True)
+
+
+def prepare_venv(venv: Path) -> float:
+    """Creates the LeRobot venv unless it already imports the loader; returns the seconds it took."""
+    start = time.perf_counter()
+    python = venv / "bin" / "python"
+    probe = [str(python), "-c", "import lerobot.datasets.lerobot_dataset, torchcodec"]
+    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return 0.0
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    _pip(venv, *TORCH)
+    _pip(venv, LEROBOT, "--no-deps")
+    _pip(venv, *LOADER_PACKAGES)
+    _pip(venv, "torchcodec==0.17.0", "--no-deps")
+    return time.perf_counter() - start
+
+
+def ffmpeg_library_dir(venv: Path, into: Path) -> Path:
+    """Links PyAV's bundled FFmpeg libraries (``libavcodec-<hash>.so.61...``) under the names torchcodec loads."""
+    into.mkdir(parents=True, exist_ok=True)
+    for library in venv.glob("lib/python*/site-packages/av.libs/lib*.so*"):
+        match = re.match(r"(lib(?:av|sw)\w+)-[0-9a-f]+\.so\.(\d+)", library.name)
+        if match:
+            link = into / f"{match[1]}.so.{match[2]}"
+            if not link.exists():
+                link.symlink_to(library)
+    return into
+
+
+def compare(demos: DemoDataset, loaded: dict) -> dict:
+    """What the LeRobot loader returned against the robot_rl dataset the export came from."""
+    data = demos.data
+    pixels = data[keys.PIXELS].numpy().astype(np.int16)
+    error = np.abs(loaded["image"].astype(np.int16) - pixels)
+    pose_verdict = np.concatenate([data[keys.POSE].numpy(), data[keys.VERDICT].numpy()[:, None]], 1)
+    starts = [e.start for e in demos.episodes]
+    return {
+        "pixel_error_mean": round(float(error.mean()), 3), "pixel_error_max": int(error.max()),
+        "pixels_exact": bool(error.max() == 0),
+        "state_exact": bool(np.array_equal(loaded["observation_state"], data[keys.JOINT_STATE].numpy())),
+        "action_exact": bool(np.array_equal(loaded["action"], pose_verdict.astype(np.float32))),
+        "board_pose_exact": bool(np.array_equal(loaded["task_board_pose"], data[keys.BOARD_POSE].numpy())),
+        "reward_exact": bool(np.array_equal(loaded["next_reward"].reshape(-1),
+                                            data[keys.NEXT, keys.REWARD].numpy().reshape(-1))),
+        "done_exact": bool(np.array_equal(loaded["next_done"].reshape(-1),
+                                          data[keys.NEXT, keys.DONE].numpy().reshape(-1))),
+        "frame_index_exact": bool(np.array_equal(loaded["frame_index"].reshape(-1), data[keys.STEP].numpy())),
+        "episode_boundaries_exact": bool(np.array_equal(loaded["from_index"], starts) and np.array_equal(
+            loaded["to_index"], [e.start + e.length for e in demos.episodes])),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--venv", type=Path, default=None, help="LeRobot venv to reuse or create (default: temporary)")
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--image-size", type=int, default=84)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="lerobot-validation-") as scratch:
+        scratch = Path(scratch)
+        venv = args.venv or scratch / "venv"
+        install_s = prepare_venv(venv)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(scratch / "hf"),
+               "LD_LIBRARY_PATH": str(ffmpeg_library_dir(venv, scratch / "ffmpeg"))}
+        collect_demos(CollectConfig(out=str(scratch / "demos"), episodes=args.episodes, difficulty="easy",
+                                    image_size=args.image_size, num_envs=1), progress=False)
+        demos = DemoDataset.open(scratch / "demos")
+        rows = []
+        for codec in CODECS:
+            root = scratch / f"lerobot-{codec}"
+            export_dataset(scratch / "demos", root, video_codec=codec, progress=False)
+            child = subprocess.run([str(venv / "bin" / "python"), "-c", CHILD, str(root), str(scratch / "out.npz")],
+                                   capture_output=True, text=True, env=env)
+            if child.returncode != 0:
+                rows.append({"codec": codec, "loaded": False, "error": child.stderr.strip().splitlines()[-1]})
+                continue
+            report = json.loads(child.stdout.strip().splitlines()[-1])
+            with np.load(scratch / "out.npz") as loaded:
+                checks = compare(demos, dict(loaded))
+            rows.append({"codec": codec, "loaded": True, "frames": report["len"], "episodes": report["num_episodes"],
+                         "frames_match": report["len"] == demos.frames,
+                         "episodes_match": report["num_episodes"] == len(demos.episodes),
+                         "task": report["task"], "video_backend": report["video_backend"], **checks,
+                         "lerobot": report["lerobot"], "datasets": report["datasets"]})
+    print(markdown_table(rows, ["codec", "loaded", "frames", "episodes", "pixel_error_mean", "pixel_error_max",
+                                "state_exact", "action_exact", "episode_boundaries_exact"]))
+    all_ok = all(r.get("loaded") and r["frames_match"] and r["episodes_match"] and r["state_exact"]
+                 and r["action_exact"] and r["episode_boundaries_exact"] for r in rows)
+    write_json(args.out, {"benchmark": "lerobot_validation", "machine": describe_machine(), "lerobot": LEROBOT,
+                          "episodes": args.episodes, "image_size": args.image_size, "source_frames": demos.frames,
+                          "rows": rows, "all_checks_pass": all_ok, "install_seconds": round(install_s, 1),
+                          "wall_seconds": round(time.perf_counter() - started, 1)})
+    print(f"\nall checks pass: {all_ok}; {args.out}")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""LeRobot datasets (v3.0) out of and into robot_rl: layout, round trips, BC on one, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import av
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from robot_rl import keys
+from robot_rl.cli import main
+from robot_rl.pretrain import lerobot_layout as layout
+from robot_rl.pretrain.dataset import DatasetError, DemoDataset
+from robot_rl.pretrain.lerobot_export import export_dataset
+from robot_rl.pretrain.lerobot_import import open_demos
+
+
+@pytest.fixture(scope="module")
+def exports(demos_dir, tmp_path_factory):
+    """The 12-episode demos exported with PNG frames and with H.264 video."""
+    root = tmp_path_factory.mktemp("lerobot")
+    for codec in ("none", "h264"):
+        export_dataset(demos_dir, root / codec, video_codec=codec, progress=False)
+    return root
+
+
+def _leaves(data) -> dict:
+    return {layout.flat_key(k): v for k, v in data.items(include_nested=True, leaves_only=True)}
+
+
+def _assert_same_demos(original: DemoDataset, imported: DemoDataset, pixels_exact: bool) -> None:
+    assert imported.meta["episodes"] == original.meta["episodes"]
+    for field in ("env", "env_version", "image_size", "difficulty", "randomization", "arm"):
+        assert imported.meta[field] == original.meta[field], field
+    before, after = _leaves(original.data), _leaves(imported.data)
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        if key == (keys.PIXELS,) and not pixels_exact:
+            error = (value.float() - after[key].float()).abs()
+            assert error.mean() < 6, f"mean pixel error {error.mean():.2f}"  # H.264 at crf 18, 4:2:0 chroma
+            continue
+        assert after[key].dtype == value.dtype and torch.equal(after[key], value), key
+
+
+def test_the_export_has_lerobot_v3_layout(exports, demos_dir):
+    demos, root = DemoDataset.open(demos_dir), exports / "h264"
+    info = json.loads((root / layout.INFO_PATH).read_text())
+    assert info["codebase_version"] == "v3.0" and info["fps"] == layout.FPS
+    assert (info["total_episodes"], info["total_frames"]) == (len(demos.episodes), demos.frames)
+    assert info["robot_type"] == "ur5e_like" and info["splits"] == {"train": f"0:{len(demos.episodes)}"}
+    features = info["features"]
+    assert features[layout.IMAGE]["dtype"] == "video" and features[layout.IMAGE]["shape"] == [64, 64, 3]
+    assert features[layout.STATE]["shape"] == [12] and features[layout.ACTION]["shape"] == [7]
+    assert features["next.reward"] == {"dtype": "float32", "shape": [1], "names": None}
+    assert features["task.board_pose"]["shape"] == [4] and features["next.done"]["dtype"] == "bool"
+    episodes = pq.read_table(root / layout.EPISODES_PATH).to_pylist()
+    assert [e["length"] for e in episodes] == [e.length for e in demos.episodes]
+    assert [e["dataset_from_index"] for e in episodes] == [e.start for e in demos.episodes]
+    prefix = f"videos/{layout.IMAGE}"
+    assert [e[f"{prefix}/from_timestamp"] for e in episodes] == [e.start / layout.FPS for e in demos.episodes]
+    data = pq.read_table(root / "data/chunk-000/file-000.parquet")
+    assert layout.IMAGE not in data.column_names  # in the MP4
+    assert data.column("index").to_pylist() == list(range(demos.frames))
+    assert data.column("frame_index").to_pylist() == demos.data[keys.STEP].tolist()
+    tasks = pq.read_table(root / layout.TASKS_PATH)
+    assert tasks.to_pylist() == [{"task_index": 0, "__index_level_0__": "pcb-inspect"}]
+    assert json.loads(tasks.schema.metadata[b"pandas"])["index_columns"] == ["__index_level_0__"]
+    stats = json.loads((root / layout.STATS_PATH).read_text())
+    assert np.array(stats[layout.IMAGE]["mean"]).shape == (3, 1, 1) and stats["action"]["count"] == [demos.frames]
+    with av.open(str(root / "videos" / layout.IMAGE / "chunk-000/file-000.mp4")) as video:
+        times = [frame.time for frame in video.decode(video=0)]
+    assert np.allclose(times, np.arange(demos.frames) / layout.FPS)  # frame k at k / fps, as LeRobot looks up
+
+
+def test_png_round_trip_is_exact(exports, demos_dir, tmp_path):
+    imported = open_demos(exports / "none", tmp_path / "imported")
+    _assert_same_demos(DemoDataset.open(demos_dir), imported, pixels_exact=True)
+
+
+def test_video_round_trip_is_within_the_codec_error(exports, demos_dir, tmp_path):
+    imported = open_demos(exports / "h264", tmp_path / "imported")
+    _assert_same_demos(DemoDataset.open(demos_dir), imported, pixels_exact=False)
+    again = open_demos(exports / "h264", tmp_path / "imported")  # the copy is reused, not read again
+    assert again.meta["storage"] == imported.meta["storage"]
+
+
+def test_a_dataset_made_elsewhere_trains_on_its_action(exports, demos_dir, tmp_path):
+    # No robot_rl meta and no expert label: the task comes from the task string, the seeds from the frames.
+    root = tmp_path / "elsewhere"
+    shutil.copytree(exports / "none", root)
+    (root / layout.ROBOT_RL_PATH).unlink()
+    info = json.loads((root / layout.INFO_PATH).read_text())
+    del info["features"][layout.EXPERT_ACTION]
+    (root / layout.INFO_PATH).write_text(json.dumps(info))
+    data_file = root / "data/chunk-000/file-000.parquet"
+    pq.write_table(pq.read_table(data_file).drop_columns([layout.EXPERT_ACTION]), data_file)
+    imported = open_demos(root, tmp_path / "imported")
+    demos = DemoDataset.open(demos_dir)
+    assert [e.seed for e in imported.episodes] == [e.seed for e in demos.episodes]
+    assert imported.meta["env"] == "pcb-inspect" and imported.meta["arm"] == "ur5e_like"
+    assert torch.equal(imported.data[keys.EXPERT_POSE], demos.data[keys.POSE])
+
+
+def test_pretrain_runs_on_a_lerobot_dataset(exports, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["pretrain", "--data", str(exports / "h264"), "--run-dir", str(run_dir), "--epochs", "1",
+                 "--batch-size", "8", "--steps-per-epoch", "2", "--eval-episodes", "1", "--eval-envs", "1",
+                 "--hidden", "16"]) == 0
+    assert "closed-loop success" in capsys.readouterr().out
+    assert DemoDataset.open(run_dir / "demos").meta["source"]["path"] == str((exports / "h264").resolve())
+
+
+def test_export_dataset_command(demos_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["export-dataset", "--data", str(demos_dir), "--out", str(out), "--video-codec", "none"]) == 0
+    assert "LeRobot v3.0 dataset, 12 episodes" in capsys.readouterr().out
+    assert not list(tmp_path.glob(".out.*.tmp"))  # built under a temporary name, renamed when whole
+    assert main(["export-dataset", "--data", str(demos_dir), "--out", str(out)]) == 2
+    assert "already exists and is not empty" in capsys.readouterr().err
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "robot_rl.cli", *argv], capture_output=True, text=True, timeout=300)
+
+
+def test_a_dataset_missing_a_feature_gets_a_one_line_error(exports, tmp_path):
+    root = tmp_path / "broken"
+    shutil.copytree(exports / "h264", root)
+    info = json.loads((root / layout.INFO_PATH).read_text())
+    del info["features"]["task.board_pose"]
+    (root / layout.INFO_PATH).write_text(json.dumps(info))
+    with pytest.raises(DatasetError, match="no feature 'task.board_pose'"):
+        open_demos(root, tmp_path / "imported")
+    result = _cli("pretrain", "--data", str(root), "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "no feature 'task.board_pose'" in result.stderr
