@@ -70,7 +70,7 @@ class BCRun:
             torch.set_num_threads(config.threads)
 
         # Create data
-        self.dataset = open_demos(config.data, import_dir=self.run_dir / IMPORTED_DEMOS)
+        self.dataset = open_demos(config.data, import_dir=self.run_dir / IMPORTED_DEMOS, resuming=resume)
         if config.image_size and config.image_size != self.dataset.image_size:
             raise UsageError(f"--image-size {config.image_size} does not match the demos in {config.data} "
                              f"({self.dataset.image_size})")

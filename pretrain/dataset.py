@@ -122,7 +122,7 @@ class DemoDataset:
         (env, env_version, image_size, difficulty, ...); a dataset written with another env, env version or
         image size is refused."""
         root = Path(root)
-        _remove_stale_build_dirs(root)
+        remove_stale_build_dirs(root)
         if root.exists() and any(root.iterdir()):
             dataset = cls.open(root)
             for field, before in COMPATIBILITY_FIELDS.items():
@@ -191,7 +191,7 @@ class DemoDataset:
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def _remove_stale_build_dirs(root: Path) -> None:
+def remove_stale_build_dirs(root: Path) -> None:
     """Removes the temporary build folders of ``root`` left by runs killed before their first commit
     (``.NAME.*.tmp`` beside it). One writer per dataset at a time, so none of them belongs to a live run."""
     if root.parent.is_dir():

@@ -21,11 +21,12 @@ from robot_rl import keys
 from robot_rl.errors import UsageError
 from robot_rl.io import write_json
 from robot_rl.pretrain import lerobot_layout as layout
-from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.pretrain.dataset import DemoDataset, remove_stale_build_dirs
 
 EPISODES_PER_WRITE = 64  # episodes read from the memmaps and written together
 STATS_IMAGE_FRAMES = 2000  # image statistics from at most this many frames, evenly spaced (as LeRobot samples)
 QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)
+CODEC_NAMES = {"h264": "h264", "libsvtav1": "av1"}  # the encoder -> the codec name info.json records
 
 
 def export_dataset(data: str | Path, out: str | Path, video_codec: str = "h264", crf: int = 18,
@@ -41,7 +42,9 @@ def export_dataset(data: str | Path, out: str | Path, video_codec: str = "h264",
         raise UsageError(f"--video-codec {video_codec} needs an even image side, {data} has {dataset.image_size}; "
                          f"use --video-codec none (PNG frames)")
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_build_dirs(out)  # of exports killed before their rename
     build = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    build.chmod(0o755)  # mkdtemp makes it private; the dataset is an ordinary folder
     try:
         summary = _Exporter(pa, dataset, build, video_codec, crf).run(progress)
         if out.exists():
@@ -53,7 +56,7 @@ def export_dataset(data: str | Path, out: str | Path, video_codec: str = "h264",
     return {**summary, "out": str(out)}
 
 
-def _columns(frames: TensorDictBase) -> dict[str, torch.Tensor]:
+def frame_columns(frames: TensorDictBase) -> dict[str, torch.Tensor]:
     """Feature name -> [N, D] (or [N, H, W, 3] for the image) tensor of a batch of frames."""
     columns = {layout.IMAGE: frames[keys.PIXELS], layout.STATE: frames[keys.JOINT_STATE]}
     for source, name in ((keys.ACTION, layout.ACTION), (keys.EXPERT, layout.EXPERT_ACTION)):
@@ -93,10 +96,21 @@ def _stats(values: np.ndarray) -> dict:
 
 
 def _image_stats(images: np.ndarray) -> dict:
-    """Per-channel statistics of uint8 [N, H, W, 3] images scaled to [0, 1], shaped (3, 1, 1) as LeRobot's."""
-    pixels = images.reshape(-1, 3).astype(np.float64) / 255.0
-    stats = _stats(pixels)
-    return {name: ([[[v]] for v in value] if name != "count" else [len(images)]) for name, value in stats.items()}
+    """Per-channel statistics of uint8 [N, H, W, 3] images scaled to [0, 1], shaped (3, 1, 1) as LeRobot's
+    (from each channel's 256-bin histogram: exact, and no float copy of the images)."""
+    per_channel = {name: [] for name in ("min", "max", "mean", "std", *(f"q{round(q * 100):02d}" for q in QUANTILES))}
+    levels = np.arange(256) / 255.0
+    for channel in range(3):
+        counts = np.bincount(images[..., channel].reshape(-1), minlength=256)
+        present = np.flatnonzero(counts)
+        mean = float((counts * levels).sum() / counts.sum())
+        cdf = np.cumsum(counts) / counts.sum()
+        values = {"min": levels[present[0]], "max": levels[present[-1]], "mean": mean,
+                  "std": float(np.sqrt((counts * (levels - mean) ** 2).sum() / counts.sum()))}
+        values.update({f"q{round(q * 100):02d}": levels[np.searchsorted(cdf, q)] for q in QUANTILES})
+        for name, value in values.items():
+            per_channel[name].append([[float(value)]])
+    return {**per_channel, "count": [len(images)]}
 
 
 class _Exporter:
@@ -180,7 +194,7 @@ class _Exporter:
         image = {"dtype": "image", "shape": [size, size, 3], "names": ["height", "width", "channels"]}
         if self.video_codec != "none":
             image = {**image, "dtype": "video", "info": {
-                "video.height": size, "video.width": size, "video.codec": self.video_codec.removeprefix("lib"),
+                "video.height": size, "video.width": size, "video.codec": CODEC_NAMES[self.video_codec],
                 "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "video.fps": layout.FPS,
                 "video.channels": 3, "has_audio": False}}
         self.features[layout.IMAGE] = image
@@ -226,7 +240,7 @@ class _Exporter:
         for batch_start in range(0, len(episodes), EPISODES_PER_WRITE):
             batch = episodes[batch_start : batch_start + EPISODES_PER_WRITE]
             first, last = batch[0].start, batch[-1].start + batch[-1].length
-            columns = {name: value.numpy() for name, value in _columns(self.dataset.data[first:last]).items()}
+            columns = {name: value.numpy() for name, value in frame_columns(self.dataset.data[first:last]).items()}
             if not self.features:
                 self._describe(columns)
             for name, values in columns.items():

@@ -45,6 +45,32 @@ def _read_tables(pq, pa, folder: Path, what: str):
         raise DatasetError(f"{folder}: unreadable parquet ({err})") from None
 
 
+def _expected_features(meta: dict) -> dict[str, tuple[torch.dtype, int]]:
+    """Feature name -> (dtype, width) of every frame entry robot_rl knows, from the specs of the env the demos
+    were recorded in (the joint state's width is its arm's)."""
+    from robot_rl.envs.torchrl_env import proof_env
+
+    env = proof_env(meta["difficulty"], meta["image_size"], meta["arm"], meta["env"])
+    expected = {}
+    per_step = {layout.flat_key(k)[0] for k in env.full_done_spec.keys(True, True)} | {keys.INFO, keys.REWARD_TERMS}
+    leaves = [*env.observation_spec.items(True, True), *env.full_done_spec.items(True, True),
+              *env.full_reward_spec.items(True, True)]
+    for key, spec in leaves:
+        key = layout.flat_key(key)
+        if key == (keys.PIXELS,):
+            continue
+        dtype_and_width = (spec.dtype, max(1, spec.shape.numel()))
+        if key[0] != keys.REWARD:
+            expected[layout.feature_name(key)] = dtype_and_width
+        if key[0] in per_step or key[0] == keys.REWARD:  # what a step returns is stored under next. as well
+            expected[layout.feature_name((keys.NEXT, *key))] = dtype_and_width
+    pose = env.full_action_spec[keys.POSE]
+    for name in (layout.ACTION, layout.EXPERT_ACTION):
+        expected[name] = (pose.dtype, pose.shape.numel() + 1)  # the pose, then the verdict
+    env.close()
+    return expected
+
+
 class LeRobotSource:
     """A LeRobot v3.0 dataset folder, checked: its features, episodes and (for an export of ours) robot_rl meta."""
 
@@ -53,51 +79,85 @@ class LeRobotSource:
         import pyarrow.parquet as pq
 
         self.pq, self.root = pq, Path(root)
-        self.info = _read_json(self.root / layout.INFO_PATH)
+        info_path = self.root / layout.INFO_PATH
+        self.info = _read_json(info_path)
         version = str(self.info.get("codebase_version", ""))
         if not version.startswith("v3."):
-            raise DatasetError(f"{self.root / layout.INFO_PATH}: codebase_version {version or 'missing'}, robot_rl "
-                               f"reads LeRobot v3.x datasets")
+            raise DatasetError(f"{info_path}: codebase_version {version or 'missing'}, robot_rl reads LeRobot v3.x "
+                               f"datasets")
+        if self.info.get("fps") != layout.FPS:
+            raise DatasetError(f"{info_path}: fps {self.info.get('fps')}, robot_rl's envs step at {layout.FPS} Hz")
         self.features = self.info.get("features") or {}
         for name in layout.required_features():
             if name not in self.features:
-                raise DatasetError(f"{self.root / layout.INFO_PATH}: no feature {name!r} (robot_rl trains on "
+                raise DatasetError(f"{info_path}: no feature {name!r} (robot_rl trains on "
                                    f"{', '.join(layout.required_features())})")
         image = self.features[layout.IMAGE]
         shape = list(image.get("shape", []))
         if image.get("dtype") not in ("video", "image") or len(shape) != 3 or shape[0] != shape[1] or shape[2] != 3:
-            raise DatasetError(f"{self.root / layout.INFO_PATH}: {layout.IMAGE} must be a square RGB image or video "
-                               f"[S, S, 3], got {image.get('dtype')} {shape}")
+            raise DatasetError(f"{info_path}: {layout.IMAGE} must be a square RGB image or video [S, S, 3], got "
+                               f"{image.get('dtype')} {shape}")
         self.image_size, self.video = shape[0], image["dtype"] == "video"
         if self.video and not self.info.get("video_path"):
-            raise DatasetError(f"{self.root / layout.INFO_PATH}: {layout.IMAGE} is a video but video_path is missing")
-        self.episodes = _read_tables(pq, self.pa, self.root / "meta/episodes", "episodes").to_pylist()
-        self.episodes.sort(key=lambda row: row["episode_index"])
-        if len(self.episodes) != self.info.get("total_episodes", len(self.episodes)):
-            raise DatasetError(f"{self.root / 'meta/episodes'}: {len(self.episodes)} episodes, info.json says "
-                               f"{self.info['total_episodes']}")
+            raise DatasetError(f"{info_path}: {layout.IMAGE} is a video but video_path is missing")
+        self.episodes = self._read_episodes()
         own = self.root / layout.ROBOT_RL_PATH
         self.robot_rl = _read_json(own) if own.is_file() else None
+        if self.robot_rl is not None and self.robot_rl.get("format") != layout.ROBOT_RL_FORMAT:
+            raise DatasetError(f"{own}: not robot_rl's meta (format {self.robot_rl.get('format')!r})")
         self.meta = self._dataset_meta()
+        self.expected = _expected_features(self.meta)
+        for name in layout.required_features():
+            if name == layout.IMAGE:
+                continue
+            dtype, width = self.expected[name]
+            declared = self.features[name]
+            if list(declared.get("shape", [])) != [width]:
+                raise DatasetError(f"{info_path}: feature {name!r} has shape {declared.get('shape')}, the "
+                                   f"{self.meta['env']} env with arm {self.meta['arm']} has [{width}]")
+
+    def _read_episodes(self) -> list[dict]:
+        folder = self.root / "meta/episodes"
+        episodes = _read_tables(self.pq, self.pa, folder, "episodes")
+        needed = ["episode_index", "length"]
+        if self.video:
+            needed += [f"videos/{layout.IMAGE}/{c}" for c in ("chunk_index", "file_index", "from_timestamp")]
+        missing = [name for name in needed if name not in episodes.column_names]
+        if missing:
+            raise DatasetError(f"{folder}: no {missing[0]!r} column")
+        rows = sorted(episodes.to_pylist(), key=lambda row: row["episode_index"])
+        if len(rows) != self.info.get("total_episodes", len(rows)):
+            raise DatasetError(f"{folder}: {len(rows)} episodes, {layout.INFO_PATH} says {self.info['total_episodes']}")
+        return rows
 
     def _dataset_meta(self) -> dict:
         """What robot_rl's demo dataset records (task, arm, difficulty, ...), from our meta or the LeRobot one."""
+        from robot_rl.envs.arms import get_arm
         from robot_rl.envs.tasks import TaskError, get_task
 
         if self.robot_rl is not None:
             meta = dict(self.robot_rl.get("dataset", {}))
         else:
-            tasks = self.pq.read_table(self.root / layout.TASKS_PATH).to_pylist()
+            path = self.root / layout.TASKS_PATH
+            try:
+                tasks = self.pq.read_table(path).to_pylist()
+            except (OSError, self.pa.ArrowException) as err:
+                raise DatasetError(f"{path}: unreadable ({err})") from None
             names = [row.get("__index_level_0__", row.get("task")) for row in tasks]
-            if len(names) != 1:
-                raise DatasetError(f"{self.root / layout.TASKS_PATH}: {len(names)} tasks; robot_rl trains on one")
+            if len(names) != 1 or not isinstance(names[0], str):
+                raise DatasetError(f"{path}: needs one task string (the robot_rl task), has {names}")
             try:
                 task = get_task(names[0])
             except TaskError:
-                raise DatasetError(f"{self.root / layout.TASKS_PATH}: task {names[0]!r} is not a robot_rl task "
-                                   f"(and {layout.ROBOT_RL_PATH} is missing)") from None
+                raise DatasetError(f"{path}: task {names[0]!r} is not a robot_rl task (and {layout.ROBOT_RL_PATH} "
+                                   f"is missing)") from None
             meta = {"env": names[0], "env_version": task.version, "difficulty": "default", "randomization": "none",
-                    "arm": self.info.get("robot_type") or "ur5e_like"}
+                    "arm": self.info.get("robot_type")}
+        try:
+            get_arm(meta.get("arm") or "")
+        except Exception:  # noqa: BLE001 - ArmError, or a missing file: the culprit is the dataset's robot_type
+            raise DatasetError(f"{self.root / layout.INFO_PATH}: robot_type {meta.get('arm')!r} is not a robot_rl arm "
+                               f"(a registered name or an ArmSpec .json file)") from None
         return {**meta, "image_size": self.image_size}
 
     def fingerprint(self) -> dict:
@@ -107,52 +167,66 @@ class LeRobotSource:
                 "info_mtime_ns": (self.root / layout.INFO_PATH).stat().st_mtime_ns}
 
     # -- frames -----------------------------------------------------------------------------------------------
-    def _episode_frames(self, data: dict[str, np.ndarray], row: dict, rows: np.ndarray, images: np.ndarray):
-        columns = {name: values[rows] for name, values in data.items()}
-        n = len(rows)
-        frames = {}
-        for name, values in columns.items():
-            feature = self.features.get(name, {})
-            if name in layout.INDEX_FEATURES or name == layout.IMAGE or feature.get("dtype") not in layout.DTYPES:
+    def _episode_frames(self, data: dict[str, np.ndarray], rows: np.ndarray, images: np.ndarray,
+                        number: int) -> TensorDict:
+        """One episode's frames as robot_rl stores them. Features robot_rl does not know are left out."""
+        n, frames = len(rows), {}
+        for name, values in data.items():
+            if name not in self.expected:
                 continue
-            tensor = torch.from_numpy(np.ascontiguousarray(values).astype(feature["dtype"]).reshape(n, -1))
+            dtype, width = self.expected[name]
+            tensor = torch.from_numpy(np.ascontiguousarray(values[rows])).reshape(n, -1)
+            if tensor.shape[1] != width:
+                raise DatasetError(f"{self.root / 'data'}: {name!r} has {tensor.shape[1]} values per frame, expected "
+                                   f"{width}")
             if name in (layout.ACTION, layout.EXPERT_ACTION):
                 group = keys.ACTION if name == layout.ACTION else keys.EXPERT
-                frames[group, "pose"], frames[group, "verdict"] = tensor[:, :6], tensor[:, 6].round().long()
+                verdict = tensor[:, -1].round().long()
+                if not ((verdict >= 0) & (verdict <= 2)).all():
+                    raise DatasetError(f"{self.root / 'data'}: {name!r} holds verdicts outside 0-2")
+                frames[group, "pose"], frames[group, "verdict"] = tensor[:, :-1].to(dtype), verdict
             elif name == layout.STATE:
-                frames[keys.JOINT_STATE] = tensor
+                frames[keys.JOINT_STATE] = tensor.to(dtype)
             else:
-                frames[layout.entry_key(name)] = tensor
-        if layout.EXPERT_ACTION not in columns:  # recorded elsewhere: the executed action is the label
+                frames[layout.entry_key(name)] = tensor.to(dtype)
+        if keys.EXPERT_POSE not in frames:  # recorded elsewhere: the executed action is the label
             frames[keys.EXPERT_POSE], frames[keys.EXPERT_VERDICT] = frames[keys.POSE], frames[keys.VERDICT]
         frames[keys.PIXELS] = torch.from_numpy(images)
-        frames[keys.EPISODE] = torch.full((n,), row["episode_index"], dtype=torch.int64)
+        frames[keys.EPISODE] = torch.full((n,), number, dtype=torch.int64)
         frames[keys.STEP] = torch.arange(n)
-        return TensorDict({key: value for key, value in frames.items()}, batch_size=[n])
+        return TensorDict(frames, batch_size=[n])
 
     def _images(self, reader: layout.VideoReader, row: dict, data: dict, rows: np.ndarray) -> np.ndarray:
-        if not self.video:
+        episode = row["episode_index"]
+        if self.video:
+            prefix = f"videos/{layout.IMAGE}"
+            path = self.root / self.info["video_path"].format(video_key=layout.IMAGE,
+                                                              chunk_index=row[f"{prefix}/chunk_index"],
+                                                              file_index=row[f"{prefix}/file_index"])
+            images = reader.read(path, round(row[f"{prefix}/from_timestamp"] * layout.FPS), len(rows))
+        else:
             import cv2
 
-            images = [cv2.cvtColor(cv2.imdecode(np.frombuffer(cell["bytes"], np.uint8), cv2.IMREAD_COLOR),
-                                   cv2.COLOR_BGR2RGB) for cell in data[layout.IMAGE][rows]]
-            return np.stack(images)
-        prefix = f"videos/{layout.IMAGE}"
-        number = row[f"{prefix}/chunk_index"] * layout.CHUNKS_SIZE + row[f"{prefix}/file_index"]
-        path = self.root / layout.file_path(self.info["video_path"], number, video_key=layout.IMAGE)
-        first = round(row[f"{prefix}/from_timestamp"] * layout.FPS)
-        return reader.read(path, first, len(rows))
+            images = []
+            for cell in data[layout.IMAGE][rows]:
+                encoded = (cell or {}).get("bytes")
+                image = cv2.imdecode(np.frombuffer(encoded, np.uint8), cv2.IMREAD_COLOR) if encoded else None
+                if image is None:
+                    raise DatasetError(f"{self.root / 'data'}: episode {episode}: an image without decodable bytes")
+                images.append(cv2.cvtColor(image, cv2.COLOR_BGR2RGB))
+            images = np.stack(images)
+        if images.shape[1:] != (self.image_size, self.image_size, 3):
+            raise DatasetError(f"{self.root}: episode {episode}: images are {list(images.shape[1:])}, "
+                               f"{layout.INFO_PATH} says {[self.image_size, self.image_size, 3]}")
+        return images
 
     def write_demos(self, out: Path) -> DemoDataset:
         """Reads every episode into a new robot_rl demo dataset at ``out``, committed once: whole or absent."""
         data = self._read_data()
-        rows_of = {}
         order = np.argsort(data[layout.INDEX], kind="stable")
         episode_of_row = data[layout.EPISODE_INDEX][order]
-        bounds = np.flatnonzero(np.diff(episode_of_row)) + 1
-        for rows in np.split(order, bounds):
-            rows_of[int(data[layout.EPISODE_INDEX][rows[0]])] = rows
-        seeds_and_success = (self.robot_rl or {}).get("episodes")
+        rows_of = {int(data[layout.EPISODE_INDEX][rows[0]]): rows  # each episode's rows, in frame order
+                   for rows in np.split(order, np.flatnonzero(np.diff(episode_of_row)) + 1)}
         dataset = DemoDataset.open_for_append(out, {**self.meta, "source": self.fingerprint()})
         reader = layout.VideoReader()
         pending, records = [], []
@@ -163,13 +237,10 @@ class LeRobotSource:
                     raise DatasetError(f"{self.root / 'data'}: episode {row['episode_index']} has "
                                        f"{0 if rows is None else len(rows)} frames, the episodes table says "
                                        f"{row['length']}")
-                frames = self._episode_frames(data, row, rows, self._images(reader, row, data, rows))
-                frames[keys.EPISODE] = torch.full_like(frames[keys.EPISODE], number)
-                if seeds_and_success:
-                    seed, success = seeds_and_success[number]
-                else:
-                    seed = int(frames[keys.EPISODE_SEED][0, 0])
-                    success = bool(frames[(keys.NEXT, *keys.SUCCESS)][-1, 0])
+                frames = self._episode_frames(data, rows, self._images(reader, row, data, rows), number)
+                # As collect-demos records them: the board's seed, and whether the last step succeeded.
+                seed = int(frames[keys.EPISODE_SEED][0, 0])
+                success = bool(frames[(keys.NEXT, *keys.SUCCESS)][-1, 0])
                 pending.append(frames)
                 records.append(EpisodeRecord(0, len(rows), seed, success))
                 if len(pending) == EPISODES_PER_WRITE or number == len(self.episodes) - 1:
@@ -184,40 +255,49 @@ class LeRobotSource:
         return DemoDataset.open(out)
 
     def _read_data(self) -> dict[str, np.ndarray]:
-        table = _read_tables(self.pq, self.pa, self.root / "data", "data")
-        for name in (layout.INDEX, layout.EPISODE_INDEX):
-            if name not in table.column_names:
-                raise DatasetError(f"{self.root / 'data'}: no {name!r} column")
-        missing = [n for n in layout.required_features() if n not in table.column_names and
-                   not (n == layout.IMAGE and self.video)]
+        """Every column of the data files: name -> [frames] or [frames, D] array (images: the parquet cells)."""
+        folder = self.root / "data"
+        table = _read_tables(self.pq, self.pa, folder, "data")
+        needed = [layout.INDEX, layout.EPISODE_INDEX] + [n for n in layout.required_features()
+                                                         if not (n == layout.IMAGE and self.video)]
+        missing = [name for name in needed if name not in table.column_names]
         if missing:
-            raise DatasetError(f"{self.root / 'data'}: no {missing[0]!r} column")
+            raise DatasetError(f"{folder}: no {missing[0]!r} column")
         data = {}
         for name in table.column_names:
-            column = table.column(name)
-            if name == layout.IMAGE:
-                data[name] = np.array(column.to_pylist(), dtype=object)
-            elif self.pa.types.is_fixed_size_list(column.type):
-                data[name] = column.combine_chunks().flatten().to_numpy().reshape(len(column), -1)
-            elif self.pa.types.is_list(column.type):
-                data[name] = np.array(column.to_pylist())
-            else:
-                data[name] = column.to_numpy()
+            column, types = table.column(name), self.pa.types
+            try:
+                if name == layout.IMAGE:
+                    data[name] = np.array(column.to_pylist(), dtype=object)
+                elif types.is_fixed_size_list(column.type):
+                    flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+                    data[name] = flat.reshape(len(column), -1)
+                elif types.is_list(column.type) or types.is_large_list(column.type):
+                    data[name] = np.array(column.to_pylist())
+                    if data[name].dtype == object:
+                        raise ValueError("rows of different lengths")
+                else:
+                    data[name] = column.to_numpy()
+            except (self.pa.ArrowException, ValueError) as err:
+                raise DatasetError(f"{folder}: column {name!r} unreadable ({err})") from None
         return data
 
 
-def open_demos(data: str | Path, import_dir: str | Path) -> DemoDataset:
+def open_demos(data: str | Path, import_dir: str | Path, resuming: bool = False) -> DemoDataset:
     """The demo dataset at ``data``: a robot_rl dataset as is, a LeRobot dataset read into ``import_dir`` (once:
-    a copy of the same source is reused)."""
+    the copy of the same source is reused; ``resuming`` a run whose source changed is refused)."""
     if not is_lerobot_dataset(data):
         return DemoDataset.open(data)
     source = LeRobotSource(data)
     import_dir = Path(import_dir)
     try:
         existing = DemoDataset.open(import_dir)
-        if existing.meta.get("source") == source.fingerprint():
-            return existing
     except DatasetError:
-        pass
+        existing = None
+    if existing is not None and existing.meta.get("source") == source.fingerprint():
+        return existing
+    if existing is not None and resuming:
+        raise DatasetError(f"{data}: changed since the run started (its copy in {import_dir} is of another version); "
+                           f"start a new run")
     shutil.rmtree(import_dir, ignore_errors=True)
     return source.write_demos(import_dir)

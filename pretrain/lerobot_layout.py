@@ -36,7 +36,7 @@ from robot_rl.errors import UsageError
 CODEBASE_VERSION = "v3.0"
 FPS = round(1 / CONTROL_PERIOD)  # one frame per control step
 CHUNKS_SIZE = 1000  # files per chunk folder
-DATA_FILE_MB = 100  # a data (video) file is closed after the episode that takes it past this size
+DATA_FILE_MB = 100  # a data (video) file is closed once past this size, between batches of episodes
 VIDEO_FILE_MB = 200
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
@@ -57,7 +57,6 @@ INDEX_FEATURES = (TIMESTAMP, FRAME_INDEX, EPISODE_INDEX, INDEX, TASK_INDEX)
 NAMED_ENTRIES = {keys.PIXELS: IMAGE, keys.JOINT_STATE: STATE, keys.ACTION: ACTION, keys.EXPERT: EXPERT_ACTION,
                  keys.EPISODE: EPISODE_INDEX, keys.STEP: FRAME_INDEX}
 ACTION_NAMES = ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "verdict"]
-VIDEO_CODECS = ("h264", "libsvtav1")
 DTYPES = ("float32", "int64", "bool")
 
 
@@ -147,6 +146,8 @@ class VideoReader:
             self.container = av.open(str(path))
         except (OSError, av.error.FFmpegError) as err:
             raise UsageError(f"{path}: unreadable video ({err})") from None
+        if not self.container.streams.video:
+            raise UsageError(f"{path}: no video stream")
         stream = self.container.streams.video[0]
         stream.thread_type = "AUTO"
         self.path, self.frames, self.next_index = path, self.container.decode(stream), 0
@@ -156,13 +157,20 @@ class VideoReader:
         if path != self.path or first < self.next_index:
             self._open(path)
         out = []
-        for frame in self.frames:
-            index = round(frame.time * FPS)
-            self.next_index = index + 1
-            if index >= first:
+        try:
+            for frame in self.frames:
+                index = round(frame.time * FPS)
+                self.next_index = index + 1
+                if index < first:
+                    continue
+                if index != first + len(out):
+                    missing = (first + len(out)) / FPS
+                    raise UsageError(f"{path}: no frame at {missing:.1f} s (frames are 1/{FPS} s apart)")
                 out.append(frame.to_ndarray(format="rgb24"))
                 if len(out) == count:
                     return np.stack(out)
+        except av.error.FFmpegError as err:
+            raise UsageError(f"{path}: undecodable video ({err})") from None
         raise UsageError(f"{path}: has {self.next_index} frames, the episodes table needs {first + count}")
 
     def close(self) -> None:

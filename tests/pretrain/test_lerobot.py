@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -90,14 +91,55 @@ def test_video_round_trip_is_within_the_codec_error(exports, demos_dir, tmp_path
     assert again.meta["storage"] == imported.meta["storage"]
 
 
+def test_an_export_over_several_files_round_trips(demos_dir, tmp_path, monkeypatch):
+    # Files closed after every batch of 2 episodes: rows must name the file their frames are in.
+    from robot_rl.pretrain import lerobot_export
+
+    monkeypatch.setattr(lerobot_export, "EPISODES_PER_WRITE", 2)
+    monkeypatch.setattr(layout, "DATA_FILE_MB", 0)
+    monkeypatch.setattr(layout, "VIDEO_FILE_MB", 0)
+    export_dataset(demos_dir, tmp_path / "split", progress=False)
+    assert len(list((tmp_path / "split" / "data").glob("*/*.parquet"))) == 6
+    assert len(list((tmp_path / "split" / "videos").rglob("*.mp4"))) == 6
+    imported = open_demos(tmp_path / "split", tmp_path / "imported")
+    _assert_same_demos(DemoDataset.open(demos_dir), imported, pixels_exact=False)
+
+
+def _edit_info(root, edit) -> None:
+    info = json.loads((root / layout.INFO_PATH).read_text())
+    edit(info)
+    (root / layout.INFO_PATH).write_text(json.dumps(info))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda info: info.update(fps=30), "fps 30, robot_rl's envs step at 10 Hz"),
+    (lambda info: info["features"][layout.STATE].update(shape=[14]), "'observation.state' has shape [14]"),
+    (lambda info: info.update(codebase_version="v2.1"), "codebase_version v2.1"),
+])
+def test_a_dataset_robot_rl_cannot_train_on_is_refused_naming_why(exports, tmp_path, edit, message):
+    root = tmp_path / "bad"
+    shutil.copytree(exports / "none", root)
+    _edit_info(root, edit)
+    with pytest.raises(DatasetError, match=re.escape(message)):
+        open_demos(root, tmp_path / "imported")
+
+
+def test_resuming_after_the_source_changed_is_refused(exports, tmp_path):
+    root = tmp_path / "source"
+    shutil.copytree(exports / "none", root)
+    open_demos(root, tmp_path / "imported")
+    _edit_info(root, lambda info: info.update(robot_type="ur5e_like"))  # rewritten: another version
+    with pytest.raises(DatasetError, match="changed since the run started"):
+        open_demos(root, tmp_path / "imported", resuming=True)
+    assert open_demos(root, tmp_path / "imported").meta["source"]["path"] == str(root.resolve())  # a new run
+
+
 def test_a_dataset_made_elsewhere_trains_on_its_action(exports, demos_dir, tmp_path):
     # No robot_rl meta and no expert label: the task comes from the task string, the seeds from the frames.
     root = tmp_path / "elsewhere"
     shutil.copytree(exports / "none", root)
     (root / layout.ROBOT_RL_PATH).unlink()
-    info = json.loads((root / layout.INFO_PATH).read_text())
-    del info["features"][layout.EXPERT_ACTION]
-    (root / layout.INFO_PATH).write_text(json.dumps(info))
+    _edit_info(root, lambda info: info["features"].pop(layout.EXPERT_ACTION))
     data_file = root / "data/chunk-000/file-000.parquet"
     pq.write_table(pq.read_table(data_file).drop_columns([layout.EXPERT_ACTION]), data_file)
     imported = open_demos(root, tmp_path / "imported")
@@ -105,6 +147,9 @@ def test_a_dataset_made_elsewhere_trains_on_its_action(exports, demos_dir, tmp_p
     assert [e.seed for e in imported.episodes] == [e.seed for e in demos.episodes]
     assert imported.meta["env"] == "pcb-inspect" and imported.meta["arm"] == "ur5e_like"
     assert torch.equal(imported.data[keys.EXPERT_POSE], demos.data[keys.POSE])
+    _edit_info(root, lambda info: info.update(robot_type="so100"))
+    with pytest.raises(DatasetError, match="robot_type 'so100' is not a robot_rl arm"):
+        open_demos(root, tmp_path / "imported-so100")
 
 
 def test_pretrain_runs_on_a_lerobot_dataset(exports, tmp_path, capsys):
@@ -132,9 +177,7 @@ def _cli(*argv: str) -> subprocess.CompletedProcess:
 def test_a_dataset_missing_a_feature_gets_a_one_line_error(exports, tmp_path):
     root = tmp_path / "broken"
     shutil.copytree(exports / "h264", root)
-    info = json.loads((root / layout.INFO_PATH).read_text())
-    del info["features"]["task.board_pose"]
-    (root / layout.INFO_PATH).write_text(json.dumps(info))
+    _edit_info(root, lambda info: info["features"].pop("task.board_pose"))
     with pytest.raises(DatasetError, match="no feature 'task.board_pose'"):
         open_demos(root, tmp_path / "imported")
     result = _cli("pretrain", "--data", str(root), "--run-dir", str(tmp_path / "run"))
