@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
-.PHONY: demo test test-slow bench bench-quality bench-bc-vs-scratch lint sysdeps clean
+.PHONY: demo test test-slow bench bench-quality bench-bc-vs-scratch bench-arms-tasks lint sysdeps clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
@@ -54,6 +54,15 @@ bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --preset cpu
 	$(BIN)/python benchmarks/few_demo_bc.py
 	$(BIN)/python benchmarks/finetune_ablation.py
+
+# Arms, tasks and formats: the experts per arm and task, BC on them, PPO on the lead task, LeRobot's own loader.
+bench-arms-tasks: $(STAMP)
+	$(BIN)/python benchmarks/arms.py
+	$(BIN)/python benchmarks/arms.py --task lead-inspect --difficulties easy default hard --out benchmarks/results/arms_lead_inspect.json
+	$(BIN)/python benchmarks/bc_quality.py --arm panda --data data/demos-panda --run-dir runs/bc-panda --out benchmarks/results/bc_quality_panda.json
+	$(BIN)/python benchmarks/bc_quality.py --task lead-inspect --data data/demos-lead --run-dir runs/bc-lead --out benchmarks/results/bc_quality_lead_inspect.json
+	$(BIN)/python benchmarks/bc_vs_scratch.py --preset lead-few --arms bc
+	$(BIN)/python benchmarks/lerobot_validation.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
