@@ -65,13 +65,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", default="runs/bc-quality", help="BC run folder (reused when finished)")
     parser.add_argument("--arm", default="ur5e_like", help="the arm collecting the demos (recorded in them)")
     parser.add_argument("--task", default="pcb-inspect", help="the task of the demos (recorded in them)")
+    parser.add_argument("--joint-velocities", action="store_true",
+                        help="the policy reads the joint velocities too (the recipe: angles only)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
     args = parser.parse_args(argv)
     collect = CollectConfig(out=args.data, episodes=args.episodes, difficulty="default", image_size=84, seed=0,
                             arm=args.arm, task=args.task)
     bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
-                         eval_every=args.eval_every, eval_episodes=args.boards, device=args.device)
+                         eval_every=args.eval_every, eval_episodes=args.boards, device=args.device,
+                         joint_velocities=args.joint_velocities)
     run_dir, seconds = Path(args.run_dir), {}
 
     start = time.perf_counter()
@@ -106,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         "recipe": {"demos": len(dataset.episodes), "frames": dataset.frames, "difficulty": "default",
                    "image_size": 84, "epochs": args.epochs, "batch_size": bc_config.batch_size,
                    "validation_episodes": val_episodes, "val_fraction": bc_config.val_fraction,
-                   "keypoints": bc_config.keypoints, "best_epoch_success": summary["best_success"]},
+                   "keypoints": bc_config.keypoints, "joint_velocities": bc_config.joint_velocities,
+                   "best_epoch_success": summary["best_success"]},
         "checks": checks,
         "fresh_boards": {"seeds": final["info"]["seeds"], "checkpoint": "best.pt",
                          **{k: metrics[k] for k in ("episodes", "success_rate", "success_ci95", "guesses",
