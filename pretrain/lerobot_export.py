@@ -214,8 +214,7 @@ class _Exporter:
     def _add_episode(self, images: np.ndarray, episode: int, first_index: int, length: int) -> None:
         """The episode's row of the episodes table (and its frames appended to the current video file)."""
         row = {"episode_index": episode, "tasks": [self.task_string], "length": length,
-               "data/chunk_index": self.data_files // layout.CHUNKS_SIZE,
-               "data/file_index": self.data_files % layout.CHUNKS_SIZE,
+               **{f"data/{name}": index for name, index in layout.file_indices(self.data_files).items()},
                "dataset_from_index": first_index, "dataset_to_index": first_index + length}
         if self.video_codec != "none":
             if self.video_writer is None:
@@ -224,8 +223,7 @@ class _Exporter:
             start = self.video_writer.frames
             self.video_writer.write(images)
             prefix = f"videos/{layout.IMAGE}"
-            row.update({f"{prefix}/chunk_index": self.video_files // layout.CHUNKS_SIZE,
-                        f"{prefix}/file_index": self.video_files % layout.CHUNKS_SIZE,
+            row.update({**{f"{prefix}/{name}": index for name, index in layout.file_indices(self.video_files).items()},
                         f"{prefix}/from_timestamp": start / layout.FPS,
                         f"{prefix}/to_timestamp": (start + length) / layout.FPS})
         row.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})

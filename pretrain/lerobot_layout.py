@@ -57,7 +57,6 @@ INDEX_FEATURES = (TIMESTAMP, FRAME_INDEX, EPISODE_INDEX, INDEX, TASK_INDEX)
 NAMED_ENTRIES = {keys.PIXELS: IMAGE, keys.JOINT_STATE: STATE, keys.ACTION: ACTION, keys.EXPERT: EXPERT_ACTION,
                  keys.EPISODE: EPISODE_INDEX, keys.STEP: FRAME_INDEX}
 ACTION_NAMES = ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "verdict"]
-DTYPES = ("float32", "int64", "bool")
 
 
 def flat_key(key) -> tuple[str, ...]:
@@ -100,9 +99,14 @@ def require_pyarrow():
     return pyarrow
 
 
+def file_indices(file_number: int) -> dict[str, int]:
+    """``chunk_index`` and ``file_index`` of the ``file_number``-th data or video file (chunks of CHUNKS_SIZE)."""
+    return {"chunk_index": file_number // CHUNKS_SIZE, "file_index": file_number % CHUNKS_SIZE}
+
+
 def file_path(template: str, file_number: int, **fields) -> str:
-    """The relative path of the ``file_number``-th data or video file (chunk folders of ``CHUNKS_SIZE`` files)."""
-    return template.format(chunk_index=file_number // CHUNKS_SIZE, file_index=file_number % CHUNKS_SIZE, **fields)
+    """The relative path of the ``file_number``-th data or video file."""
+    return template.format(**file_indices(file_number), **fields)
 
 
 class VideoWriter:
