@@ -104,7 +104,10 @@ class BCRun:
         # Create models
         torch.manual_seed(config.seed)
         env = proof_env(self.difficulty, self.dataset.image_size, self.arm, self.task_name)
-        self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config()).to(self.device)
+        self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config())
+        if config.joint_scaling == "demos":  # on resume the checkpoint's buffers replace these
+            actor_network(self.actor).encoder.scale_joints_like(train[keys.JOINT_STATE])
+        self.actor = self.actor.to(self.device)
         self.env_info = {"env": self.task_name, "env_version": self.task.version, "difficulty": self.difficulty,
                          "image_size": self.dataset.image_size, "randomization": self.randomization, "arm": self.arm}
 

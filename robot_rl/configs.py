@@ -35,6 +35,7 @@ VIDEO_CODECS = ("h264", "libsvtav1", "none")  # export-dataset (none: PNG frames
 EXPORT_FORMATS = ("torchscript", "export", "onnx", "safetensors", "all")
 PIPELINE_PRESETS = ("quick", "full")
 LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
+JOINT_SCALINGS = ("bounds", "demos")  # pretrain --joint-scaling
 LOGGER_HELP = ("where scalars go besides the run folder's CSV log (always written): csv (nothing more), tensorboard, "
                "wandb (offline, under the run folder) or mlflow (a file store under the run folder)")
 
@@ -145,10 +146,13 @@ class BCConfig(ActorArchitecture):
     steps_per_epoch: int = option(0, "cap on gradient steps per epoch (0 = a full pass)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
     logger: str = option("csv", LOGGER_HELP)
+    joint_scaling: str = option("bounds", "how the policy scales the joint state it reads: 'bounds' (the env "
+                                "spec's) or 'demos' (the training frames' mean and std)")
 
     def __post_init__(self) -> None:
         validate(self, [
             ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
+            ("joint_scaling", self.joint_scaling in JOINT_SCALINGS, _one_of(JOINT_SCALINGS)),
             ("epochs", self.epochs >= 1, ">= 1"), ("batch_size", self.batch_size >= 1, ">= 1"),
             ("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
             ("grad_clip", self.grad_clip > 0, "> 0"), ("val_fraction", 0 < self.val_fraction < 1, "in (0, 1)"),

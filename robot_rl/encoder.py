@@ -108,6 +108,20 @@ class ObservationEncoder(nn.Module):
     def output_shape(self) -> tuple[int]:
         return (self.image.output_shape()[0] + self.joint_centre.numel(),)
 
+    @torch.no_grad()
+    def scale_joints_like(self, joint_states: torch.Tensor, min_std: float = 0.01) -> None:
+        """Scales the joint inputs by the mean and std of ``joint_states`` [N, 2 x joints] (e.g. the demos')
+        instead of the spec bounds; the std is floored at ``min_std`` (rad, rad/s). Kept as buffers, so
+        checkpoints, fine-tuning and exports carry it.
+
+        Why: a velocity bound is the clip limit (2.6-6.3 rad/s here) while what BC must tell apart is tenths of
+        rad/s (an arm still settling against one at rest), so scaled by the bounds those readings reach the MLP
+        as inputs of about 0.02."""
+        read = self.joint_centre.numel()
+        states = joint_states[:, :read].double()
+        self.joint_centre.copy_(states.mean(0))
+        self.joint_half_range.copy_(states.std(0).clamp_min(min_std))
+
     def forward(self, pixels: torch.Tensor, joint_state: torch.Tensor) -> torch.Tensor:
         joints = (joint_state[..., : self.joint_centre.numel()] - self.joint_centre) / self.joint_half_range
         return torch.cat([self.image(pixels), joints], dim=-1)

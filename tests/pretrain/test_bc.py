@@ -155,3 +155,20 @@ def test_resume_refuses_an_option_given_at_its_default_that_the_run_does_not_hav
     bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1, lr=1e-3), progress=False)
     assert main(["pretrain", "--resume", str(tmp_path / "run"), "--lr", str(BCConfig.lr)]) == 2
     assert f"--lr {BCConfig.lr} (run has 0.001)" in capsys.readouterr().err
+
+
+def test_joint_scaling_by_the_demos_reaches_the_checkpoint_and_the_loaded_policy(demos_dir, tmp_path):
+    from robot_rl.policy import actor_network, load_actor
+
+    config = small_config(demos_dir, tmp_path / "run", epochs=1, joint_velocities=True, joint_scaling="demos")
+    run = bc.BCRun(config)
+    states = run.dataset.split(config.val_fraction)[0][keys.JOINT_STATE].double()
+    encoder = actor_network(run.actor).encoder
+    assert torch.allclose(encoder.joint_centre, states.mean(0).float())
+    assert torch.allclose(encoder.joint_half_range, states.std(0).clamp_min(0.01).float())
+    velocities = slice(states.shape[1] // 2, None)
+    assert (encoder.joint_half_range[velocities] < 1.0).all()  # the spec bound would be 2 pi
+    run.run(progress=False)
+    loaded = actor_network(load_actor(tmp_path / "run")[0]).encoder
+    assert torch.equal(loaded.joint_centre, encoder.joint_centre)
+    assert torch.equal(loaded.joint_half_range, encoder.joint_half_range)
