@@ -1,0 +1,92 @@
+"""What a BC policy's verdict head says where the expert would answer: localized and at rest.
+
+Runs each checkpoint deterministically on fresh boards and, on every step whose outcome is localized with the arm
+at rest (joint speed at most the expert's ``rest_speed``), reads the policy's probability of answering now,
+1 - p(continue), for the observation of that outcome. The expert answers at rest once well inside the
+localization tolerances (half of them); a policy whose probability stays below one half on such steps never
+answers there (its mode is "continue"). Beside it, how many such steps there were and their joint speed.
+
+    python benchmarks/verdict_probe.py --checkpoint runs/bc-quality/checkpoints/last.pt \
+        runs/bc-panda-vel/checkpoints/last.pt runs/bc-panda-scaled/checkpoints/last.pt \
+        --out benchmarks/results/verdict_probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from timing import describe_machine
+
+from robot_rl import keys
+from robot_rl.closed_loop import run_episodes
+from robot_rl.envs import make_env
+from robot_rl.envs.tasks import get_task
+from robot_rl.io import write_json
+from robot_rl.policy import actor_network, load_actor
+from robot_rl.tables import markdown_table
+
+FIRST_SEED = 32_000_000  # apart from BC's checks (10,000,000+) and the fresh-board evaluations (30,000,000+)
+
+
+def probe(checkpoint: str, boards: int) -> dict:
+    actor, env_info, path = load_actor(checkpoint)
+    network = actor_network(actor)
+    rest_speed = get_task(env_info["env"]).expert_class().config.rest_speed
+    env = make_env(num_envs=1, difficulty=env_info["difficulty"], image_size=env_info["image_size"],
+                   arm=env_info["arm"], task=env_info["env"], randomization=env_info["randomization"],
+                   episode_seeds=list(range(FIRST_SEED, FIRST_SEED + boards)))
+    steps, at_rest_answer, at_rest_speed, localized_steps = 0, [], [], 0
+
+    def read(slot: int, step) -> None:
+        nonlocal steps, localized_steps
+        outcome = step.get(keys.NEXT)
+        joint_state = outcome.get(keys.JOINT_STATE)
+        speed = float(joint_state[joint_state.numel() // 2:].norm())
+        steps += 1
+        if not bool(outcome.get(keys.LOCALIZED)):
+            return
+        localized_steps += 1
+        if speed > rest_speed:
+            return
+        with torch.no_grad():
+            logits = network(outcome.get(keys.PIXELS)[None], joint_state[None])[2]
+        at_rest_answer.append(1.0 - float(logits.softmax(-1)[0, 0]))
+        at_rest_speed.append(speed)
+
+    episodes = run_episodes(env, actor, boards, callback=read)
+    env.close()
+    answered = sum(int(e.get(keys.VERDICT)[-1]) > 0 for e in episodes)
+    return {"checkpoint": str(path), "arm": env_info["arm"], "task": env_info["env"], "boards": boards,
+            "seeds": [FIRST_SEED, FIRST_SEED + boards - 1], "steps": steps, "answered_episodes": answered,
+            "localized_steps": localized_steps, "localized_at_rest_steps": len(at_rest_answer),
+            "expert_rest_speed": rest_speed,
+            "median_p_answer_at_rest": round(statistics.median(at_rest_answer), 3) if at_rest_answer else None,
+            "max_p_answer_at_rest": round(max(at_rest_answer), 3) if at_rest_answer else None,
+            "median_speed_at_rest": round(statistics.median(at_rest_speed), 3) if at_rest_speed else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", nargs="+", required=True, help="BC run folders or .pt files")
+    parser.add_argument("--boards", type=int, default=10, help="fresh boards per checkpoint")
+    parser.add_argument("--out", type=Path, required=True, help="JSON output")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    rows = [probe(checkpoint, args.boards) for checkpoint in args.checkpoint]
+    print(markdown_table(rows, ["checkpoint", "boards", "answered_episodes", "localized_steps",
+                                "localized_at_rest_steps", "median_p_answer_at_rest", "max_p_answer_at_rest",
+                                "median_speed_at_rest"]))
+    write_json(args.out, {"benchmark": "verdict_probe", "machine": describe_machine(), "rows": rows,
+                          "wall_s": round(time.perf_counter() - start, 1)})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
