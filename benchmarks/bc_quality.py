@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the policy reads the joint velocities too (the recipe: angles only)")
     parser.add_argument("--joint-scaling", choices=("bounds", "demos"), default="bounds",
                         help="joint inputs scaled by the spec bounds (the recipe) or by the demos' mean and std")
+    parser.add_argument("--continue-head", action="store_true",
+                        help="'continue' from an MLP of its own (the recipe: one MLP writes pose and verdict)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
     args = parser.parse_args(argv)
@@ -76,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                             arm=args.arm, task=args.task)
     bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
                          eval_every=args.eval_every, eval_episodes=args.boards, device=args.device,
-                         joint_velocities=args.joint_velocities, joint_scaling=args.joint_scaling)
+                         joint_velocities=args.joint_velocities, joint_scaling=args.joint_scaling,
+                         continue_head=args.continue_head)
     run_dir, seconds = Path(args.run_dir), {}
 
     start = time.perf_counter()
@@ -113,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                    "validation_episodes": val_episodes, "val_fraction": bc_config.val_fraction,
                    "keypoints": bc_config.keypoints, "joint_velocities": bc_config.joint_velocities,
                    "joint_scaling": bc_config.joint_scaling,
+                   "continue_head": bc_config.continue_head,
                    "best_epoch_success": summary["best_success"]},
         "checks": checks,
         "fresh_boards": {"seeds": final["info"]["seeds"], "checkpoint": "best.pt",

@@ -80,17 +80,32 @@ class ActorHeads(nn.Module):
     ``factored_verdict_logits`` unless temperature 1 and floor 0)."""
 
     def __init__(self, features: int, hidden: int, pose_dim: int, verdicts: int, min_scale: float,
-                 answer_temperature: float = 1.0, continue_floor: float = 0.0):
+                 answer_temperature: float = 1.0, continue_floor: float = 0.0, continue_head: bool = False):
         super().__init__()
         self.pose_dim, self.min_scale = pose_dim, min_scale
         self.answer_temperature, self.continue_floor = answer_temperature, continue_floor
-        self.net = _mlp(features, hidden, 2 * pose_dim + verdicts)
+        self.net = _mlp(features, hidden, 2 * pose_dim + verdicts - (1 if continue_head else 0))
+        # Why "continue" may get an MLP of its own: the shared hidden layers are shaped by the pose and the
+        # pass-vs-rework losses (weighted 10 and 100 in BC), which need no joint speed; when to answer does need
+        # it where an arm arrives at the board still moving, and a head of its own is trained by that loss alone.
+        self.continue_net = _mlp(features, hidden, 1) if continue_head else None
+
+    def verdict_outputs(self) -> tuple[nn.Linear, slice, nn.Linear, int]:
+        """Where the verdict logits are written: the layer and rows of the answers (pass, rework), the layer and
+        row of "continue"."""
+        last, answers = self.net[-1], 2 * self.pose_dim
+        if self.continue_net is not None:
+            return last, slice(answers, None), self.continue_net[-1], 0
+        return last, slice(answers + 1, None), last, answers
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         # Always fp32, even under autocast: PPO's ratio compares these log-probs with those stored at collection
         # (which runs without autocast); bf16 heads would make a first-minibatch ratio differ from 1.
         with torch.autocast(features.device.type, enabled=False):
             out = self.net(features.float())
+            if self.continue_net is not None:
+                pose, answers = out.split([2 * self.pose_dim, out.shape[-1] - 2 * self.pose_dim], dim=-1)
+                out = torch.cat([pose, self.continue_net(features.float()), answers], dim=-1)
         loc, scale, logits = out.split([self.pose_dim, self.pose_dim, out.shape[-1] - 2 * self.pose_dim], dim=-1)
         if self.answer_temperature != 1.0 or self.continue_floor:
             logits = factored_verdict_logits(logits, self.answer_temperature, self.continue_floor)
@@ -129,7 +144,8 @@ def make_actor(observation_spec: Composite, action_spec: Composite,
     pose_spec, verdict_spec = spec_leaf(action_spec, keys.POSE), spec_leaf(action_spec, keys.VERDICT)
     encoder = _encoder(observation_spec, config)
     heads = ActorHeads(encoder.output_shape()[0], config.hidden, pose_spec.shape[-1], verdict_spec.space.n,
-                       config.min_scale, config.answer_temperature, config.continue_floor)
+                       config.min_scale, config.answer_temperature, config.continue_floor,
+                       config.continue_head)
     return PolicyActor(ActorNetwork(encoder, heads), pose_spec.space.low, pose_spec.space.high)
 
 
@@ -175,19 +191,18 @@ def set_continue_probability(actor: ProbabilisticActor, probability: float) -> N
     whatever the features, at the head's answer temperature: a freshly initialized 3-way head answers on two steps
     of three, so from-scratch episodes would end before the camera could find the board."""
     heads = actor_network(actor).heads
-    last = heads.net[-1]
-    verdicts = last.out_features - 2 * heads.pose_dim
-    rows = slice(2 * heads.pose_dim, None)
-    last.weight[rows] *= 0.01  # near-constant verdicts at first: exploration is the pose's job
-    answers = verdicts - 1
-    last.bias[rows] = 0.0
+    answer_layer, answer_rows, continue_layer, continue_row = heads.verdict_outputs()
+    answers = answer_layer.weight[answer_rows].shape[0]
+    for layer, rows in ((answer_layer, answer_rows), (continue_layer, slice(continue_row, continue_row + 1))):
+        layer.weight[rows] *= 0.01  # near-constant verdicts at first: exploration is the pose's job
+        layer.bias[rows] = 0.0
     # Answer-now logit a = log(answers) - bias; the head continues with probability eps + (1 - eps) sigmoid(-a / T).
     floor = heads.continue_floor
     if probability <= floor:
         raise ValueError(f"set_continue_probability: {probability} is not above the head's continue floor {floor}")
     sigmoid_continue = (probability - floor) / (1 - floor)
     answer_logit = heads.answer_temperature * math.log((1 - sigmoid_continue) / sigmoid_continue)
-    last.bias[2 * heads.pose_dim] = math.log(answers) - answer_logit
+    continue_layer.bias[continue_row] = math.log(answers) - answer_logit
 
 
 def rewrap_actor(actor: PolicyActor, network: nn.Module) -> PolicyActor:
@@ -201,7 +216,7 @@ def make_feature_actor(features: int, action_spec: Composite, config: PolicyConf
     config = config or PolicyConfig()
     pose_spec, verdict_spec = spec_leaf(action_spec, keys.POSE), spec_leaf(action_spec, keys.VERDICT)
     heads = ActorHeads(features, config.hidden, pose_spec.shape[-1], verdict_spec.space.n, config.min_scale,
-                       config.answer_temperature, config.continue_floor)
+                       config.answer_temperature, config.continue_floor, config.continue_head)
     return PolicyActor(heads, pose_spec.space.low, pose_spec.space.high, in_keys=(keys.FEATURES,))
 
 

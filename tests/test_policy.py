@@ -63,3 +63,27 @@ def test_encoder_weights_load_from_a_local_file(env, tmp_path):
     torch.save({"not": torch.zeros(1)}, tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="not a ResNet18 state dict"):
         make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(encoder_weights=str(tmp_path / "bad.pt")))
+
+
+def test_a_continue_head_writes_continue_alone_and_takes_the_continue_bias(env):
+    from robot_rl.policy import actor_network, checkpoint_policy_config, set_continue_probability
+
+    actor = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(continue_head=True))
+    heads = actor_network(actor).heads
+    assert heads.net[-1].out_features == 12 + 2 and heads.continue_net[-1].out_features == 1
+    td = env.reset()
+    with torch.no_grad():
+        before = actor(td.clone())
+        heads.continue_net[-1].bias += 5.0  # moves "continue" only
+        after = actor(td.clone())
+    torch.testing.assert_close(after[(*keys.POSE_PARAMS, "loc")], before[(*keys.POSE_PARAMS, "loc")])
+    logits_before, logits_after = (out[(*keys.VERDICT_PARAMS, "logits")] for out in (before, after))
+    torch.testing.assert_close(logits_after[:, 0], logits_before[:, 0] + 5.0)
+    torch.testing.assert_close(logits_after[:, 1:], logits_before[:, 1:])
+    set_continue_probability(actor, 0.97)
+    with torch.no_grad():
+        logits = actor(td.clone())[(*keys.VERDICT_PARAMS, "logits")]
+    torch.testing.assert_close(logits.softmax(-1)[:, 0], torch.full((3,), 0.97), atol=0.01, rtol=0)
+    # A checkpoint's architecture without the option (written before it existed) builds the shared head.
+    stored = {k: v for k, v in PolicyConfig().__dict__.items() if k != "continue_head"}
+    assert checkpoint_policy_config({"policy_config": stored}).continue_head is False
