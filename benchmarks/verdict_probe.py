@@ -6,6 +6,11 @@ at rest (joint speed at most the expert's ``rest_speed``), reads the policy's pr
 localization tolerances (half of them); a policy whose probability stays below one half on such steps never
 answers there (its mode is "continue"). Beside it, how many such steps there were and their joint speed.
 
+With ``--data`` (the checkpoint's demos), on localized demo frames: the policy's median probability of answering
+on the expert's verdict frames and on the frames it waited on, and how well a fresh MLP on the checkpoint's
+frozen encoder features tells the two apart (fitted on 3/4 of the frames, accuracy on the rest): whether the
+features hold what the verdict head did not learn.
+
     python benchmarks/verdict_probe.py --checkpoint runs/bc-quality/checkpoints/last.pt \
         runs/bc-panda-vel/checkpoints/last.pt runs/bc-panda-scaled/checkpoints/last.pt \
         --out benchmarks/results/verdict_probe.json
@@ -28,6 +33,7 @@ from robot_rl.envs import make_env
 from robot_rl.envs.tasks import get_task
 from robot_rl.io import write_json
 from robot_rl.policy import actor_network, load_actor
+from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 
 FIRST_SEED = 32_000_000  # apart from BC's checks (10,000,000+) and the fresh-board evaluations (30,000,000+)
@@ -70,18 +76,67 @@ def probe(checkpoint: str, boards: int) -> dict:
             "median_speed_at_rest": round(statistics.median(at_rest_speed), 3) if at_rest_speed else None}
 
 
+@torch.no_grad()
+def _features_and_answer_probability(network, data, frames: torch.Tensor, batch: int = 200):
+    features, answer = [], []
+    for start in range(0, len(frames), batch):
+        rows = frames[start:start + batch]
+        out = network.encoder(data[keys.PIXELS][rows], data[keys.JOINT_STATE][rows].float())
+        features.append(out)
+        answer.append(1.0 - network.heads(out)[2].softmax(-1)[:, 0])
+    return torch.cat(features), torch.cat(answer)
+
+
+def demo_frames(checkpoint: str, data_path: str, frames: int, fit_steps: int = 2000) -> dict:
+    """The policy's answer probability on localized demo frames, and a fresh head on its frozen features."""
+    actor, _, _ = load_actor(checkpoint)
+    network = actor_network(actor).eval()
+    data = DemoDataset.open(data_path).data
+    generator = torch.Generator().manual_seed(0)
+    localized = torch.nonzero(data[keys.LOCALIZED].reshape(-1)).reshape(-1)
+    chosen = localized[torch.randperm(len(localized), generator=generator)[:frames]]
+    features, answer = _features_and_answer_probability(network, data, chosen)
+    label = (data[keys.EXPERT_VERDICT].reshape(-1)[chosen] > 0).long()
+    fit = len(chosen) * 3 // 4
+    head = torch.nn.Sequential(torch.nn.Linear(features.shape[1], 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                               torch.nn.ReLU(), torch.nn.Linear(256, 2))
+    optimizer = torch.optim.Adam(head.parameters(), lr=1e-3)
+    weight = torch.tensor([1.0, float((label[:fit] == 0).sum()) / max(1, int(label[:fit].sum()))])  # balanced
+    for _ in range(fit_steps):
+        rows = torch.randint(0, fit, (256,), generator=generator)
+        loss = torch.nn.functional.cross_entropy(head(features[rows]), label[rows], weight=weight)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        predicted = head(features[fit:]).argmax(-1)
+    held_out = label[fit:]
+    return {"demo_frames": len(chosen), "verdict_frames": int(label.sum()),
+            "policy_median_p_answer_on_verdict_frames": round(float(answer[label == 1].median()), 3),
+            "policy_median_p_answer_on_waiting_frames": round(float(answer[label == 0].median()), 3),
+            "fresh_head_held_out_recall_verdict": round(float((predicted[held_out == 1] == 1).float().mean()), 3),
+            "fresh_head_held_out_recall_waiting": round(float((predicted[held_out == 0] == 0).float().mean()), 3)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", nargs="+", required=True, help="BC run folders or .pt files")
     parser.add_argument("--boards", type=int, default=10, help="fresh boards per checkpoint")
+    parser.add_argument("--data", default="", help="the checkpoints' demos: also probe localized demo frames")
+    parser.add_argument("--frames", type=int, default=4000, help="localized demo frames probed with --data")
     parser.add_argument("--out", type=Path, required=True, help="JSON output")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     start = time.perf_counter()
     rows = [probe(checkpoint, args.boards) for checkpoint in args.checkpoint]
+    if args.data:
+        for row in rows:
+            row.update(demo_frames(row["checkpoint"], args.data, args.frames))
     print(markdown_table(rows, ["checkpoint", "boards", "answered_episodes", "localized_steps",
                                 "localized_at_rest_steps", "median_p_answer_at_rest", "max_p_answer_at_rest",
-                                "median_speed_at_rest"]))
+                                "median_speed_at_rest", *(["policy_median_p_answer_on_verdict_frames",
+                                "policy_median_p_answer_on_waiting_frames", "fresh_head_held_out_recall_verdict",
+                                "fresh_head_held_out_recall_waiting"] if args.data else [])]))
     write_json(args.out, {"benchmark": "verdict_probe", "machine": describe_machine(), "rows": rows,
                           "wall_s": round(time.perf_counter() - start, 1)})
     print(f"wrote {args.out}")
