@@ -157,10 +157,13 @@ def test_resume_refuses_an_option_given_at_its_default_that_the_run_does_not_hav
     assert f"--lr {BCConfig.lr} (run has 0.001)" in capsys.readouterr().err
 
 
-def test_joint_scaling_by_the_demos_reaches_the_checkpoint_and_the_loaded_policy(demos_dir, tmp_path):
+def test_joint_scaling_by_the_demos_and_a_continue_head_reach_the_checkpoint_and_the_exports(demos_dir, tmp_path):
+    from robot_rl.configs import ExportConfig
+    from robot_rl.export import deployed_policy, export
     from robot_rl.policy import actor_network, load_actor
 
-    config = small_config(demos_dir, tmp_path / "run", epochs=1, joint_velocities=True, joint_scaling="demos")
+    config = small_config(demos_dir, tmp_path / "run", epochs=1, joint_velocities=True, joint_scaling="demos",
+                          continue_head=True)
     run = bc.BCRun(config)
     states = run.dataset.split(config.val_fraction)[0][keys.JOINT_STATE].double()
     encoder = actor_network(run.actor).encoder
@@ -172,3 +175,12 @@ def test_joint_scaling_by_the_demos_reaches_the_checkpoint_and_the_loaded_policy
     loaded = actor_network(load_actor(tmp_path / "run")[0]).encoder
     assert torch.equal(loaded.joint_centre, encoder.joint_centre)
     assert torch.equal(loaded.joint_half_range, encoder.joint_half_range)
+    assert actor_network(load_actor(tmp_path / "run")[0]).heads.continue_net is not None
+    written = export(ExportConfig(checkpoint=str(tmp_path / "run"), out=str(tmp_path / "export"), format="torchscript"))
+    policy = deployed_policy(tmp_path / "run")[0]
+    frames = run.dataset.data[:5]
+    pixels, joints = frames[keys.PIXELS], frames[keys.JOINT_STATE].float()
+    with torch.no_grad():
+        pose, verdict = torch.jit.load(written["torchscript"])(pixels, joints)
+        reference_pose, reference_verdict = policy(pixels, joints)
+    assert (pose - reference_pose).abs().max() < 1e-5 and torch.equal(verdict, reference_verdict)
