@@ -12,7 +12,7 @@ frozen encoder features tells the two apart (fitted on 3/4 of the frames, accura
 features hold what the verdict head did not learn.
 
     python benchmarks/verdict_probe.py --checkpoint runs/bc-quality/checkpoints/last.pt \
-        runs/bc-panda-vel/checkpoints/last.pt runs/bc-panda-scaled/checkpoints/last.pt \
+        runs/bc-panda-vel/checkpoints/last.pt --data data/demos data/demos-panda \
         --out benchmarks/results/verdict_probe.json
 """
 
@@ -122,16 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", nargs="+", required=True, help="BC run folders or .pt files")
     parser.add_argument("--boards", type=int, default=10, help="fresh boards per checkpoint")
-    parser.add_argument("--data", default="", help="the checkpoints' demos: also probe localized demo frames")
+    parser.add_argument("--data", nargs="*", default=[],
+                        help="each checkpoint's demos, in order: also probe localized demo frames")
     parser.add_argument("--frames", type=int, default=4000, help="localized demo frames probed with --data")
     parser.add_argument("--out", type=Path, required=True, help="JSON output")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     start = time.perf_counter()
+    if args.data and len(args.data) != len(args.checkpoint):
+        parser.error(f"--data: {len(args.data)} folders for {len(args.checkpoint)} checkpoints")
     rows = [probe(checkpoint, args.boards) for checkpoint in args.checkpoint]
-    if args.data:
-        for row in rows:
-            row.update(demo_frames(row["checkpoint"], args.data, args.frames))
+    for row, data in zip(rows, args.data):
+        row.update(data=data, **demo_frames(row["checkpoint"], data, args.frames))
     print(markdown_table(rows, ["checkpoint", "boards", "answered_episodes", "localized_steps",
                                 "localized_at_rest_steps", "median_p_answer_at_rest", "max_p_answer_at_rest",
                                 "median_speed_at_rest", *(["policy_median_p_answer_on_verdict_frames",
