@@ -6,7 +6,7 @@ at rest (joint speed at most the expert's ``rest_speed``), reads the policy's pr
 localization tolerances (half of them); a policy whose probability stays below one half on such steps never
 answers there (its mode is "continue"). Beside it, how many such steps there were and their joint speed.
 
-With ``--data`` (the checkpoint's demos), on localized demo frames: the policy's median probability of answering
+With ``--data`` (each checkpoint's demos), on localized demo frames: the policy's median probability of answering
 on the expert's verdict frames and on the frames it waited on, and how well a fresh MLP on the checkpoint's
 frozen encoder features tells the two apart (fitted on 3/4 of the frames, accuracy on the rest): whether the
 features hold what the verdict head did not learn.

@@ -85,27 +85,36 @@ class ActorHeads(nn.Module):
         self.pose_dim, self.min_scale = pose_dim, min_scale
         self.answer_temperature, self.continue_floor = answer_temperature, continue_floor
         self.net = _mlp(features, hidden, 2 * pose_dim + verdicts - (1 if continue_head else 0))
-        # Why "continue" may get an MLP of its own: the shared hidden layers are shaped by the pose and the
-        # pass-vs-rework losses (weighted 10 and 100 in BC), which need no joint speed; when to answer does need
-        # it where an arm arrives at the board still moving, and a head of its own is trained by that loss alone.
-        self.continue_net = _mlp(features, hidden, 1) if continue_head else None
+        # Why "answer now?" may get an MLP of its own: with one MLP, p(answer now) = sigmoid(logsumexp(pass, rework)
+        # - continue) moves with the pass-vs-rework logits, which BC's decision loss (weight 100) scales up, and
+        # the shared hidden layers are shaped by losses that need no joint speed. A policy that must wait for an
+        # arm still settling at the board (the Panda) never learned when to answer that way.
+        self.answer_now_net = _mlp(features, hidden, 1) if continue_head else None
 
-    def verdict_outputs(self) -> tuple[nn.Linear, slice, nn.Linear, int]:
-        """Where the verdict logits are written: the layer and rows of the answers (pass, rework), the layer and
-        row of "continue"."""
-        last, answers = self.net[-1], 2 * self.pose_dim
-        if self.continue_net is not None:
-            return last, slice(answers, None), self.continue_net[-1], 0
-        return last, slice(answers + 1, None), last, answers
+    @torch.no_grad()
+    def bias_answer_now(self, answer_logit: float) -> None:
+        """Near-constant verdicts: p(answer now) = sigmoid(answer_logit) and the answers equally likely, whatever
+        the features (their weights scaled by 0.01)."""
+        last, pose = self.net[-1], 2 * self.pose_dim
+        last.weight[pose:] *= 0.01
+        last.bias[pose:] = 0.0
+        if self.answer_now_net is not None:
+            self.answer_now_net[-1].weight *= 0.01
+            self.answer_now_net[-1].bias.fill_(answer_logit)
+        else:  # answer-now logit = log(answers) - continue's bias
+            last.bias[pose] = math.log(last.out_features - pose - 1) - answer_logit
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         # Always fp32, even under autocast: PPO's ratio compares these log-probs with those stored at collection
         # (which runs without autocast); bf16 heads would make a first-minibatch ratio differ from 1.
         with torch.autocast(features.device.type, enabled=False):
             out = self.net(features.float())
-            if self.continue_net is not None:
+            if self.answer_now_net is not None:
+                # "continue" written so that the 3-way softmax answers now with sigmoid(answer-now logit) exactly
+                # and keeps softmax(pass, rework) for which answer.
                 pose, answers = out.split([2 * self.pose_dim, out.shape[-1] - 2 * self.pose_dim], dim=-1)
-                out = torch.cat([pose, self.continue_net(features.float()), answers], dim=-1)
+                answer_now = self.answer_now_net(features.float())
+                out = torch.cat([pose, answers.logsumexp(-1, keepdim=True) - answer_now, answers], dim=-1)
         loc, scale, logits = out.split([self.pose_dim, self.pose_dim, out.shape[-1] - 2 * self.pose_dim], dim=-1)
         if self.answer_temperature != 1.0 or self.continue_floor:
             logits = factored_verdict_logits(logits, self.answer_temperature, self.continue_floor)
@@ -191,18 +200,12 @@ def set_continue_probability(actor: ProbabilisticActor, probability: float) -> N
     whatever the features, at the head's answer temperature: a freshly initialized 3-way head answers on two steps
     of three, so from-scratch episodes would end before the camera could find the board."""
     heads = actor_network(actor).heads
-    answer_layer, answer_rows, continue_layer, continue_row = heads.verdict_outputs()
-    answers = answer_layer.weight[answer_rows].shape[0]
-    for layer, rows in ((answer_layer, answer_rows), (continue_layer, slice(continue_row, continue_row + 1))):
-        layer.weight[rows] *= 0.01  # near-constant verdicts at first: exploration is the pose's job
-        layer.bias[rows] = 0.0
-    # Answer-now logit a = log(answers) - bias; the head continues with probability eps + (1 - eps) sigmoid(-a / T).
+    # Answer-now logit a: the head continues with probability eps + (1 - eps) sigmoid(-a / T).
     floor = heads.continue_floor
     if probability <= floor:
         raise ValueError(f"set_continue_probability: {probability} is not above the head's continue floor {floor}")
     sigmoid_continue = (probability - floor) / (1 - floor)
-    answer_logit = heads.answer_temperature * math.log((1 - sigmoid_continue) / sigmoid_continue)
-    continue_layer.bias[continue_row] = math.log(answers) - answer_logit
+    heads.bias_answer_now(heads.answer_temperature * math.log((1 - sigmoid_continue) / sigmoid_continue))
 
 
 def rewrap_actor(actor: PolicyActor, network: nn.Module) -> PolicyActor:

@@ -65,21 +65,26 @@ def test_encoder_weights_load_from_a_local_file(env, tmp_path):
         make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(encoder_weights=str(tmp_path / "bad.pt")))
 
 
-def test_a_continue_head_writes_continue_alone_and_takes_the_continue_bias(env):
+def test_a_continue_head_decides_when_to_answer_alone_and_takes_the_continue_bias(env):
     from robot_rl.policy import actor_network, checkpoint_policy_config, set_continue_probability
 
     actor = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(continue_head=True))
     heads = actor_network(actor).heads
-    assert heads.net[-1].out_features == 12 + 2 and heads.continue_net[-1].out_features == 1
+    assert heads.net[-1].out_features == 12 + 2 and heads.answer_now_net[-1].out_features == 1
     td = env.reset()
     with torch.no_grad():
         before = actor(td.clone())
-        heads.continue_net[-1].bias += 5.0  # moves "continue" only
+        heads.answer_now_net[-1].bias += 2.0  # answers now more often; pose and which answer unchanged
         after = actor(td.clone())
+        heads.net[-1].bias[12:] += torch.tensor([3.0, -3.0])  # which answer moves; when to answer does not
+        tilted = actor(td.clone())
     torch.testing.assert_close(after[(*keys.POSE_PARAMS, "loc")], before[(*keys.POSE_PARAMS, "loc")])
-    logits_before, logits_after = (out[(*keys.VERDICT_PARAMS, "logits")] for out in (before, after))
-    torch.testing.assert_close(logits_after[:, 0], logits_before[:, 0] + 5.0)
-    torch.testing.assert_close(logits_after[:, 1:], logits_before[:, 1:])
+    p_before, p_after, p_tilted = (out[(*keys.VERDICT_PARAMS, "logits")].softmax(-1) for out in (before, after, tilted))
+    answer_now = (1 - p_before[:, 0]).logit()
+    torch.testing.assert_close((1 - p_after[:, 0]).logit(), answer_now + 2.0)
+    torch.testing.assert_close(p_after[:, 1] / p_after[:, 2], p_before[:, 1] / p_before[:, 2])
+    torch.testing.assert_close(p_tilted[:, 0], p_after[:, 0])
+    assert (p_tilted[:, 1] / p_tilted[:, 2] > p_after[:, 1] / p_after[:, 2]).all()
     set_continue_probability(actor, 0.97)
     with torch.no_grad():
         logits = actor(td.clone())[(*keys.VERDICT_PARAMS, "logits")]

@@ -175,7 +175,7 @@ def test_joint_scaling_by_the_demos_and_a_continue_head_reach_the_checkpoint_and
     loaded = actor_network(load_actor(tmp_path / "run")[0]).encoder
     assert torch.equal(loaded.joint_centre, encoder.joint_centre)
     assert torch.equal(loaded.joint_half_range, encoder.joint_half_range)
-    assert actor_network(load_actor(tmp_path / "run")[0]).heads.continue_net is not None
+    assert actor_network(load_actor(tmp_path / "run")[0]).heads.answer_now_net is not None
     written = export(ExportConfig(checkpoint=str(tmp_path / "run"), out=str(tmp_path / "export"), format="torchscript"))
     policy = deployed_policy(tmp_path / "run")[0]
     frames = run.dataset.data[:5]
