@@ -56,8 +56,8 @@ class ActorArchitecture:
     keypoints: int = option(32, "spatial-softmax keypoints on ResNet18's layer2 beside the pooled image feature "
                             "(0 = none)")
     joint_velocities: bool = option(False, "the policy reads the joint velocities too (default: angles only)")
-    continue_head: bool = option(False, "'continue' (when to answer) from an MLP of its own; pass and rework stay "
-                                 "with the pose's MLP (default: one MLP writes all)")
+    continue_head: bool = option(False, "when to answer from an MLP of its own (p(answer now) = its sigmoid); pass "
+                                 "vs rework stay with the pose's MLP (default: one MLP writes all)")
     encoder_weights: str = option("", "local ResNet18 state dict to start from (e.g. ImageNet); '' = random")
 
     def architecture_checks(self) -> list[tuple[str, bool, str]]:
