@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="joint inputs scaled by the spec bounds (the recipe) or by the demos' mean and std")
     parser.add_argument("--continue-head", action="store_true",
                         help="'continue' from an MLP of its own (the recipe: one MLP writes pose and verdict)")
+    parser.add_argument("--timing-weight", type=float, default=0.0,
+                        help="weight of BC's balanced answer-or-wait loss at the board (the recipe: 0, off)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
     args = parser.parse_args(argv)
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
                          eval_every=args.eval_every, eval_episodes=args.boards, device=args.device,
                          joint_velocities=args.joint_velocities, joint_scaling=args.joint_scaling,
-                         continue_head=args.continue_head)
+                         continue_head=args.continue_head, timing_weight=args.timing_weight)
     run_dir, seconds = Path(args.run_dir), {}
 
     start = time.perf_counter()
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                    "validation_episodes": val_episodes, "val_fraction": bc_config.val_fraction,
                    "keypoints": bc_config.keypoints, "joint_velocities": bc_config.joint_velocities,
                    "joint_scaling": bc_config.joint_scaling,
-                   "continue_head": bc_config.continue_head,
+                   "continue_head": bc_config.continue_head, "timing_weight": bc_config.timing_weight,
                    "best_epoch_success": summary["best_success"]},
         "checks": checks,
         "fresh_boards": {"seeds": final["info"]["seeds"], "checkpoint": "best.pt",

@@ -116,6 +116,7 @@ class BCRun:
                                          verdict_weight=config.verdict_weight,
                                          locate_weight=config.locate_weight,
                                          mode_weight=config.mode_weight,
+                                         timing_weight=config.timing_weight,
                                          near_view=self.task.near_view).to(self.device)
         if config.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
             actor_network(self.actor).encoder.compile()

@@ -19,6 +19,12 @@ the expert action under the policy's distribution) are computed here from one fo
   of pass-vs-rework against the defect label: the verdict the expert would give there. The expert decides on one
   frame per episode; this term teaches the defect classifier from every close view of every board without
   changing what the policy outputs.
+- ``loss_timing`` (off unless ``timing_weight`` > 0): on the same close views, binary cross-entropy of the
+  answer-now logit (``logsumexp(pass, rework) - continue``) against "the expert answered on this frame", the two
+  classes weighted equally within the batch. Through ``loss_verdict`` alone, an arm that settles for many frames
+  at the board before the expert answers (the Panda: about 12 waiting frames per verdict) kept p(answer now) at
+  the weighted prior (~0.3) everywhere through 6 epochs and never answered (README, "Reading the joint velocities
+  is not enough"); this term asks the timing question only where it is asked, at equal odds.
 - ``loss_locate``: an auxiliary head on the encoder's features regresses where the board is relative to the
   camera (world-frame offset of its centre, from the stored privileged state, in decimetres). Pose actions are
   world-frame moves towards that point, so this gives the encoder a direct, dense signal for what the pose needs;
@@ -48,11 +54,13 @@ class BehaviourCloningLoss(nn.Module):
     """``forward(batch)`` -> TensorDict of ``loss_*`` terms (summed for the update) and detached metrics."""
 
     def __init__(self, actor: ProbabilisticActor, decision_weight: float = 1.0, verdict_weight: float = 1.0,
-                 locate_weight: float = 0.0, mode_weight: float = 0.0, pose_clamp: float = 0.995,
+                 locate_weight: float = 0.0, mode_weight: float = 0.0, timing_weight: float = 0.0,
+                 pose_clamp: float = 0.995,
                  near_view: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = PcbInspectTask.near_view):
         super().__init__()
         self.actor, self.decision_weight, self.pose_clamp = actor, decision_weight, pose_clamp
         self.verdict_weight, self.locate_weight, self.mode_weight = verdict_weight, locate_weight, mode_weight
+        self.timing_weight = timing_weight
         self.near_view = near_view  # the task's: frames where the pass/rework decision is also trained
         encoder = actor_encoder(actor)
         self.locator = nn.Linear(encoder.output_shape()[0], 3) if locate_weight > 0 else None
@@ -91,13 +99,16 @@ class BehaviourCloningLoss(nn.Module):
             loss_decision = logits.sum() * 0.0
             decision_accuracy = torch.tensor(float("nan"), device=logits.device)
 
+        extra: dict[str, torch.Tensor] = {}
+        if self.timing_weight > 0:
+            extra |= _balanced_timing_terms(logits[in_view], expert_verdict[in_view], self.timing_weight)
+
         pose_mean = torch.tanh(batch.get((*keys.POSE_PARAMS, "loc")).float())
-        extra = {}
         if self.locator is not None:
             offset = (batch.get(keys.BOARD_POSE)[..., :3] - batch.get(keys.CAMERA_POSE)[..., :3]).float() * 10
             error = self.locator(features[-1].float()) - offset
-            extra = {"loss_locate": self.locate_weight * error.pow(2).sum(-1).mean(),
-                     "locate_error_cm": error.detach().norm(dim=-1).mean() * 10}
+            extra |= {"loss_locate": self.locate_weight * error.pow(2).sum(-1).mean(),
+                      "locate_error_cm": error.detach().norm(dim=-1).mean() * 10}
         return TensorDict({
             **extra,
             "loss_pose": loss_pose,
@@ -108,6 +119,22 @@ class BehaviourCloningLoss(nn.Module):
             "verdict_accuracy": (logits.argmax(-1) == expert_verdict).float().mean().detach(),
             "decision_accuracy": decision_accuracy.detach(),
         }, batch_size=[])
+
+
+def _balanced_timing_terms(logits: torch.Tensor, expert_verdict: torch.Tensor, weight: float) -> dict:
+    """``loss_timing`` and its accuracy on close-view frames: the answer-now logit against "the expert answered
+    here", answered and waiting frames weighted equally (each class's weights sum to 1/2)."""
+    answer_now = logits[:, 1:].logsumexp(-1) - logits[:, 0]
+    answered = (expert_verdict != 0).float()
+    if answered.numel() == 0:
+        zero = logits.sum() * 0.0
+        return {"loss_timing": zero, "timing_accuracy": torch.tensor(float("nan"), device=logits.device)}
+    positives = answered.sum().clamp(min=1.0)
+    negatives = (1 - answered).sum().clamp(min=1.0)
+    weights = torch.where(answered > 0, 0.5 / positives, 0.5 / negatives)
+    loss = (weights * F.binary_cross_entropy_with_logits(answer_now, answered, reduction="none")).sum()
+    accuracy = ((answer_now > 0).float() == answered).float().mean()
+    return {"loss_timing": weight * loss, "timing_accuracy": accuracy.detach()}
 
 
 def total_loss(losses: TensorDictBase) -> torch.Tensor:

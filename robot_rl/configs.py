@@ -135,6 +135,8 @@ class BCConfig(ActorArchitecture):
     verdict_weight: float = option(5.0, "weight of a verdict frame against a 'continue' frame in the verdict loss")
     locate_weight: float = option(1.0, "weight of the auxiliary where-is-the-board loss (0 = off)")
     mode_weight: float = option(10.0, "weight of the squared error of the deterministic pose (0 = likelihood only)")
+    timing_weight: float = option(0.0, "weight of the balanced answer-now-or-wait loss on close views of the "
+                                  "board (0 = off: when to answer is learned from the verdict loss alone)")
     eval_every: int = option(5, "closed-loop check every N epochs (0 = only at the end)")
     eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
     eval_seed: int = option(10_000_000, "first board seed of the closed-loop checks")
@@ -160,7 +162,7 @@ class BCConfig(ActorArchitecture):
             ("grad_clip", self.grad_clip > 0, "> 0"), ("val_fraction", 0 < self.val_fraction < 1, "in (0, 1)"),
             ("shift_pad", self.shift_pad >= 0, ">= 0"), ("decision_weight", self.decision_weight >= 0, ">= 0"),
             ("verdict_weight", self.verdict_weight > 0, "> 0"), ("locate_weight", self.locate_weight >= 0, ">= 0"),
-            ("mode_weight", self.mode_weight >= 0, ">= 0"),
+            ("mode_weight", self.mode_weight >= 0, ">= 0"), ("timing_weight", self.timing_weight >= 0, ">= 0"),
             ("eval_every", self.eval_every >= 0, ">= 0"), ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("eval_envs", self.eval_envs >= 0, ">= 0"), ("image_size", self.image_size >= 0, ">= 0"),
             *self.architecture_checks(),

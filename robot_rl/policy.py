@@ -88,7 +88,8 @@ class ActorHeads(nn.Module):
         # Why "answer now?" may get an MLP of its own: with one MLP, p(answer now) = sigmoid(logsumexp(pass, rework)
         # - continue) moves with the pass-vs-rework logits, which BC's decision loss (weight 100) scales up, and
         # the shared hidden layers are shaped by losses that need no joint speed. A policy that must wait for an
-        # arm still settling at the board (the Panda) never learned when to answer that way.
+        # arm still settling at the board (the Panda) never learned when to answer that way; with an MLP of its
+        # own it did not learn it in 6 BC epochs either (README, "Arms"); BC's `timing_weight` asks for it directly.
         self.answer_now_net = _mlp(features, hidden, 1) if continue_head else None
 
     @torch.no_grad()

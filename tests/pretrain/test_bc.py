@@ -58,6 +58,33 @@ def test_the_auxiliary_locator_learns_where_the_board_is_and_stays_out_of_the_po
     assert run.loss._features is None
 
 
+def test_the_timing_loss_weighs_answered_and_waiting_frames_equally():
+    from robot_rl.pretrain.bc_loss import _balanced_timing_terms
+
+    # One answered frame among four waiting ones; continue, pass, rework logits.
+    logits = torch.tensor([[0.0, 2.0, -1.0]] + [[1.0, -0.5, -0.5]] * 4, requires_grad=True)
+    verdict = torch.tensor([1, 0, 0, 0, 0])
+    terms = _balanced_timing_terms(logits, verdict, weight=3.0)
+    answer_now = logits[:, 1:].logsumexp(-1) - logits[:, 0]
+    answered = torch.nn.functional.softplus(-answer_now[0])  # -log sigmoid
+    waiting = torch.nn.functional.softplus(answer_now[1:]).mean()  # -log(1 - sigmoid)
+    torch.testing.assert_close(terms["loss_timing"], 3.0 * 0.5 * (answered + waiting))
+    assert terms["timing_accuracy"] == 1.0  # answers on the first frame only
+    terms["loss_timing"].backward()
+    assert logits.grad.abs().sum() > 0
+    empty = _balanced_timing_terms(logits[:0], verdict[:0], weight=3.0)
+    assert empty["loss_timing"] == 0 and torch.isnan(empty["timing_accuracy"])
+
+
+def test_the_timing_loss_is_off_by_default_and_joins_the_sum_when_weighted(demos_dir, tmp_path):
+    default = bc.BCRun(small_config(demos_dir, tmp_path / "default"))
+    batch = bc._to_device(default.train_buffer.sample(), default.device, shift_pad=0)
+    assert "loss_timing" not in default.loss(batch.clone()).keys()
+    weighted = bc.BCRun(small_config(demos_dir, tmp_path / "weighted", timing_weight=2.0))
+    losses = weighted.loss(batch.clone())
+    assert "loss_timing" in losses.keys() and torch.isfinite(bc.total_loss(losses))
+
+
 def test_resume_reproduces_an_uninterrupted_run_exactly(demos_dir, tmp_path):
     straight = bc.BCRun(small_config(demos_dir, tmp_path / "straight"))
     straight.run(progress=False)
