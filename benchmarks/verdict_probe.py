@@ -98,6 +98,7 @@ def demo_frames(checkpoint: str, data_path: str, frames: int, fit_steps: int = 2
     features, answer = _features_and_answer_probability(network, data, chosen)
     label = (data[keys.EXPERT_VERDICT].reshape(-1)[chosen] > 0).long()
     fit = len(chosen) * 3 // 4
+    torch.manual_seed(0)  # the head's initialization: the same figures on every run
     head = torch.nn.Sequential(torch.nn.Linear(features.shape[1], 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
                                torch.nn.ReLU(), torch.nn.Linear(256, 2))
     optimizer = torch.optim.Adam(head.parameters(), lr=1e-3)
@@ -112,6 +113,7 @@ def demo_frames(checkpoint: str, data_path: str, frames: int, fit_steps: int = 2
         predicted = head(features[fit:]).argmax(-1)
     held_out = label[fit:]
     return {"demo_frames": len(chosen), "verdict_frames": int(label.sum()),
+            "held_out_verdict_frames": int(held_out.sum()),
             "policy_median_p_answer_on_verdict_frames": round(float(answer[label == 1].median()), 3),
             "policy_median_p_answer_on_waiting_frames": round(float(answer[label == 0].median()), 3),
             "fresh_head_held_out_recall_verdict": round(float((predicted[held_out == 1] == 1).float().mean()), 3),
