@@ -22,12 +22,14 @@ import sys
 import time
 from pathlib import Path
 
-from timing import describe_machine
+from timing import describe_machine, provenance
 
-from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
+from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, EvaluateConfig
 from robot_rl.episodes import wilson_interval
 from robot_rl.evaluate import evaluate
 from robot_rl.io import write_json
+from robot_rl.options import resolve_device
+from robot_rl.precision import describe
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timing-weight", type=float, default=0.0,
                         help="weight of BC's balanced answer-or-wait loss at the board (the recipe: 0, off)")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto", help="the encoder's compute precision")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
     args = parser.parse_args(argv)
     collect = CollectConfig(out=args.data, episodes=args.episodes, difficulty="default", image_size=84, seed=0,
@@ -83,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
                          eval_every=args.eval_every, eval_episodes=args.boards, device=args.device,
                          joint_velocities=args.joint_velocities, joint_scaling=args.joint_scaling,
-                         continue_head=args.continue_head, timing_weight=args.timing_weight)
+                         continue_head=args.continue_head, timing_weight=args.timing_weight,
+                         precision=args.precision)
     run_dir, seconds = Path(args.run_dir), {}
 
     start = time.perf_counter()
@@ -101,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     # The last policy is what BC ends with; best.pt was chosen by the checks, on other boards than these.
     fresh = {name: evaluate(EvaluateConfig(checkpoint=str(run_dir / "checkpoints" / f"{name}.pt"),
                                            episodes=args.boards, out=str(run_dir / f"eval-fresh-{name}"), videos=0,
-                                           failure_videos=0, device=args.device), progress=False)
+                                           failure_videos=0, device=args.device, precision=args.precision),
+                                            progress=False)
              for name in ("last", "best")}
     seconds["evaluate"] = time.perf_counter() - start
 
@@ -119,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(rows))
     val_episodes = max(1, round(len(dataset.episodes) * bc_config.val_fraction))
     write_json(args.out, {
-        "benchmark": "bc_quality", "machine": describe_machine(),
+        "benchmark": "bc_quality", **provenance(), "machine": describe_machine(),
+        "precision": describe(args.precision, resolve_device(args.device)),
         "arm": dataset.meta.get("arm", "ur5e_like"), "task": dataset.meta["env"],
         "recipe": {"demos": len(dataset.episodes), "frames": dataset.frames, "difficulty": "default",
                    "image_size": 84, "epochs": args.epochs, "batch_size": bc_config.batch_size,

@@ -5,9 +5,12 @@ The scripts run as ``python benchmarks/NAME.py``, which puts this folder on ``sy
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +44,19 @@ def describe_machine() -> dict:
     except (ValueError, OSError, AttributeError):
         pass
     return info
+
+
+def provenance() -> dict:
+    """When, from which commit and with which command line a results file was made."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = None, ""
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "commit": commit, "uncommitted_changes": bool(dirty), "argv": sys.argv}
 
 
 def median_rate(run: Callable[[], int], repeats: int) -> float:

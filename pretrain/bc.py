@@ -22,6 +22,7 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
+from robot_rl.encoder import set_encoder_precision
 from robot_rl.envs.difficulty import DIFFICULTY_NAMES
 from robot_rl.envs.randomization import RANDOMIZATIONS
 from robot_rl.envs.tasks import get_task
@@ -30,6 +31,7 @@ from robot_rl.episodes import check_scalars
 from robot_rl.errors import TrainingDiverged, UsageError
 from robot_rl.options import resolve_device
 from robot_rl.policy import actor_network, make_actor
+from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.lerobot_import import open_demos
@@ -66,6 +68,7 @@ class BCRun:
         self.run_dir = self.folder.path
         resume = resume or self.folder.check_new(config)
         self.device = resolve_device(config.device)
+        self.precision = resolve_precision(config.precision, self.device)
         if config.threads:
             torch.set_num_threads(config.threads)
 
@@ -108,6 +111,7 @@ class BCRun:
         if config.joint_scaling == "demos":  # on resume the checkpoint's buffers replace these
             actor_network(self.actor).encoder.scale_joints_like(train[keys.JOINT_STATE])
         self.actor = self.actor.to(self.device)
+        set_encoder_precision(self.actor, self.precision)
         self.env_info = {"env": self.task_name, "env_version": self.task.version, "difficulty": self.difficulty,
                          "image_size": self.dataset.image_size, "randomization": self.randomization, "arm": self.arm}
 
@@ -163,9 +167,6 @@ class BCRun:
         self.logger.truncate_after(self.step)
 
     # -- loop -------------------------------------------------------------------------------------------------
-    def _autocast(self):
-        return torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
-
     def train_epoch(self, progress: bool) -> dict | None:
         """The rest of the current epoch; its mean losses, or None when Ctrl-C stopped it part-way."""
         self.actor.train()
@@ -179,9 +180,8 @@ class BCRun:
             if self.stop.requested:
                 return None
             batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad)
-            with self._autocast():
-                losses = self.loss(batch)
-                loss = total_loss(losses)
+            losses = self.loss(batch)  # the encoder runs in self.precision, the rest in fp32
+            loss = total_loss(losses)
             if not torch.isfinite(loss):
                 bad = ", ".join(name for name, value in losses.items() if not torch.isfinite(value).all())
                 self._diverged(f"BC loss is {loss.item()} ({bad})")
@@ -215,8 +215,7 @@ class BCRun:
         sums: dict[str, float] = {}
         for _ in range(self.val_steps):
             batch = _to_device(self.val_buffer.sample(), self.device, shift_pad=0)
-            with self._autocast():
-                losses = self.loss(batch)
+            losses = self.loss(batch)
             for name, value in losses.items():
                 if not math.isnan(float(value)):
                     sums[name] = sums.get(name, 0.0) + float(value)
@@ -244,6 +243,7 @@ class BCRun:
         summary = {"epochs": self.epoch, "steps": self.step, "best_success": self.best_success,
                    "final_eval": last_eval, "eval_seeds": [self.eval_seeds[0], self.eval_seeds[-1]],
                    "demos": {"episodes": len(self.dataset.episodes), "frames": self.dataset.frames},
+                   "precision": self.precision,
                    "finished": self.epoch == config.epochs}
         if summary["finished"]:
             self.folder.finish(summary)

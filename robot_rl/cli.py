@@ -147,7 +147,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
         preset = preset.updated(collect={"arm": config.arm})
         root = f"{root}-{Path(config.arm).stem}"
     root = config.root or root
-    result = run_pipeline(preset, root, device=config.device)
+    result = run_pipeline(preset, root, device=config.device, precision=config.precision)
     print("\n" + result_table(result))
     return 0
 

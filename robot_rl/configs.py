@@ -36,6 +36,9 @@ EXPORT_FORMATS = ("torchscript", "export", "onnx", "safetensors", "all")
 PIPELINE_PRESETS = ("quick", "full")
 LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
 JOINT_SCALINGS = ("bounds", "demos")  # pretrain --joint-scaling
+PRECISIONS = ("auto", "fp32", "bf16")  # robot_rl.precision
+PRECISION_HELP = ("compute precision of the image encoder: auto (bf16 where the CPU or GPU runs it natively, else "
+                  "fp32), fp32 or bf16; weights, optimizer state, checkpoints and exports stay fp32")
 LOGGER_HELP = ("where scalars go besides the run folder's CSV log (always written): csv (nothing more), tensorboard, "
                "wandb (offline, under the run folder) or mlflow (a file store under the run folder)")
 
@@ -121,6 +124,9 @@ class CollectConfig:
 class BCConfig(ActorArchitecture):
     """Options of ``robot-rl pretrain`` (the architecture options first, from ``ActorArchitecture``)."""
 
+    # What an option added later means in a config stored before it existed (``run_folder.load_config``).
+    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"precision": "fp32"}
+
     data: str = option("data/demos", "demonstration dataset folder: from collect-demos, or a LeRobot v3.0 dataset "
                        "(read once into the run folder)")
     run_dir: str = option("runs/bc", "output folder: config, checkpoints, logs")
@@ -142,6 +148,7 @@ class BCConfig(ActorArchitecture):
     eval_seed: int = option(10_000_000, "first board seed of the closed-loop checks")
     eval_envs: int = option(0, "envs stepped together in a check (0 = one per CPU core)")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    precision: str = option("auto", PRECISION_HELP)
     compile: bool = option(False, "torch.compile the actor's image encoder (the heads stay eager)")
     seed: int = option(0, "seed of sampling, augmentation and initialization")
     image_size: int = option(0, "expected image side in pixels; 0 = the dataset's")
@@ -156,6 +163,7 @@ class BCConfig(ActorArchitecture):
     def __post_init__(self) -> None:
         validate(self, [
             ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
+            ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
             ("joint_scaling", self.joint_scaling in JOINT_SCALINGS, _one_of(JOINT_SCALINGS)),
             ("epochs", self.epochs >= 1, ">= 1"), ("batch_size", self.batch_size >= 1, ">= 1"),
             ("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
@@ -186,7 +194,7 @@ class FinetuneConfig:
     # What an option added later means in a config stored before it existed: the behaviour of that time
     # (``run_folder.load_config``), so a resumed older run keeps the design it started with.
     ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"target_kl": 0.0, "answer_temperature": 1.0, "continue_floor": 0.0,
-                                              "anchor_floor": 0.0, "guess_penalty": 0.0}
+                                              "anchor_floor": 0.0, "guess_penalty": 0.0, "precision": "fp32"}
     # Options renamed since: a stored config's old name -> the new one (``run_folder.load_config``).
     RENAMED: ClassVar[dict] = {"hidden": "critic_hidden"}  # it also set --from-scratch's actor width then
 
@@ -254,6 +262,7 @@ class FinetuneConfig:
     eval_seed: int = option(20_000_000, "first board seed of the closed-loop checks")
     checkpoint_every: int = option(5, "checkpoint every N iterations (and on Ctrl-C)")
     device: str = option("auto", "learner device: auto, cpu, cuda or cuda:N")
+    precision: str = option("auto", PRECISION_HELP + "; collection workers follow their own device")
     compile: bool = option(False, "torch.compile the actor's image encoder (the heads and critic stay eager)")
     seed: int = option(0, "seed of collection, sampling and initialization")
     critic_hidden: int = option(256, "MLP width of the critic (the actor's architecture is the BC run's, or "
@@ -265,6 +274,7 @@ class FinetuneConfig:
         validate(self, [
             ("init", bool(self.init) != self.from_scratch, "a BC run folder, or '' with --from-scratch"),
             ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
+            ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
             ("difficulty", self.difficulty in ("", *DIFFICULTY_NAMES), f"'' or one of {', '.join(DIFFICULTY_NAMES)}"),
             ("randomization", self.randomization in ("", *RANDOMIZATION_NAMES),
              f"'' or one of {', '.join(RANDOMIZATION_NAMES)}"),
@@ -340,6 +350,7 @@ class EvaluateConfig:
     video_quality: str = option("pretty", "pretty (shadows, ~60 ms a frame in software GL) or fast (no shadows)")
     video_slowdown: float = option(2.0, "videos play this many times slower than real time (1 = real time)")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    precision: str = option("auto", PRECISION_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -353,6 +364,7 @@ class EvaluateConfig:
             ("video_height", 64 <= self.video_height <= 1080 and self.video_height % 2 == 0, "even, in [64, 1080]"),
             ("video_quality", self.video_quality in VIDEO_QUALITIES, f"one of {', '.join(VIDEO_QUALITIES)}"),
             ("video_slowdown", 1 <= self.video_slowdown <= 10, "in [1, 10]"),
+            ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
         ])
 
 
@@ -400,6 +412,8 @@ class PipelineConfig:
     task: str = option(DEFAULT_TASK, TASK_HELP)
     arm: str = option(DEFAULT_ARM, ARM_HELP)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    precision: str = option("auto", PRECISION_HELP + " (every stage)")
 
     def __post_init__(self) -> None:
-        validate(self, [("preset", self.preset in PIPELINE_PRESETS, _one_of(PIPELINE_PRESETS))])
+        validate(self, [("preset", self.preset in PIPELINE_PRESETS, _one_of(PIPELINE_PRESETS)),
+                        ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS))])

@@ -16,6 +16,7 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
+from robot_rl.encoder import set_encoder_precision
 from robot_rl.envs import make_env
 from robot_rl.envs.randomization import PERTURBATIONS, describe, get_randomization
 from robot_rl.envs.tasks import get_task
@@ -24,6 +25,7 @@ from robot_rl.errors import UsageError
 from robot_rl.io import write_json, write_text
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
+from robot_rl.precision import resolve_precision
 from robot_rl.run_folder import run_folder_of
 from robot_rl.tables import markdown_table
 from robot_rl.video import VideoRecorder
@@ -126,6 +128,8 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     ``--perturbations``, the suite under perturbations/); returns the metrics."""
     device = resolve_device(config.device)
     actor, env_info, checkpoint = load_actor(config.checkpoint, device=device)
+    precision = resolve_precision(config.precision, device)
+    set_encoder_precision(actor, precision)
     if config.arm and config.arm != env_info["arm"]:
         raise UsageError(f"--arm {config.arm}: {checkpoint} was trained on arm {env_info['arm']!r}")
     if config.task and config.task != env_info["env"]:
@@ -139,7 +143,7 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
                                              progress)
     info = {"checkpoint": str(checkpoint), "difficulty": difficulty, "image_size": env_info["image_size"],
             "randomization": randomization, "arm": env_info["arm"], "task": env_info["env"],
-            "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]],
+            "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": precision,
             "defect_types": list(get_task(env_info["env"]).defect_types)}
     report = {"metrics": metrics, "info": info, "config": asdict(config), "videos": videos, "episodes": summaries}
     markdown = report_markdown(metrics, summaries, info)

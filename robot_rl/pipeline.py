@@ -28,8 +28,9 @@ from robot_rl.tables import markdown_table
 # Where each stage writes, under the pipeline's root; the stages are linked through these.
 DEMOS, BC, PPO, EVAL_BC, EVAL = "demos", "bc", "ppo", "eval-bc", "eval"
 # Fields that link stages or pick the device: set by the pipeline, not options of a preset.
-WIRING = {"collect": ("out",), "pretrain": ("data", "run_dir", "device"), "finetune": ("init", "run_dir", "device"),
-          "evaluate": ("checkpoint", "out", "device")}
+WIRING = {"collect": ("out",), "pretrain": ("data", "run_dir", "device", "precision"),
+          "finetune": ("init", "run_dir", "device", "precision"),
+          "evaluate": ("checkpoint", "out", "device", "precision")}
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def _train_stage(label: str, command: str, run_dir: Path, start, resume, make_co
 
 
 def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: EvaluateConfig, device: str,
-                    progress: bool, log) -> dict:
+                    precision: str, progress: bool, log) -> dict:
     """Evaluates ``checkpoint`` into ``out_dir`` unless its report exists; returns the metrics."""
     from robot_rl.evaluate import evaluate
 
@@ -119,12 +120,12 @@ def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: Evalua
         log(f"{label}: {report} exists, skipped")
         return json.loads(report.read_text())["metrics"]
     log(f"{label} -> {out_dir}")
-    config = replace(options, checkpoint=str(checkpoint), out=str(out_dir), device=device)
+    config = replace(options, checkpoint=str(checkpoint), out=str(out_dir), device=device, precision=precision)
     return evaluate(config, progress=progress)["metrics"]
 
 
 def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progress: bool = True,
-                 log=print) -> dict:
+                 log=print, precision: str = "auto") -> dict:
     """Runs (or resumes) every stage under ``root``; returns where each stage wrote and the metrics of the BC
     and the fine-tuned policy on the same held-out boards."""
     root = Path(root)
@@ -146,25 +147,27 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
 
     start = time.perf_counter()
     _train_stage("[2/5] pretrain", "pretrain", bc_dir, bc.pretrain, bc.resume, lambda: replace(
-        preset.pretrain, data=str(data), run_dir=str(bc_dir), device=device), progress, log)
+        preset.pretrain, data=str(data), run_dir=str(bc_dir), device=device, precision=precision), progress, log)
     timings["pretrain"] = time.perf_counter() - start
 
     # The BC policy on the boards the fine-tuned one is evaluated on, without videos: the table's first row.
     start = time.perf_counter()
     bc_options = replace(preset.evaluate, videos=0, failure_videos=0)
-    after_bc = _evaluate_stage("[3/5] evaluate BC", bc_dir, bc_eval_dir, bc_options, device, progress, log)
+    after_bc = _evaluate_stage("[3/5] evaluate BC", bc_dir, bc_eval_dir, bc_options, device, precision, progress,
+                               log)
     timings["evaluate BC"] = time.perf_counter() - start
 
     start = time.perf_counter()
     _train_stage("[4/5] finetune", "finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
-        preset.finetune, init=str(bc_dir), run_dir=str(ppo_dir), device=device), progress, log)
+        preset.finetune, init=str(bc_dir), run_dir=str(ppo_dir), device=device, precision=precision), progress,
+        log)
     timings["finetune"] = time.perf_counter() - start
 
     start = time.perf_counter()
     # The policy PPO ended with (last.pt), as fine-tuning is designed to end (README, "Fine-tuning design");
     # best.pt, the best of PPO's own held-out checks, stays beside it.
     after_ppo = _evaluate_stage("[5/5] evaluate", RunFolder(ppo_dir).checkpoint("last"), eval_dir, preset.evaluate,
-                                device, progress, log)
+                                device, precision, progress, log)
     timings["evaluate"] = time.perf_counter() - start
     result = {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
               "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo,

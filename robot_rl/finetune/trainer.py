@@ -36,7 +36,7 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import DEFAULT_ARM, FinetuneConfig
-from robot_rl.encoder import calibrate_batchnorm
+from robot_rl.encoder import calibrate_batchnorm, encoder_precision, set_encoder_precision
 from robot_rl.envs import make_env
 from robot_rl.envs.tasks import DEFAULT_TASK, get_task
 from robot_rl.envs.torchrl_env import proof_env
@@ -58,6 +58,7 @@ from robot_rl.policy import (
     rewrap_actor,
     set_continue_probability,
 )
+from robot_rl.precision import resolve_precision
 from robot_rl.run_folder import (
     RunFolder,
     RunLogger,
@@ -129,6 +130,7 @@ class PPORun:
         # One learner, or one rank of several started by torchrun: its device and collection seed
         self.dist, self.device, self.seed = distributed.setup(config.device, config.seed)
         self.is_main = self.dist is None or self.dist.is_main
+        self.precision = resolve_precision(config.precision, self.device)
         torch.manual_seed(config.seed)  # the same initial weights on every rank
 
         # Resolve the starting point: the BC run's env and architecture, or fresh ones
@@ -149,14 +151,18 @@ class PPORun:
         self.iteration, self.frames = 0, 0
         self.seconds = 0.0  # wall time of the iterations and checks so far, across resumes
         self.best: dict | None = None  # iteration, frames and success of best.pt (the best held-out check)
-        self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.device,
-                                                  self.seed, pre_collect_hook=self._seed_iteration)
+        # Worker processes take the policy as it is when they start: in the precision of their own device.
+        worker_precision = (self.precision if config.collector == "direct"
+                            else resolve_precision(config.precision, config.worker_device))
+        with encoder_precision(self.collection_policy, worker_precision):
+            self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.device,
+                                                      self.seed, pre_collect_hook=self._seed_iteration)
         if config.collector != "direct":
             push_weights(self.collector, self.collection_policy)  # workers start from the learner's weights
 
         # Create learner: GAE, loss, buffer, optimizers
         self.learner = PPOLearner(config, loss_actor, loss_critic, param_groups, anchor_actor=anchor_actor,
-                                  device=self.device, autocast=self.device.type == "cuda",
+                                  device=self.device, autocast=self.precision == "bf16",
                                   check_finite=distributed.all_finite(self.dist),
                                   mean_over_ranks=distributed.mean_over_ranks(self.dist))
 
@@ -189,6 +195,9 @@ class PPORun:
         # policy whose log-probs the loss evaluates, whatever minibatch it sits in. Gradients still flow.
         self.actor.to(self.device).eval()
         self.critic.to(self.device).eval()
+        for policy in (self.actor, self.pretrained):
+            if policy is not None:
+                set_encoder_precision(policy, self.precision)
         network = actor_network(self.actor)
         if config.frozen_encoder:
             network.encoder.requires_grad_(False)
@@ -292,7 +301,7 @@ class PPORun:
                 self.logger.close()
         summary = {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
                    "init": config.init or "scratch", "env": self.env_info, "seconds": round(self.seconds, 1),
-                   "finished": self.iteration == config.iterations}
+                   "finished": self.iteration == config.iterations, "precision": self.precision}
         if self.is_main and summary["finished"]:
             self.folder.finish(summary)
         return summary
