@@ -26,6 +26,10 @@ Finished runs are reused (a killed benchmark resumes where it stopped), and ``--
     python benchmarks/bc_vs_scratch.py --preset few --arms scratch   # then scratch, >= 3x BC's frames to tau
     python benchmarks/bc_vs_scratch.py --preset lead-few --arms bc   # the few protocol on the lead task, one seed
     python benchmarks/bc_vs_scratch.py --preset gpu                  # 224x224, larger budgets, for a CUDA machine
+    python benchmarks/bc_vs_scratch.py --preset few --arms bc --seeds 0 --precision bf16   # the encoder in bf16
+
+``--precision fp32|bf16`` runs BC, PPO and every evaluation in that precision, in folders and a results file of
+their own (``..._bf16``); the demos are shared. Without it (``auto``) the precision follows the machine.
 """
 
 from __future__ import annotations
@@ -38,14 +42,16 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
-from timing import describe_machine
+from timing import describe_machine, provenance
 
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
-from robot_rl.configs import BCConfig, CollectConfig, FinetuneConfig
+from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, FinetuneConfig
+from robot_rl.encoder import set_encoder_precision
 from robot_rl.finetune import trainer
 from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
+from robot_rl.precision import describe, resolve_precision
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
@@ -132,12 +138,13 @@ def largest_fall_after(curve: list[dict], frames: int) -> float:
     return round(fall, 4)
 
 
-def on_fresh_boards(checkpoint: str | Path, boards: int, device: str) -> dict:
+def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision: str = "auto") -> dict:
     """A policy checkpoint (or run folder) on ``boards`` boards no run has seen (not the check boards): success
     with its Wilson interval, guesses (and how many came after the board had been localized), timeouts, verdict
     accuracy."""
     device = resolve_device(device)
     actor, env, _ = load_actor(checkpoint, device)
+    set_encoder_precision(actor, resolve_precision(precision, device))
     metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()),
                                         difficulty=env["difficulty"], image_size=env["image_size"],
                                         randomization=env["randomization"], num_envs=8, device=device,
@@ -149,9 +156,9 @@ def on_fresh_boards(checkpoint: str | Path, boards: int, device: str) -> dict:
             "guesses_after_localizing": sum(e["guess"] and e["steps_to_localize"] is not None for e in episodes)}
 
 
-def fresh_board_success(run_dir: Path, boards: int, device: str) -> dict:
+def fresh_board_success(run_dir: Path, boards: int, device: str, precision: str = "auto") -> dict:
     """last.pt and best.pt of a PPO run on fresh boards (``on_fresh_boards``)."""
-    return {name: on_fresh_boards(Path(run_dir) / "checkpoints" / f"{name}.pt", boards, device)
+    return {name: on_fresh_boards(Path(run_dir) / "checkpoints" / f"{name}.pt", boards, device, precision)
             for name in ("last", "best")}
 
 
@@ -205,6 +212,7 @@ def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size
     """The BC policy on the PPO runs' held-out boards, before any PPO frame (what tau is computed from)."""
     device = resolve_device(device)
     actor, env, _ = load_actor(bc_dir, device)
+    set_encoder_precision(actor, resolve_precision(ppo.precision, device))
     seeds = held_out_seeds(ppo.eval_seed, ppo.eval_episodes, set())
     metrics, _ = evaluate_policy(actor, seeds, difficulty=difficulty, image_size=image_size, num_envs=8,
                                  device=device, task=env["env"])
@@ -299,6 +307,15 @@ def plot(curves: dict[str, list[list[dict]]], threshold: float, path: Path, titl
     plt.close(fig)
 
 
+def with_precision(preset: dict, precision: str) -> dict:
+    """``preset`` with BC and PPO in ``precision``, under a root folder of its own (``runs/NAME-PRECISION``); the
+    demos are the preset's."""
+    bc_dir = Path(preset["bc"].run_dir)
+    bc_dir = bc_dir.parent.with_name(f"{bc_dir.parent.name}-{precision}") / bc_dir.name
+    return {**preset, "bc": replace(preset["bc"], run_dir=str(bc_dir), precision=precision),
+            "ppo": {**preset["ppo"], "precision": precision}}
+
+
 def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
     """The few-demo demonstrations and BC run of ``preset`` (reused when already there)."""
     demos = preset["demos"]
@@ -319,11 +336,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="arms to run now (in parts: the other arm's finished runs are read, never started)")
     parser.add_argument("--fresh-boards", type=int, default=100, help="boards no run has seen, for last/best.pt")
     parser.add_argument("--device", default="auto", help="learner device")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
+                        help="the encoder's precision (fp32 or bf16: folders and results file of their own)")
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
+    name = args.preset
+    if args.precision != "auto":
+        preset, name = with_precision(preset, args.precision), f"{args.preset}_{args.precision}"
     seeds = tuple(args.seeds or preset["seeds"])
     root = Path(preset["bc"].run_dir).parent
-    out = RESULTS / f"bc_vs_scratch_{args.preset}.json"
+    out = RESULTS / f"bc_vs_scratch_{name}.json"
     start = time.perf_counter()
 
     # Demonstrations and behaviour cloning, then the start and the threshold (before any PPO frame)
@@ -332,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     reference = ppo_config(preset, "bc", seeds[0], root, bc_dir, args.device)
     start_metrics = start_success(bc_dir, reference, demos.difficulty, demos.image_size, args.device)
     threshold = threshold_rule(start_metrics["success_rate"])
-    start_fresh = on_fresh_boards(bc_dir, args.fresh_boards, args.device)  # the start of the lift targets
+    start_fresh = on_fresh_boards(bc_dir, args.fresh_boards, args.device, args.precision)  # the lift's start
     print(f"BC start {start_metrics['success_rate']:.0%} on {start_metrics['episodes']} check boards "
           f"(guesses {start_metrics['guesses']}), {start_fresh['rate']:.0%} on {start_fresh['boards']} fresh boards; "
           f"threshold tau = {threshold:.0%}", file=sys.stderr)
@@ -362,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
             if summary is None or (arm == "bc" and summary["frames"] != config.total_frames):
                 break
             run_frames.setdefault(arm, {})[str(seed)] = summary["frames"]
-            summaries.append((summary, fresh_board_success(Path(config.run_dir), args.fresh_boards, args.device)))
+            summaries.append((summary, fresh_board_success(Path(config.run_dir), args.fresh_boards, args.device,
+                                                           args.precision)))
             print(f"{arm} seed {seed}: check success {summary['curve'][0]['success_rate']:.0%} -> "
                   f"{summary['curve'][-1]['success_rate']:.0%} in {summary['frames']} frames; last.pt "
                   f"{summaries[-1][1]['last']['rate']:.0%} on fresh boards", file=sys.stderr)
@@ -403,13 +426,14 @@ def main(argv: list[str] | None = None) -> int:
         "bc_start_metrics": {k: start_metrics[k] for k in ("success_rate", "success_ci95", "episodes", "guesses",
                                                            "verdict_accuracy", "collisions_per_episode",
                                                            "episode_length", "timed_out")},
-        "curves": curves, "run_seconds": seconds, "table": rows, "machine": describe_machine(),
+        "curves": curves, "run_seconds": seconds, "table": rows, **provenance(), "machine": describe_machine(),
+        "precision": describe(args.precision, resolve_device(args.device)),
         "wall_seconds_this_invocation": round(time.perf_counter() - start), "demo_config": asdict(demos),
         "bc_config": asdict(bc_config), "ppo_config": asdict(reference), "scratch_options": preset["scratch"],
     })
     write_json(out, result)
     if curves:
-        plot(curves, threshold, RESULTS / f"bc_vs_scratch_{args.preset}.png",
+        plot(curves, threshold, RESULTS / f"bc_vs_scratch_{name}.png",
              f"{args.preset} preset: {demos.episodes} demos, {demos.difficulty} boards, {demos.image_size}x"
              f"{demos.image_size}")
     print(f"wrote {out}" + (" and the learning-curve PNG beside it" if curves else ""))

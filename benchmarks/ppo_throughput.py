@@ -14,7 +14,9 @@ collection, 8 envs, 1,024 frames and 8 PPO epochs an iteration), from its BC che
 - a profile of one direct iteration (cProfile): env step (physics + IK, rendering), policy forward, GAE + update;
   and one closed-loop check (50 boards) timed apart.
 
-Writes ``benchmarks/results/ppo_throughput.json``. Target (issue 18): PPO >= 70% of the bound.
+Every policy figure (policy alone, the bound, each PPO variant) is measured in fp32 and in bf16 (``--precision``:
+the encoder under bf16 autocast), the two back to back. Writes ``benchmarks/results/ppo_throughput.json``. Targets:
+PPO >= 70% of the bound; bf16 PPO frames/s >= 1.3x fp32 (direct collector) where the CPU runs bf16 natively.
 
     python benchmarks/ppo_throughput.py       # about 8 minutes on 2 CPU cores (reuses the few preset's BC run)
 """
@@ -33,16 +35,19 @@ from pathlib import Path
 import torch
 from bc_vs_scratch import PRESETS, RESULTS, ppo_config, prepare_bc
 from env_throughput import random_pose_continue
-from timing import describe_machine, median_rate
+from timing import describe_machine, median_rate, provenance
 
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune import trainer
 from robot_rl.io import write_json
+from robot_rl.precision import describe
 from robot_rl.run_folder import read_scalar
 from robot_rl.tables import markdown_table
 
 PRESET = PRESETS["few"]
 TARGET_FRACTION_OF_BOUND = 0.70
+BF16_TARGET = 1.3  # bf16 PPO frames/s over fp32 (direct collector), where bf16 is native (fixed before the run)
+PRECISIONS = ("fp32", "bf16")
 # name -> (options, timed iterations); end to end every PPO epoch re-runs the ResNet (about 13x slower), so once.
 VARIANTS = {"direct collector": ({}, None),
             "process collector (2 workers)": ({"collector": "process", "workers": 2}, None),
@@ -116,42 +121,58 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(root, ignore_errors=True)
     image_size, num_envs = PRESET["demos"].image_size, PRESET["ppo"]["num_envs"]
 
-    def make_run(name: str, **overrides) -> trainer.PPORun:
+    def make_run(name: str, precision: str, **overrides) -> trainer.PPORun:
         config = ppo_config(PRESET, "bc", 0, root, bc_dir, "cpu", run_dir=str(root / name), critic_warmup=0,
                             eval_every=0, checkpoint_every=1000, total_frames=PRESET["ppo"]["frames_per_batch"]
-                            * (args.iterations + 2), **overrides)
+                            * (args.iterations + 2), precision=precision, **overrides)
         # (total_frames only sizes the collector: each variant stops after its timed iterations)
         return trainer.PPORun(config)
 
     # The bound: the env alone and the collection policy alone, same size and batch
     env_rate = env_alone(num_envs, image_size, args.repeats)
-    probe = make_run("probe")
-    try:
-        policy_rate = policy_alone(probe, num_envs, image_size, args.repeats)
-        profile = profile_iteration(probe)
-        check_start = time.perf_counter()
-        check = probe.closed_loop()
-        profile["one check (50 boards)"] = round(time.perf_counter() - check_start, 2)
-        profile["frames in one check"] = round(check["episode_length"] * check["episodes"])
-    finally:
-        probe.close()
-    bound = 1 / (1 / env_rate + 1 / policy_rate)
-    rows = [{"what": "env alone (8 envs)", "frames/s": round(env_rate, 1)},
-            {"what": "policy alone (batch 8)", "frames/s": round(policy_rate, 1)},
-            {"what": "bound: 1 / (1/env + 1/policy)", "frames/s": round(bound, 1)}]
-    for index, (name, (overrides, iterations)) in enumerate(VARIANTS.items()):
-        run = make_run(f"variant{index}", **overrides)
+    rows = [{"what": "env alone (8 envs)", "precision": "-", "frames/s": round(env_rate, 1)}]
+    bounds, profiles, rates = {}, {}, {}
+    for precision in PRECISIONS:
+        probe = make_run(f"probe-{precision}", precision)
         try:
-            rate = ppo_rate(run, iterations or args.iterations)
+            policy_rate = policy_alone(probe, num_envs, image_size, args.repeats)
+            profile = profiles[precision] = profile_iteration(probe)
+            check_start = time.perf_counter()
+            check = probe.closed_loop()
+            profile["one check (50 boards)"] = round(time.perf_counter() - check_start, 2)
+            profile["frames in one check"] = round(check["episode_length"] * check["episodes"])
         finally:
-            run.close()
-        rows.append({"what": f"PPO, {name} (collect + update)", "frames/s": round(rate, 1),
-                     "of bound": f"{rate / bound:.0%}"})
-        print(rows[-1], file=sys.stderr)
+            probe.close()
+        bound = bounds[precision] = 1 / (1 / env_rate + 1 / policy_rate)
+        rows += [{"what": "policy alone (batch 8)", "precision": precision, "frames/s": round(policy_rate, 1)},
+                 {"what": "bound: 1 / (1/env + 1/policy)", "precision": precision, "frames/s": round(bound, 1)}]
+    for index, (name, (overrides, iterations)) in enumerate(VARIANTS.items()):
+        for precision in PRECISIONS:  # back to back, so drift hits both alike
+            run = make_run(f"variant{index}-{precision}", precision, **overrides)
+            try:
+                rate = rates[(name, precision)] = ppo_rate(run, iterations or args.iterations)
+            finally:
+                run.close()
+            rows.append({"what": f"PPO, {name} (collect + update)", "precision": precision,
+                         "frames/s": round(rate, 1), "of bound": f"{rate / bounds[precision]:.0%}"})
+            print(rows[-1], file=sys.stderr)
+    speedups = {name: round(rates[(name, "bf16")] / rates[(name, "fp32")], 3) for name in VARIANTS}
+    native = describe("auto", "cpu")["native_bf16"]
+    direct = speedups["direct collector"]
+    targets = {"bf16_ppo_speedup_direct": {"target": f">= {BF16_TARGET}x where bf16 is native", "value": direct,
+                                           "native_bf16": native, "met": direct >= BF16_TARGET if native else None},
+               "ppo_of_bound": {"target": f">= {TARGET_FRACTION_OF_BOUND:.0%} (direct collector, each precision)",
+                                "value": {p: round(rates[("direct collector", p)] / bounds[p], 3) for p in PRECISIONS},
+                                "met": all(rates[("direct collector", p)] / bounds[p] >= TARGET_FRACTION_OF_BOUND
+                                           for p in PRECISIONS)}}
     print(markdown_table(rows))
-    print(markdown_table([{"part of one direct iteration": k, "seconds": v} for k, v in profile.items()]))
+    print(markdown_table([{"part of one direct iteration": k, **{p: profiles[p][k] for p in PRECISIONS}}
+                          for k in profiles["fp32"]]))
+    print(f"bf16 / fp32 PPO frames/s: {speedups}; targets {targets}")
     out = RESULTS / "ppo_throughput.json"
-    write_json(out, {"rows": rows, "bound_frames_per_s": bound, "profile_direct_iteration": profile,
+    write_json(out, {"benchmark": "ppo_throughput", **provenance(), "precision": describe("auto", "cpu"),
+                     "rows": rows, "bound_frames_per_s": bounds, "profile_direct_iteration": profiles,
+                     "bf16_speedup": speedups, "targets": targets,
                      "target_fraction_of_bound": TARGET_FRACTION_OF_BOUND,
                      "settings": {"image_size": image_size, "num_envs": num_envs,
                                   "frames_per_batch": PRESET["ppo"]["frames_per_batch"],
