@@ -30,7 +30,7 @@ from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import check_scalars
 from robot_rl.errors import TrainingDiverged, UsageError
 from robot_rl.options import resolve_device
-from robot_rl.policy import actor_network, make_actor
+from robot_rl.policy import actor_network, load_actor, make_actor
 from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
@@ -110,10 +110,12 @@ class BCRun:
         self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config())
         if config.joint_scaling == "demos":  # on resume the checkpoint's buffers replace these
             actor_network(self.actor).encoder.scale_joints_like(train[keys.JOINT_STATE])
-        self.actor = self.actor.to(self.device)
-        set_encoder_precision(self.actor, self.precision)
         self.env_info = {"env": self.task_name, "env_version": self.task.version, "difficulty": self.difficulty,
                          "image_size": self.dataset.image_size, "randomization": self.randomization, "arm": self.arm}
+        if config.init and not resume:  # on resume the checkpoint holds the weights
+            self._start_from(config.init)
+        self.actor = self.actor.to(self.device)
+        set_encoder_precision(self.actor, self.precision)
 
         # Create loss and optimizer
         self.loss = BehaviourCloningLoss(self.actor, decision_weight=config.decision_weight,
@@ -138,6 +140,20 @@ class BCRun:
             self._restore()
         else:
             self.folder.start(config, self._checkpoint())
+
+    def _start_from(self, source: str) -> None:
+        """Loads the actor weights (joint scaling included) of the policy at ``source``, which must have been
+        trained for the same task, arm and image size with the same architecture."""
+        actor, env_info, path = load_actor(source)
+        for name in ("env", "arm", "image_size"):
+            if env_info.get(name) != self.env_info[name]:
+                raise UsageError(f"--init {path}: a policy for {name} {env_info.get(name)!r}, the demos have "
+                                 f"{self.env_info[name]!r}")
+        try:
+            self.actor.load_state_dict(actor.state_dict())
+        except RuntimeError:
+            raise UsageError(f"--init {path}: its architecture differs from this run's options (use the options "
+                             f"it was trained with)") from None
 
     # -- checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint(self) -> dict:

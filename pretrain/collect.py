@@ -45,7 +45,7 @@ def _plan_run(dataset: DemoDataset, config: CollectConfig) -> dict:
     return previous  # unfinished: resumed; finished with the same count: the same command again, nothing to do
 
 
-def _episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorDictBase, list[EpisodeRecord]]:
+def episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorDictBase, list[EpisodeRecord]]:
     """Adds ``episode`` and ``step`` entries to a flat batch of whole trajectories; returns it and their records."""
     traj_ids = batch.get(("collector", "traj_ids"))
     starts = torch.cat([torch.tensor([0]), (traj_ids[1:] != traj_ids[:-1]).nonzero().squeeze(-1) + 1])
@@ -86,7 +86,7 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     bar = tqdm(total=remaining, unit="ep", desc="collect-demos", disable=not progress)
     try:
         for batch in collector:
-            batch, records = _episode_records(batch, first_episode=len(dataset.episodes))
+            batch, records = episode_records(batch, first_episode=len(dataset.episodes))
             if len(records) > remaining:  # the last batch may bring more than needed
                 keep = sum(r.length for r in records[:remaining])
                 batch, records = batch[:keep], records[:remaining]

@@ -79,6 +79,24 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_dagger(args: argparse.Namespace) -> int:
+    from robot_rl.configs import DAggerConfig
+    from robot_rl.pretrain import dagger
+    from robot_rl.tables import markdown_table
+
+    summary = _train_command(args, "dagger", DAggerConfig, dagger.dagger, dagger.resume)
+    if summary is None:
+        return 1
+    rows = [{"round": r["round"], "beta": "-" if r["beta"] is None else f"{r['beta']:.2f}",
+             "aggregate frames": r["aggregate_frames"],
+             "check success (95% CI)": "{:.1%} ({:.1%}-{:.1%})".format(r["success_rate"], *r["success_ci95"]),
+             "guesses": r["guesses"], "collisions / episode": r["collisions_per_episode"]}
+            for r in summary["rounds"]]
+    print(markdown_table(rows))
+    print(f"\npolicy: {summary['policy']}")
+    return 0
+
+
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from robot_rl.configs import FinetuneConfig
     from robot_rl.finetune import trainer
@@ -169,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     from robot_rl.configs import (
         BCConfig,
         CollectConfig,
+        DAggerConfig,
         DemoConfig,
         EvaluateConfig,
         ExportConfig,
@@ -186,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
                  _cmd_collect_demos)
     _add_command(commands, "pretrain", "behaviour-clone the vision policy on demonstrations", BCConfig,
                  _cmd_pretrain, resumable=True)
+    _add_command(commands, "dagger", "DAgger: roll out the BC policy, label with the task's expert, train again",
+                 DAggerConfig, _cmd_dagger, resumable=True)
     _add_command(commands, "finetune", "fine-tune the policy with PPO (from BC or from scratch)", FinetuneConfig,
                  _cmd_finetune, resumable=True)
     _add_command(commands, "evaluate", "run a policy on inspection episodes: metrics and videos", EvaluateConfig,

@@ -125,11 +125,13 @@ class BCConfig(ActorArchitecture):
     """Options of ``robot-rl pretrain`` (the architecture options first, from ``ActorArchitecture``)."""
 
     # What an option added later means in a config stored before it existed (``run_folder.load_config``).
-    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"precision": "fp32"}
+    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"precision": "fp32", "init": ""}
 
     data: str = option("data/demos", "demonstration dataset folder: from collect-demos, or a LeRobot v3.0 dataset "
                        "(read once into the run folder)")
     run_dir: str = option("runs/bc", "output folder: config, checkpoints, logs")
+    init: str = option("", "policy to start from: a BC run folder (its best.pt, else last.pt) or checkpoint of the "
+                       "same architecture, task, arm and image size ('' = fresh weights)")
     epochs: int = option(20, "passes over the training frames")
     batch_size: int = option(64, "frames per gradient step")
     lr: float = option(3e-4, "AdamW peak learning rate (cosine decay to 0)")
@@ -184,6 +186,45 @@ class BCConfig(ActorArchitecture):
         from robot_rl.policy import PolicyConfig
 
         return PolicyConfig(**self.architecture())
+
+
+# -- DAgger ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DAggerConfig:
+    """Options of ``robot-rl dagger``: rounds of rollouts of the current policy labelled by the task's expert,
+    aggregated with the demos, each followed by BC continued on the aggregate (the init run's BC options)."""
+
+    init: str = option("runs/bc", "BC run folder to start from (its best.pt, else last.pt); its demos and BC options "
+                       "are reused")
+    run_dir: str = option("runs/dagger", "output folder: config, the aggregate dataset, one BC run per round")
+    rounds: int = option(4, "DAgger rounds (rollouts, labels, BC on the aggregate, a check)")
+    episodes_per_round: int = option(100, "rollout episodes per round, on fresh training boards")
+    epochs_per_round: int = option(2, "BC epochs on the aggregate after each round's rollouts")
+    beta: float = option(0.5, "probability that the expert's action is executed in round 1 instead of the policy's "
+                         "(0 = plain DAgger: the policy acts, the expert only labels)")
+    beta_decay: float = option(0.5, "beta of round k = beta x beta_decay^(k-1)")
+    include_demos: bool = option(True, "the aggregate starts with the init run's demos (DAgger's D0)")
+    num_envs: int = option(0, "envs rolling out together, each in its own process (0 = one per CPU core)")
+    eval_episodes: int = option(50, "episodes of each round's closed-loop check (held-out boards)")
+    eval_seed: int = option(10_000_000, "first board seed of the checks")
+    device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    precision: str = option("auto", PRECISION_HELP)
+    seed: int = option(0, "seed of the rollout boards, the beta draws and each round's BC")
+
+    def __post_init__(self) -> None:
+        validate(self, [
+            ("init", bool(self.init), "a BC run folder"), ("rounds", self.rounds >= 1, ">= 1"),
+            ("episodes_per_round", self.episodes_per_round >= 1, ">= 1"),
+            ("epochs_per_round", self.epochs_per_round >= 1, ">= 1"),
+            ("beta", 0 <= self.beta <= 1, "in [0, 1]"), ("beta_decay", 0 <= self.beta_decay <= 1, "in [0, 1]"),
+            ("num_envs", self.num_envs >= 0, ">= 0"), ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
+            ("eval_seed", self.eval_seed >= 0, ">= 0"), ("seed", self.seed >= 0, ">= 0"),
+            ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
+        ])
+
+    def beta_of(self, round_index: int) -> float:
+        """The expert's share of executed actions in round ``round_index`` (0-based)."""
+        return self.beta * self.beta_decay**round_index
 
 
 # -- PPO fine-tuning ---------------------------------------------------------------------------------------------

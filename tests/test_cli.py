@@ -46,7 +46,7 @@ def test_pipeline_arm_goes_to_the_demos_and_names_the_default_root(monkeypatch):
     from robot_rl import pipeline
 
     calls = []
-    monkeypatch.setattr(pipeline, "run_pipeline", lambda preset, root, device: calls.append((preset, root)) or {})
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda preset, root, **options: calls.append((preset, root)) or {})
     monkeypatch.setattr(pipeline, "result_table", lambda result: "")
     assert main(["pipeline", "--arm", "panda"]) == 0
     assert main(["pipeline", "--preset", "full"]) == 0

@@ -1,0 +1,300 @@
+"""``robot-rl dagger``: DAgger (Ross, Gordon and Bagnell, 2011) with the task's own scripted expert.
+
+Behaviour cloning learns the expert's actions on the expert's states; the policy then drifts into states the
+demos never showed and compounds its errors. DAgger rolls out the current policy, labels every state it visited
+with the expert's action, adds those frames to the data and trains again. Every task here ships an expert that is
+a stateless function of the privileged state (``robot_rl.envs.expert_policy.ExpertPolicy``), so labelling any
+visited state is free in simulation. Why written here: ``imitation``'s ``SimpleDAggerTrainer`` is built on
+Stable-Baselines3 policies and Gymnasium envs; TorchRL has no DAgger. This module uses TorchRL's collector for
+the rollouts, the demo format for the aggregate and ``robot-rl pretrain``'s BC for the training.
+
+A round: (a) ``episodes_per_round`` rollouts of the current policy (its deterministic mode) on fresh training
+boards, the expert's action executed instead with probability beta (``beta x beta_decay^(k-1)`` in round k; 0 is
+plain DAgger); (b) every visited frame labelled with the expert's pose and verdict; (c) the frames appended to
+the aggregate; (d) BC continued from the current policy on the whole aggregate (the init run's BC options,
+``epochs_per_round`` epochs, a fresh optimizer and cosine schedule); (e) a closed-loop check on held-out boards
+(the BC run's final check), logged as ``dagger/...`` at step k (step 0: the init policy).
+
+::
+
+    RUN_DIR/
+      config.json           the options (a resumed run continues with these)
+      aggregate/            the demo-format dataset: the init run's demos, then every round's rollouts
+                            (``export-dataset`` and ``pretrain`` read it)
+      rounds/round-KK/      round K's BC run folder (pretrain's layout); its checkpoints/last.pt is the policy
+      rounds/round-KK.json  round K's check, written once it is logged (round-00: the init policy)
+      logs/                 dagger/success_rate, dagger/aggregate_frames, ... per round
+      summary.json          written when the last round is done: every round's check and the final policy
+
+Everything is committed whole (aggregate episodes a batch at a time, BC by its own checkpoints), so after a kill
+the same command, or ``--resume RUN_DIR``, continues with exactly the frames recorded so far.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import InteractionType, set_interaction_type
+from torchrl.collectors import Collector
+from tqdm import tqdm
+
+from robot_rl import keys
+from robot_rl.closed_loop import evaluate_policy, held_out_seeds
+from robot_rl.configs import BCConfig, DAggerConfig
+from robot_rl.encoder import set_encoder_precision
+from robot_rl.envs import make_env
+from robot_rl.envs.expert_policy import ExpertPolicy
+from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.tasks import get_task
+from robot_rl.errors import RunStopped, UsageError
+from robot_rl.io import write_json
+from robot_rl.options import resolve_device
+from robot_rl.policy import load_actor
+from robot_rl.precision import resolve_precision
+from robot_rl.pretrain import bc
+from robot_rl.pretrain.collect import episode_records
+from robot_rl.pretrain.dataset import META_FILE, DemoDataset, EpisodeRecord
+from robot_rl.run_folder import (
+    CONFIG_FILE,
+    IMPORTED_DEMOS,
+    RunFolder,
+    RunLogger,
+    StopOnInterrupt,
+    load_checkpoint,
+    policy_checkpoint,
+    save_config,
+)
+
+AGGREGATE, ROUNDS = "aggregate", "rounds"
+EPISODES_PER_COMMIT = 8
+CHECK_METRICS = ("success_rate", "success_ci95", "episodes", "guesses", "verdict_accuracy", "collisions_per_episode",
+                 "episode_length", "timed_out")
+
+
+class DAggerPolicy:
+    """The rollout policy of a round: the learner's deterministic action, labelled with the expert's.
+
+    Writes the expert's clean pose and verdict under ``keys.EXPERT_POSE`` / ``keys.EXPERT_VERDICT`` (the labels
+    BC clones) and executes, per env and step, the expert's action with probability ``beta``, else the learner's.
+    """
+
+    def __init__(self, actor, expert: ExpertPolicy, beta: float, seed: int):
+        self.actor, self.expert, self.beta = actor, expert, beta
+        self.device = next(actor.parameters()).device
+        self._rng = np.random.default_rng(seed)
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):
+            acted = self.actor(tensordict.select(keys.PIXELS, keys.JOINT_STATE).to(self.device))
+        pose = acted.get(keys.POSE).to(tensordict.device)
+        verdict = acted.get(keys.VERDICT).to(tensordict.device)
+        tensordict = self.expert(tensordict)  # the labels, and the expert's action as the executed one
+        draws = torch.as_tensor(self._rng.random(tuple(tensordict.batch_size)))  # a scalar for an unbatched env
+        expert_acts = (draws < self.beta).to(tensordict.device)
+        tensordict.set(keys.POSE, torch.where(expert_acts.unsqueeze(-1), tensordict.get(keys.POSE), pose))
+        tensordict.set(keys.VERDICT, torch.where(expert_acts, tensordict.get(keys.VERDICT), verdict))
+        return tensordict
+
+
+def _init_run(config: DAggerConfig) -> tuple[BCConfig, Path, Path]:
+    """The init BC run's config, its policy checkpoint and its demo folder; one-line errors for anything else."""
+    folder = RunFolder(config.init)
+    if not (folder.path / CONFIG_FILE).is_file():
+        raise UsageError(f"--init {config.init}: not a BC run folder (no {CONFIG_FILE})")
+    checkpoint = policy_checkpoint(folder.path)
+    if load_checkpoint(checkpoint).get("kind") != "bc":
+        raise UsageError(f"--init {config.init}: not a BC run (DAgger continues behaviour cloning)")
+    bc_config = folder.config(BCConfig)
+    imported = folder.path / IMPORTED_DEMOS  # a LeRobot source, read into the BC run folder
+    demos = imported if (imported / META_FILE).is_file() else Path(bc_config.data)
+    return bc_config, checkpoint, demos
+
+
+class DAggerRun:
+    """One DAgger run folder (see the module docstring)."""
+
+    def __init__(self, config: DAggerConfig, resume: bool = False):
+        self.config, self.folder = config, RunFolder(config.run_dir)
+        self.run_dir = self.folder.path
+        resume = resume or self.folder.check_new(config)
+        self.bc_config, self.init_checkpoint, demos_dir = _init_run(config)
+        self.demos = DemoDataset.open(demos_dir)
+        self.device = resolve_device(config.device)
+        self.precision = resolve_precision(config.precision, self.device)
+        self.task = get_task(self.demos.meta["env"])
+        self.info = {field: self.demos.meta.get(field) for field in
+                     ("env", "env_version", "image_size", "difficulty", "randomization", "arm")}
+        if not resume:
+            save_config(self.run_dir / CONFIG_FILE, config)
+        self.aggregate_dir = self.run_dir / AGGREGATE
+        self.logger = RunLogger(self.run_dir)
+        self.stop = StopOnInterrupt()
+
+    # -- where things are -------------------------------------------------------------------------------------
+    def round_dir(self, round_index: int) -> Path:
+        return self.run_dir / ROUNDS / f"round-{round_index:02d}"
+
+    def policy_of(self, round_index: int) -> Path:
+        """The policy round ``round_index`` ended with (round 0: the init run's)."""
+        return self.init_checkpoint if round_index == 0 else RunFolder(self.round_dir(round_index)).checkpoint()
+
+    # -- the aggregate ----------------------------------------------------------------------------------------
+    def _open_aggregate(self) -> DemoDataset:
+        return DemoDataset.open_for_append(self.aggregate_dir, {**self.info, "dagger": True})
+
+    def _copy_demos(self, aggregate: DemoDataset) -> DemoDataset:
+        """Copies the init run's demos into the aggregate (DAgger's D0), a batch of episodes per commit."""
+        entry = next((r for r in aggregate.meta["runs"] if r.get("round") == 0), None)
+        if entry is None:
+            entry = {"round": 0, "source": str(self.demos.root), "seed": -1, "beta": 1.0,
+                     "target_episodes": len(self.demos.episodes), "episodes": 0, "complete": False}
+            aggregate.meta["runs"].append(entry)
+        episodes = self.demos.episodes
+        bar = tqdm(total=len(episodes), initial=entry["episodes"], unit="ep", desc="aggregate: the demos",
+                   leave=False)
+        while entry["episodes"] < len(episodes):
+            chunk = episodes[entry["episodes"]:entry["episodes"] + 4 * EPISODES_PER_COMMIT]
+            first, last = chunk[0].start, chunk[-1].start + chunk[-1].length
+            aggregate.add_episodes(self.demos.data[first:last].clone(),
+                                   [EpisodeRecord(-1, e.length, e.seed, e.success) for e in chunk])
+            entry["episodes"] += len(chunk)
+            entry["complete"] = entry["episodes"] == len(episodes)
+            aggregate.commit()
+            bar.update(len(chunk))
+            self._stop_if_asked()
+        bar.close()
+        return aggregate
+
+    def _rollouts(self, aggregate: DemoDataset, round_index: int) -> None:
+        """Round ``round_index``'s labelled rollouts of the previous round's policy, appended and committed a
+        batch of whole episodes at a time (a resumed round rolls out only the episodes still missing)."""
+        config = self.config
+        entry = next((r for r in aggregate.meta["runs"] if r.get("round") == round_index), None)
+        if entry is None:
+            entry = {"round": round_index, "seed": config.seed * 1_000 + round_index,
+                     "beta": config.beta_of(round_index - 1), "policy": str(self.policy_of(round_index - 1)),
+                     "target_episodes": config.episodes_per_round, "episodes": 0, "complete": False}
+            aggregate.meta["runs"].append(entry)
+        remaining = entry["target_episodes"] - entry["episodes"]
+        if remaining <= 0:
+            return
+        num_envs = min(config.num_envs or os.cpu_count() or 1, remaining)
+        # A resumed round draws fresh boards and beta draws, so it never repeats the episodes it already has.
+        stream = entry["seed"] * 1_000_003 + entry["episodes"]
+        actor, _, _ = load_actor(self.policy_of(round_index - 1), device=self.device)
+        set_encoder_precision(actor, self.precision)
+        policy = DAggerPolicy(actor, ExpertPolicy(TaskConfig(image_size=self.info["image_size"]), task=self.task),
+                              beta=entry["beta"], seed=stream)
+        env = make_env(num_envs=num_envs, difficulty=self.info["difficulty"], image_size=self.info["image_size"],
+                       seed=stream, randomization=self.info["randomization"], arm=self.info["arm"],
+                       task=self.info["env"], parallel=num_envs > 1)
+        collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
+                              trajs_per_batch=min(EPISODES_PER_COMMIT, remaining), traj_format="cat")
+        bar = tqdm(total=entry["target_episodes"], initial=entry["episodes"], unit="ep",
+                   desc=f"round {round_index}/{config.rounds}: rollouts (beta {entry['beta']:.2f})", leave=False)
+        try:
+            for batch in collector:
+                batch, records = episode_records(batch, first_episode=len(aggregate.episodes))
+                if len(records) > remaining:  # the last batch may bring more than needed
+                    keep = sum(r.length for r in records[:remaining])
+                    batch, records = batch[:keep], records[:remaining]
+                aggregate.add_episodes(batch, records)
+                entry["episodes"] += len(records)
+                remaining -= len(records)
+                entry["complete"] = remaining == 0
+                aggregate.commit()
+                bar.update(len(records))
+                if remaining == 0:
+                    break
+                self._stop_if_asked()
+        finally:
+            bar.close()
+            collector.shutdown()
+
+    # -- training and checks ----------------------------------------------------------------------------------
+    def round_bc_config(self, round_index: int) -> BCConfig:
+        """Round ``round_index``'s BC: the init run's options on the aggregate, from the previous round's policy."""
+        return replace(self.bc_config, data=str(self.aggregate_dir), run_dir=str(self.round_dir(round_index)),
+                       init=str(self.policy_of(round_index - 1)), epochs=self.config.epochs_per_round,
+                       eval_every=0, eval_episodes=self.config.eval_episodes, eval_seed=self.config.eval_seed,
+                       device=self.config.device, precision=self.config.precision,
+                       seed=self.config.seed * 1_000 + round_index, logger="csv")
+
+    def _init_check(self, aggregate: DemoDataset) -> dict:
+        """The init policy on the boards every round's BC check uses (BC's own rule for them)."""
+        actor, _, _ = load_actor(self.init_checkpoint, device=self.device)
+        set_encoder_precision(actor, self.precision)
+        seeds = held_out_seeds(self.config.eval_seed, self.config.eval_episodes, aggregate.episode_seeds())
+        metrics, _ = evaluate_policy(actor, seeds, difficulty=self.info["difficulty"],
+                                     image_size=self.info["image_size"], num_envs=os.cpu_count() or 1,
+                                     device=self.device, randomization=self.info["randomization"],
+                                     arm=self.info["arm"], task=self.info["env"])
+        return metrics
+
+    def _record(self, round_index: int, check: Callable[[], dict], aggregate: DemoDataset) -> dict:
+        """Round ``round_index``'s record: read when it exists, else ``check()`` is run, logged and recorded."""
+        path = self.run_dir / ROUNDS / f"round-{round_index:02d}.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        check = check()
+        record = {"round": round_index, "aggregate_frames": aggregate.frames,
+                  "aggregate_episodes": len(aggregate.episodes),
+                  "beta": self.config.beta_of(round_index - 1) if round_index else None,
+                  "policy": str(self.policy_of(round_index)), **{k: check.get(k) for k in CHECK_METRICS}}
+        self.logger.truncate_after(round_index - 1)  # rows of a round killed between its log and its record
+        self.logger.log({"dagger/success_rate": check["success_rate"], "dagger/guesses": check["guesses"],
+                         "dagger/collisions_per_episode": check["collisions_per_episode"],
+                         "dagger/episode_length": check["episode_length"],
+                         "dagger/aggregate_frames": aggregate.frames}, step=round_index)
+        write_json(path, record)
+        return record
+
+    def _stop_if_asked(self) -> None:
+        if self.stop.requested:
+            raise RunStopped(self.run_dir, "dagger")
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+    def run(self, progress: bool = True) -> dict:
+        """Runs (or continues) every round; returns the summary, written to ``summary.json`` at the end."""
+        if self.folder.finished:
+            return self.folder.summary()
+        with self.stop:
+            aggregate = self._open_aggregate()
+            if self.config.include_demos:
+                aggregate = self._copy_demos(aggregate)
+            records = [self._record(0, lambda: self._init_check(aggregate), aggregate)]
+            for round_index in range(1, self.config.rounds + 1):
+                self._rollouts(aggregate, round_index)
+                try:
+                    summary = bc.ensure_trained(self.round_bc_config(round_index), progress=progress)
+                except RunStopped:  # Ctrl-C in the round's BC: it checkpointed; this run resumes it
+                    raise RunStopped(self.run_dir, "dagger") from None
+                final_check = summary["final_eval"]
+                records.append(self._record(round_index, lambda check=final_check: check, aggregate))
+                if progress:
+                    tqdm.write(f"DAgger round {round_index}/{self.config.rounds}: {aggregate.frames} frames, "
+                               f"check success {records[-1]['success_rate']:.1%}")
+        summary = {"rounds": records, "policy": str(self.policy_of(self.config.rounds)),
+                   "aggregate": {"episodes": len(aggregate.episodes), "frames": aggregate.frames},
+                   "precision": self.precision, "config": asdict(self.config), "finished": True}
+        self.folder.finish(summary)
+        self.logger.close()
+        return summary
+
+
+def dagger(config: DAggerConfig, progress: bool = True) -> dict:
+    """Starts a DAgger run in ``config.run_dir`` (or continues its unfinished run) and runs it to the end."""
+    return DAggerRun(config).run(progress)
+
+
+def resume(run_dir: str | Path, progress: bool = True) -> dict:
+    """Continues the DAgger run in ``run_dir`` with its stored options."""
+    config = RunFolder(run_dir).config(DAggerConfig)
+    return DAggerRun(replace(config, run_dir=str(run_dir)), resume=True).run(progress)
