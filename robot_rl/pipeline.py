@@ -15,41 +15,52 @@ import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig, FinetuneConfig
+from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EvaluateConfig, FinetuneConfig
 from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
 from robot_rl.io import write_json
-from robot_rl.pretrain import bc
+from robot_rl.pretrain import bc, dagger
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder, ensure_finished
 from robot_rl.tables import markdown_table
 
 # Where each stage writes, under the pipeline's root; the stages are linked through these.
-DEMOS, BC, PPO, EVAL_BC, EVAL = "demos", "bc", "ppo", "eval-bc", "eval"
+DEMOS, BC, DAGGER, PPO, EVAL_BC, EVAL = "demos", "bc", "dagger", "ppo", "eval-bc", "eval"
 # Fields that link stages or pick the device: set by the pipeline, not options of a preset.
 WIRING = {"collect": ("out",), "pretrain": ("data", "run_dir", "device", "precision"),
-          "finetune": ("init", "run_dir", "device", "precision"),
+          "dagger": ("init", "run_dir", "device", "precision"), "finetune": ("init", "run_dir", "device", "precision"),
           "evaluate": ("checkpoint", "out", "device", "precision")}
+
+STAGE_CONFIGS = {"collect": CollectConfig, "pretrain": BCConfig, "dagger": DAggerConfig, "finetune": FinetuneConfig,
+                 "evaluate": EvaluateConfig}
 
 
 @dataclass(frozen=True)
 class Preset:
-    """Each stage's options as that command's config; paths are relative to the pipeline's root."""
+    """Each stage's options as that command's config; paths are relative to the pipeline's root. ``dagger``
+    (None: no DAgger stage) runs between pretrain and finetune, which then starts from DAgger's policy."""
 
     collect: CollectConfig
     pretrain: BCConfig
     finetune: FinetuneConfig
     evaluate: EvaluateConfig
+    dagger: DAggerConfig | None = None
 
     def updated(self, **stages: dict) -> Preset:
-        """A copy with some stages' options updated, e.g. ``updated(pretrain={"epochs": 1})``."""
-        return replace(self, **{name: replace(getattr(self, name), **values) for name, values in stages.items()})
+        """A copy with some stages' options updated, e.g. ``updated(pretrain={"epochs": 1})``; ``dagger=...``
+        on a preset without the stage adds it with DAgger's defaults."""
+        def stage_config(name: str):
+            return getattr(self, name) or DAggerConfig(init=BC, run_dir=DAGGER)
+
+        return replace(self, **{name: replace(stage_config(name), **values) for name, values in stages.items()})
 
     def options(self) -> dict:
-        """Every stage's options (wiring left out), as JSON values: what ``preset.json`` records."""
+        """Every stage's options (wiring left out), as JSON values: what ``preset.json`` records (no ``dagger``
+        entry without the stage)."""
         return json.loads(json.dumps({stage: {k: v for k, v in asdict(getattr(self, stage)).items()
-                                              if k not in WIRING[stage]} for stage in WIRING}))
+                                              if k not in WIRING[stage]}
+                                      for stage in WIRING if getattr(self, stage) is not None}))
 
 
 PRESETS = {
@@ -88,11 +99,11 @@ def _check_preset(root: Path, preset: Preset) -> None:
         write_json(path, wanted)
         return
     # Roots from before the presets were typed recorded only the options that differed from the defaults.
-    defaults = {stage: {f.name: f.default for f in fields(type(getattr(preset, stage)))} for stage in WIRING}
+    defaults = {stage: {f.name: f.default for f in fields(STAGE_CONFIGS[stage])} for stage in WIRING}
     stored = {stage: {k: v for k, v in {**defaults[stage], **options}.items() if k not in WIRING[stage]}
               for stage, options in json.loads(path.read_text()).items()}
     changed = [f"{stage}.{name}: {stored.get(stage, {}).get(name)!r} -> {options.get(name)!r}"
-               for stage, options in wanted.items()
+               for stage, options in {**{stage: {} for stage in stored}, **wanted}.items()
                for name in sorted(set(options) | set(stored.get(stage, {})))
                if stored.get(stage, {}).get(name) != options.get(name)]
     if changed:
@@ -157,9 +168,19 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
                                log)
     timings["evaluate BC"] = time.perf_counter() - start
 
+    start_dir = bc_dir
+    if preset.dagger is not None:  # PPO starts from the policy DAgger ends with (a BC run folder of its own)
+        start = time.perf_counter()
+        dagger_dir = root / preset.dagger.run_dir
+        _train_stage("[3b/5] dagger", "dagger", dagger_dir, dagger.dagger, dagger.resume, lambda: replace(
+            preset.dagger, init=str(bc_dir), run_dir=str(dagger_dir), device=device, precision=precision), progress,
+            log)
+        start_dir = Path(RunFolder(dagger_dir).summary()["policy"]).parent.parent
+        timings["dagger"] = time.perf_counter() - start
+
     start = time.perf_counter()
     _train_stage("[4/5] finetune", "finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
-        preset.finetune, init=str(bc_dir), run_dir=str(ppo_dir), device=device, precision=precision), progress,
+        preset.finetune, init=str(start_dir), run_dir=str(ppo_dir), device=device, precision=precision), progress,
         log)
     timings["finetune"] = time.perf_counter() - start
 

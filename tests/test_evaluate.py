@@ -178,6 +178,9 @@ def test_pipeline_runs_end_to_end_and_skips_finished_stages(tmp_path, capsys):
     changed = tiny.updated(pretrain={"epochs": 2})
     with pytest.raises(UsageError, match=r"pretrain\.epochs: 1 -> 2"):
         run_pipeline(changed, tmp_path / "pipe", progress=False)
+    with_dagger = tiny.updated(dagger={"rounds": 1})  # a stage added is a change too
+    with pytest.raises(UsageError, match=r"dagger\.rounds: None -> 1"):
+        run_pipeline(with_dagger, tmp_path / "pipe", progress=False)
 
 
 def test_every_command_documents_its_defaults():

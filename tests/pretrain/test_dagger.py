@@ -140,3 +140,23 @@ def test_an_init_that_is_not_a_bc_run_is_refused(demos_dir, tmp_path, capsys):
     assert main(["dagger", "--init", str(demos_dir), "--run-dir", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "not a BC run folder" in err
+
+
+def test_the_pipeline_runs_dagger_between_pretrain_and_finetune(tmp_path):
+    from robot_rl.pipeline import PRESETS, run_pipeline
+    from robot_rl.run_folder import load_checkpoint
+
+    tiny = PRESETS["quick"].updated(
+        collect={"episodes": 4, "num_envs": 1},
+        pretrain={"epochs": 1, "batch_size": 8, "steps_per_epoch": 2, "eval_episodes": 1, "eval_envs": 1,
+                  "hidden": 16, "threads": 2},
+        dagger={"rounds": 1, "episodes_per_round": 2, "epochs_per_round": 1, "num_envs": 1, "eval_episodes": 1},
+        finetune={"total_frames": 32, "frames_per_batch": 32, "num_envs": 2, "minibatch_size": 16, "ppo_epochs": 1,
+                  "eval_every": 0, "eval_episodes": 1, "threads": 2},
+        evaluate={"episodes": 1, "num_envs": 1, "videos": 0, "failure_videos": 0})
+    lines = []
+    result = run_pipeline(tiny, tmp_path / "pipe", progress=False, log=lines.append)
+    assert any(line.startswith("[3b/5] dagger") for line in lines)
+    assert "dagger" in result["seconds"]
+    ppo = load_checkpoint(tmp_path / "pipe" / "ppo" / "checkpoints" / "last.pt")
+    assert ppo["config"]["init"] == str(tmp_path / "pipe" / "dagger" / "rounds" / "round-01")
