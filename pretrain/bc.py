@@ -70,12 +70,13 @@ class BCRun:
             torch.set_num_threads(config.threads)
 
         # Create data
-        self.dataset = open_demos(config.data, import_dir=self.run_dir / IMPORTED_DEMOS, resuming=resume)
+        self.dataset = open_demos(config.data, import_dir=self.run_dir / IMPORTED_DEMOS, resuming=resume,
+                                  trust_code=config.trust_code)
         if config.image_size and config.image_size != self.dataset.image_size:
             raise UsageError(f"--image-size {config.image_size} does not match the demos in {config.data} "
                              f"({self.dataset.image_size})")
         self.task_name = self.dataset.meta["env"]  # a registered name or a user's module:Class
-        self.task = get_task(self.task_name)
+        self.task = get_task(self.task_name, trust_code=config.trust_code, source=str(self.dataset.root / "meta.json"))
         if self.dataset.meta["env_version"] != self.task.version:
             raise UsageError(f"{config.data}: demos of {self.task.name} v{self.dataset.meta['env_version']}, this "
                              f"code runs v{self.task.version}; collect them again")

@@ -62,7 +62,8 @@ def _episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorD
 
 def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     """Collects ``config.episodes`` expert episodes into ``config.out``; returns a summary of the run."""
-    task = get_task(config.task)  # an unknown name exits 2 before the dataset is touched
+    # The user's own --task (an unknown name exits 2 before the dataset is touched).
+    task = get_task(config.task, trust_code=True)
     # A user's task given as module:Class is recorded so: later stages import it again from there.
     info = {"env": config.task if ":" in config.task else task.name, "env_version": task.version,
             "image_size": config.image_size,

@@ -82,8 +82,9 @@ def _expected_features(meta: dict) -> dict[str, tuple[torch.dtype, int]]:
 class LeRobotSource:
     """A LeRobot v3.0 dataset folder, checked: its features, episodes and (for an export of ours) robot_rl meta."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, trust_code: bool = False):
         self.pa = layout.require_pyarrow()
+        self.trust_code = trust_code  # import a module:Class task the dataset names
         import pyarrow.parquet as pq
 
         self.pq, self.root = pq, Path(root)
@@ -175,6 +176,8 @@ class LeRobotSource:
             names = [row.get("__index_level_0__", row.get("task")) for row in tasks]
             if len(names) != 1 or not isinstance(names[0], str):
                 raise DatasetError(f"{path}: needs one task string (the robot_rl task), has {names}")
+            if ":" in names[0]:
+                get_task(names[0], trust_code=self.trust_code, source=str(path))
             try:
                 task = get_task(names[0])
             except TaskError:
@@ -185,6 +188,7 @@ class LeRobotSource:
         for field in ("env", "arm", "difficulty", "randomization"):
             if not isinstance(meta.get(field, ""), str):
                 raise DatasetError(f"{self.root / layout.ROBOT_RL_PATH}: {field} must be a string, got {meta[field]!r}")
+        get_task(meta.get("env") or "", trust_code=self.trust_code, source=str(self.root / layout.ROBOT_RL_PATH))
         try:
             get_arm(meta.get("arm") or "")
         except Exception:  # noqa: BLE001 - ArmError, or a missing file: the culprit is the dataset's robot_type
@@ -350,12 +354,14 @@ def _check_episode_row(row: dict, folder: Path, video: bool) -> None:
             raise DatasetError(f"{folder}: from_timestamp {timestamp!r} is not a time in seconds")
 
 
-def open_demos(data: str | Path, import_dir: str | Path, resuming: bool = False) -> DemoDataset:
+def open_demos(data: str | Path, import_dir: str | Path, resuming: bool = False,
+               trust_code: bool = False) -> DemoDataset:
     """The demo dataset at ``data``: a robot_rl dataset as is, a LeRobot dataset read into ``import_dir`` (once:
-    the copy of the same source is reused; ``resuming`` a run whose source changed is refused)."""
+    the copy of the same source is reused; ``resuming`` a run whose source changed is refused). ``trust_code``:
+    import a ``module:Class`` task the dataset names (else refused)."""
     if not is_lerobot_dataset(data):
         return DemoDataset.open(data)
-    source = LeRobotSource(data)
+    source = LeRobotSource(data, trust_code=trust_code)
     import_dir = Path(import_dir)
     try:
         existing = DemoDataset.open(import_dir)

@@ -36,6 +36,8 @@ EXPORT_FORMATS = ("torchscript", "export", "onnx", "safetensors", "all")
 PIPELINE_PRESETS = ("quick", "full")
 LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
 JOINT_SCALINGS = ("bounds", "demos")  # pretrain --joint-scaling
+TRUST_CODE_HELP = ("import the task module (module:Class) that a dataset, checkpoint or export names: importing runs "
+                   "its code, so only for files you trust (--task module:Class also allows that one)")
 LOGGER_HELP = ("where scalars go besides the run folder's CSV log (always written): csv (nothing more), tensorboard, "
                "wandb (offline, under the run folder) or mlflow (a file store under the run folder)")
 
@@ -152,6 +154,7 @@ class BCConfig(ActorArchitecture):
     logger: str = option("csv", LOGGER_HELP)
     joint_scaling: str = option("bounds", "how the policy scales the joint state it reads: 'bounds' (the env "
                                 "spec's) or 'demos' (the training frames' mean and std)")
+    trust_code: bool = option(False, TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -260,6 +263,7 @@ class FinetuneConfig:
                                 "ActorArchitecture's defaults with --from-scratch)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
     logger: str = option("csv", LOGGER_HELP)
+    trust_code: bool = option(False, TRUST_CODE_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -340,6 +344,7 @@ class EvaluateConfig:
     video_quality: str = option("pretty", "pretty (shadows, ~60 ms a frame in software GL) or fast (no shadows)")
     video_slowdown: float = option(2.0, "videos play this many times slower than real time (1 = real time)")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    trust_code: bool = option(False, TRUST_CODE_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -364,6 +369,7 @@ class ExportConfig:
     out: str = option("", "output folder; '' = <checkpoint's run folder>/export")
     format: str = option("all", "torchscript, export (torch.export), onnx, safetensors (weights + config.json, for "
                          "load_actor), or all that are available")
+    trust_code: bool = option(False, TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
 
     def __post_init__(self) -> None:
         validate(self, [

@@ -95,7 +95,7 @@ def export_onnx(policy: DeployedPolicy, inputs, path: Path) -> None:
 
 def export(config: ExportConfig) -> dict:
     """Writes the requested formats and ``policy.json``; returns {format: path} of what was written."""
-    actor, env_info, checkpoint = load_actor(config.checkpoint)
+    actor, env_info, checkpoint = load_actor(config.checkpoint, trust_code=config.trust_code)
     policy = deploy(actor)
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "export"

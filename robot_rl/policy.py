@@ -297,14 +297,17 @@ def _weights_of(source: Path) -> Path | None:
     return source / WEIGHTS_FILE if (source / WEIGHTS_FILE).is_file() else None
 
 
-def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[ProbabilisticActor, dict, Path]:
+def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_code: bool = False,
+               task: str = "") -> tuple[ProbabilisticActor, dict, Path]:
     """The actor of a BC or PPO checkpoint, or of exported weights: ``source`` is a run folder (its best.pt, else
     last.pt), a .pt file, or ``model.safetensors`` (or its folder) with ``config.json`` beside it, read without
-    pickle.
+    pickle. A ``module:Class`` task it names is imported only with ``trust_code`` or when ``task`` (the user's
+    --task) names it too; another ``task`` than the recorded one is refused.
 
     Returns (actor in eval mode, the env info it was trained on {env (the task), difficulty, image_size, arm, ...},
     its path).
     """
+    from robot_rl.envs.tasks import get_task
     from robot_rl.envs.torchrl_env import InspectionEnv
     from robot_rl.errors import UsageError
     from robot_rl.run_folder import load_checkpoint, policy_checkpoint
@@ -312,12 +315,17 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu") -> tuple[
     weights = _weights_of(Path(source))
     if weights is not None:
         path, state = weights, _read_weights(weights)
+        recorded_in = weights.parent / WEIGHTS_CONFIG  # where the env is written: the culprit of a bad one
     else:
         path = policy_checkpoint(source)
         state = load_checkpoint(path)
         if state.get("kind") not in ("bc", "ppo") or "actor" not in state:
             raise UsageError(f"{path}: not a robot_rl policy checkpoint")
+        recorded_in = path
     env_info = {**ENV_INFO_DEFAULTS, **state["env"]}
+    if task and task != env_info["env"]:
+        raise UsageError(f"--task {task}: {path} was trained on task {env_info['env']!r}")
+    get_task(env_info["env"], trust_code=trust_code or task == env_info["env"], source=str(recorded_in))
     proof = InspectionEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], arm=env_info["arm"],
                           task=env_info["env"])
     actor = make_actor(proof.observation_spec, proof.full_action_spec, checkpoint_policy_config(state))

@@ -100,9 +100,11 @@ def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | N
                 raise UsageError(f"--{name.replace('_', '-')} {given} differs from the BC run's {env_info[name]}")
         if config.task and config.task != env_info["env"]:
             raise UsageError(f"--task {config.task} differs from the BC run's {env_info['env']}")
+        get_task(env_info["env"], trust_code=config.trust_code or config.task == env_info["env"],
+                 source=f"--init {config.init}")
     else:
         task_name = config.task or DEFAULT_TASK
-        env_info = {"env": task_name, "env_version": get_task(task_name).version,
+        env_info = {"env": task_name, "env_version": get_task(task_name, trust_code=True).version,
                     "difficulty": config.difficulty or "default", "image_size": config.image_size or 84,
                     "randomization": config.randomization or "none",
                     "arm": config.arm or DEFAULT_ARM}
