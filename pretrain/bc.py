@@ -22,6 +22,7 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
+from robot_rl.envs.arms import DIGEST_KEY, check_arm
 from robot_rl.envs.difficulty import DIFFICULTY_NAMES
 from robot_rl.envs.randomization import RANDOMIZATIONS
 from robot_rl.envs.tasks import get_task
@@ -91,6 +92,8 @@ class BCRun:
             raise UsageError(f"--randomization {config.randomization} does not match the demos in {config.data} "
                              f"({self.randomization})")
         self.arm = self.dataset.meta.get("arm", "ur5e_like")  # datasets from before arms were specs: ur5e_like
+        # An arm file edited since the demos were recorded is refused (before any env is built on it).
+        arm_digest = check_arm(self.arm, self.dataset.meta.get(DIGEST_KEY), str(self.dataset.root / "meta.json"))
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")
@@ -111,6 +114,8 @@ class BCRun:
         self.actor = self.actor.to(self.device)
         self.env_info = {"env": self.task_name, "env_version": self.task.version, "difficulty": self.difficulty,
                          "image_size": self.dataset.image_size, "randomization": self.randomization, "arm": self.arm}
+        if arm_digest is not None:
+            self.env_info[DIGEST_KEY] = arm_digest
 
         # Create loss and optimizer
         self.loss = BehaviourCloningLoss(self.actor, decision_weight=config.decision_weight,

@@ -39,6 +39,7 @@ EXCLUDED_KEYS = (("collector",), (keys.NEXT, keys.PIXELS), (keys.NEXT, keys.JOIN
 REQUIRED_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VERDICT, keys.EPISODE, keys.STEP,
                  keys.DEFECTIVE, keys.CAMERA_POSE, keys.BOARD_POSE, (keys.NEXT, keys.DONE), (keys.NEXT, keys.SUCCESS))
 # Fields every part of a dataset must share, with their value in datasets written before the field existed.
+ARM_DIGEST = "arm_sha256"  # an arm file's content hash (robot_rl.envs.arms.arm_digest), compared when both have it
 COMPATIBILITY_FIELDS = {"env": None, "env_version": None, "image_size": None, "randomization": "none",
                         "arm": "ur5e_like"}
 
@@ -123,6 +124,10 @@ class DemoDataset:
                 if dataset.meta.get(field, before) != info.get(field, before):
                     raise DatasetError(f"{root / META_FILE}: dataset has {field}={dataset.meta.get(field, before)!r}, "
                                        f"the new demos have {field}={info.get(field, before)!r}; use another folder")
+            recorded, new = dataset.meta.get(ARM_DIGEST), info.get(ARM_DIGEST)
+            if recorded and new and recorded != new:  # the same arm file, edited since the dataset's demos
+                raise DatasetError(f"{root / META_FILE}: arm {info.get('arm')} changed since the dataset's demos "
+                                   f"({ARM_DIGEST} {recorded} recorded, {new} now); use another folder")
             dataset._remove_unreferenced_storage()
             return dataset
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **info, "frames": 0, "capacity": 0,

@@ -162,7 +162,7 @@ class LeRobotSource:
 
     def _dataset_meta(self) -> dict:
         """What robot_rl's demo dataset records (task, arm, difficulty, ...), from our meta or the LeRobot one."""
-        from robot_rl.envs.arms import get_arm
+        from robot_rl.envs.arms import DIGEST_KEY, check_arm, get_arm
         from robot_rl.envs.tasks import TaskError, get_task
 
         if self.robot_rl is not None:
@@ -194,6 +194,9 @@ class LeRobotSource:
         except Exception:  # noqa: BLE001 - ArmError, or a missing file: the culprit is the dataset's robot_type
             raise DatasetError(f"{self.root / layout.INFO_PATH}: robot_type {meta.get('arm')!r} is not a robot_rl arm "
                                f"(a registered name or an ArmSpec .json file)") from None
+        digest = check_arm(meta["arm"], meta.get(DIGEST_KEY), str(self.root / layout.ROBOT_RL_PATH))
+        if digest is not None:
+            meta[DIGEST_KEY] = digest
         return {**meta, "image_size": self.image_size}
 
     def fingerprint(self) -> dict:

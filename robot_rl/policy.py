@@ -307,7 +307,8 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_cod
     Returns (actor in eval mode, the env info it was trained on {env (the task), difficulty, image_size, arm, ...},
     its path).
     """
-    from robot_rl.envs.tasks import get_task
+    from robot_rl.envs.arms import DIGEST_KEY, check_arm
+    from robot_rl.envs.tasks import check_task_version, get_task
     from robot_rl.envs.torchrl_env import InspectionEnv
     from robot_rl.errors import UsageError
     from robot_rl.run_folder import load_checkpoint, policy_checkpoint
@@ -325,7 +326,9 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_cod
     env_info = {**ENV_INFO_DEFAULTS, **state["env"]}
     if task and task != env_info["env"]:
         raise UsageError(f"--task {task}: {path} was trained on task {env_info['env']!r}")
-    get_task(env_info["env"], trust_code=trust_code or task == env_info["env"], source=str(recorded_in))
+    task_class = get_task(env_info["env"], trust_code=trust_code or task == env_info["env"], source=str(recorded_in))
+    check_task_version(task_class, env_info.get("env_version"), str(recorded_in))
+    check_arm(env_info["arm"], env_info.get(DIGEST_KEY), str(recorded_in))
     proof = InspectionEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], arm=env_info["arm"],
                           task=env_info["env"])
     actor = make_actor(proof.observation_spec, proof.full_action_spec, checkpoint_policy_config(state))

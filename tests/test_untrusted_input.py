@@ -100,3 +100,71 @@ def test_an_export_naming_a_task_module_is_not_imported(exported, tmp_path, evil
         load_actor(folder)
     assert "\n" not in str(error.value) and "config.json" in str(error.value)
     assert not evil_module.exists()
+
+
+@pytest.fixture
+def arm_file(tmp_path):
+    """A user's arm: ArmSpec JSON with its MJCF beside it (6 joints, as the BC run's arm)."""
+    from tests.envs.test_arms import TEST_ARM_XML
+
+    (tmp_path / "my_arm.xml").write_text(TEST_ARM_XML)
+    path = tmp_path / "my_arm.json"
+    path.write_text(json.dumps({"name": "my_arm", "mjcf": "my_arm.xml", "joints": ["j1", "j2", "j3", "j4", "j5", "j6"],
+                                "camera_body": "tool", "camera_pos": [0.0, 0.0, 0.035],
+                                "camera_quat": [0.0, 1.0, 0.0, 0.0], "servo_gains": [3000.0, 150.0]}))
+    return path
+
+
+def _move_camera(arm_file) -> None:
+    values = json.loads(arm_file.read_text())
+    values["camera_pos"] = [0.0, 0.01, 0.035]
+    arm_file.write_text(json.dumps(values, indent=2))
+
+
+def test_a_checkpoint_refuses_an_arm_file_edited_since_and_an_old_one_warns(bc_run_dir, arm_file, tmp_path, capsys):
+    from robot_rl.envs.arms import arm_digest
+    from robot_rl.policy import load_actor
+
+    recorded = arm_digest(str(arm_file))
+    checkpoint = _checkpoint_naming(bc_run_dir, tmp_path / "arm.pt", arm=str(arm_file), arm_sha256=recorded)
+    _, env_info, _ = load_actor(checkpoint)
+    assert env_info["arm_sha256"] == recorded and capsys.readouterr().err == ""
+    arm_file.write_text(json.dumps(json.loads(arm_file.read_text())))  # reformatted only: the same arm
+    load_actor(checkpoint)
+    _move_camera(arm_file)
+    now = arm_digest(str(arm_file))
+    assert main(["evaluate", "--checkpoint", checkpoint, "--episodes", "1", "--videos", "0"]) == 2
+    err = _one_line(capsys)
+    assert "arm.pt: arm" in err and f"arm_sha256 {recorded} recorded, {now} now" in err
+    old = _checkpoint_naming(bc_run_dir, tmp_path / "old.pt", arm=str(arm_file))  # from before hashes
+    load_actor(old)
+    err = _one_line(capsys)
+    assert err.startswith(f"warning: {old}: records arm {arm_file} by path only")
+
+
+def test_datasets_record_their_arm_files_content_and_refuse_it_edited(arm_file, tmp_path, capsys):
+    from robot_rl.envs.arms import arm_digest
+    from tests.conftest import collect
+
+    data = tmp_path / "demos"
+    collect(data, episodes=1, image_size=32, arm=str(arm_file))
+    recorded = json.loads((data / "meta.json").read_text())["arm_sha256"]
+    assert recorded == arm_digest(str(arm_file))
+    _move_camera(arm_file)
+    assert main(["pretrain", "--data", str(data), "--run-dir", str(tmp_path / "bc")]) == 2
+    assert f"arm_sha256 {recorded} recorded" in _one_line(capsys)
+    assert main(["collect-demos", "--out", str(data), "--episodes", "1", "--image-size", "32", "--difficulty",
+                 "easy", "--num-envs", "1", "--arm", str(arm_file)]) == 2
+    assert "changed since the dataset's demos" in _one_line(capsys)
+
+
+def test_an_export_refuses_an_arm_file_edited_since(exported, arm_file, tmp_path):
+    from robot_rl.envs.arms import ArmError, arm_digest
+    from robot_rl.policy import load_actor
+
+    recorded = arm_digest(str(arm_file))
+    folder = _export_naming(exported, tmp_path, lambda c: c["env"].update(arm=str(arm_file), arm_sha256=recorded))
+    load_actor(folder)
+    _move_camera(arm_file)
+    with pytest.raises(ArmError, match=f"config.json: arm .* changed since it was recorded .*{recorded} recorded"):
+        load_actor(folder)

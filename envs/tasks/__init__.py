@@ -71,6 +71,13 @@ def get_task(task: str | type[InspectionTask], trust_code: bool = False, source:
     return TASKS[task]
 
 
+def check_task_version(task: type[InspectionTask], recorded, source: str) -> None:
+    """Refuses an artefact recorded with another version of ``task`` than this code's (None: recorded before
+    versions were, accepted)."""
+    if recorded is not None and recorded != task.version:
+        raise TaskError(f"{source}: recorded with task {task.name} v{recorded}, this code runs v{task.version}")
+
+
 def build_task(task: str | type[InspectionTask], difficulty: str | Difficulty, image_size: int,
                reward_weights: RewardWeights | Mapping | None, task_overrides: Mapping[str, Any],
                randomization: str | Randomization = "none", arm: str | ArmSpec = DEFAULT_ARM) -> InspectionTask:
