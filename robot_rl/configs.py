@@ -29,6 +29,7 @@ TASK_HELP = ("what the camera inspects: pcb-inspect (a board's components, from 
              "(a connector's pins, from its open side: the view must tilt)")
 ARM_HELP = "the arm carrying the camera: a registered name (ur5e_like) or an ArmSpec .json file"
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
+MAX_HIDDEN, MAX_KEYPOINTS = 4096, 512  # architecture bounds, also where checkpoints and exports are read
 COLLECTORS = ("direct", "process", "ray")
 VIDEO_QUALITIES = ("pretty", "fast")
 VIDEO_CODECS = ("h264", "libsvtav1", "none")  # export-dataset (none: PNG frames)
@@ -63,8 +64,9 @@ class ActorArchitecture:
     encoder_weights: str = option("", "local ResNet18 state dict to start from (e.g. ImageNet); '' = random")
 
     def architecture_checks(self) -> list[tuple[str, bool, str]]:
-        return [("hidden", self.hidden >= 1, ">= 1"), ("min_scale", self.min_scale > 0, "> 0"),
-                ("keypoints", self.keypoints >= 0, ">= 0")]
+        return [("hidden", 1 <= self.hidden <= MAX_HIDDEN, f"in [1, {MAX_HIDDEN}]"),
+                ("min_scale", self.min_scale > 0, "> 0"),
+                ("keypoints", 0 <= self.keypoints <= MAX_KEYPOINTS, f"in [0, {MAX_KEYPOINTS}]")]
 
     def architecture(self) -> dict:
         """These options' values, by name."""

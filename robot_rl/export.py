@@ -57,7 +57,7 @@ def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]
 def export_safetensors(actor, env_info: dict, checkpoint: Path, out_dir: Path) -> Path:
     """The actor's weights (``model.safetensors``) and its architecture and env (``config.json``): the stochastic
     actor itself, for ``load_actor`` or further training, without pickle."""
-    policy_config = checkpoint_policy_config(load_checkpoint(checkpoint))
+    policy_config = checkpoint_policy_config(load_checkpoint(checkpoint), checkpoint)
     return save_weights(actor, policy_config, env_info, out_dir, source=str(checkpoint))
 
 

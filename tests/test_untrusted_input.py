@@ -168,3 +168,74 @@ def test_an_export_refuses_an_arm_file_edited_since(exported, arm_file, tmp_path
     _move_camera(arm_file)
     with pytest.raises(ArmError, match=f"config.json: arm .* changed since it was recorded .*{recorded} recorded"):
         load_actor(folder)
+
+
+class _CreatesMarker:
+    """Unpickling it creates ``path``: the proof that a loader ran code from a file."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def test_pickled_encoder_weights_and_checkpoints_get_one_line_and_never_run(demos_dir, bc_run_dir, tmp_path, capsys):
+    marker = tmp_path / "code-ran"
+    evil = tmp_path / "evil.pt"
+    torch.save({"conv1.weight": _CreatesMarker(marker)}, evil)
+    assert main(["pretrain", "--data", str(demos_dir), "--run-dir", str(tmp_path / "bc"), "--encoder-weights",
+                 str(evil)]) == 2
+    err = _one_line(capsys)
+    assert f"{evil}: not a plain tensor file (refusing pickled objects)" in err and "weights_only" not in err
+    assert main(["evaluate", "--checkpoint", str(evil)]) == 2
+    err = _one_line(capsys)
+    assert f"{evil}: not a plain checkpoint (refusing pickled objects)" in err and "weights_only" not in err
+    assert not marker.exists()
+    torch.save(torch.zeros(3), tmp_path / "tensor.pt")
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "tensor.pt")]) == 2
+    assert "tensor.pt: not a robot_rl checkpoint (it holds a Tensor, not a dict)" in _one_line(capsys)
+    assert main(["pretrain", "--data", str(demos_dir), "--run-dir", str(tmp_path / "bc"), "--encoder-weights",
+                 str(tmp_path / "tensor.pt")]) == 2
+    assert "tensor.pt: not a ResNet18 state dict (holds a Tensor)" in _one_line(capsys)
+    huge = _checkpoint_naming(bc_run_dir, tmp_path / "huge.pt")
+    state = torch.load(huge, weights_only=True)
+    state["policy_config"]["hidden"] = 10**9
+    torch.save(state, huge)
+    assert main(["evaluate", "--checkpoint", huge]) == 2
+    assert "huge.pt: policy_config hidden must be an integer in [1, 4096], got 1000000000" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c["env"].update(image_size=10**6), "env image_size must be an integer in [32, 224], got 1000000"),
+    (lambda c: c["env"].update(image_size=-84), "env image_size must be an integer in [32, 224], got -84"),
+    (lambda c: c["env"].update(image_size=84.5), "env image_size must be an integer in [32, 224], got 84.5"),
+    (lambda c: c.update(extra=1), "has unknown key 'extra'"),
+    (lambda c: c.pop("env"), "lacks 'env'"),
+    (lambda c: c["env"].pop("arm"), "env lacks arm"),
+    (lambda c: c["policy_config"].update(hidden="256"), "policy_config hidden must be an integer"),
+    (lambda c: c["policy_config"].update(code="os.system"), "policy_config has unknown key 'code'"),
+])
+def test_an_export_config_outside_its_schema_gets_one_line_naming_it(exported, tmp_path, capsys, edit, message):
+    folder = _export_naming(exported, tmp_path, edit)
+    assert main(["evaluate", "--checkpoint", folder, "--out", str(tmp_path / "eval")]) == 2
+    err = _one_line(capsys)
+    assert f"{folder}/config.json: " in err and message in err, err
+
+
+def test_safetensors_with_wrong_shapes_get_one_line(exported, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "weights"
+    shutil.copytree(exported, folder)
+    tensors = load_file(str(folder / "model.safetensors"))
+    name = next(k for k, v in tensors.items() if v.dim() == 2)
+    tensors[name] = torch.zeros(3, 5)
+    save_file(tensors, str(folder / "model.safetensors"))
+    assert main(["evaluate", "--checkpoint", str(folder)]) == 2
+    err = _one_line(capsys)
+    assert "model.safetensors: weights do not fit this robot_rl's policy" in err and f"{name!r} is [3, 5]" in err
+    del tensors[name]
+    save_file(tensors, str(folder / "model.safetensors"))
+    assert main(["evaluate", "--checkpoint", str(folder)]) == 2
+    assert f"1 missing, e.g. {name!r}" in _one_line(capsys)

@@ -49,13 +49,13 @@ from robot_rl.finetune.critic import make_privileged_critic
 from robot_rl.finetune.learner import PPOLearner
 from robot_rl.finetune.loss import FinetunePPOLoss
 from robot_rl.policy import (
-    ENV_INFO_DEFAULTS,
     PolicyConfig,
     actor_network,
     checkpoint_policy_config,
     feature_writing_actor,
     heads_actor,
     make_actor,
+    recorded_env_info,
     rewrap_actor,
     set_continue_probability,
 )
@@ -93,8 +93,8 @@ def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | N
     Env options given next to --init must agree with the BC run's."""
     pretrained_state = load_pretrained(config.init) if config.init else None
     if pretrained_state is not None:
-        env_info = {**ENV_INFO_DEFAULTS, **pretrained_state["env"]}
-        policy_config = checkpoint_policy_config(pretrained_state)
+        env_info = recorded_env_info(pretrained_state, f"--init {config.init}")
+        policy_config = checkpoint_policy_config(pretrained_state, f"--init {config.init}")
         for name in ("difficulty", "image_size", "randomization", "arm"):
             given = getattr(config, name)
             if given and given != env_info[name]:
