@@ -27,7 +27,7 @@ from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.randomization import Randomization
 from robot_rl.envs.task import POSE_DIM, InspectionTask, RewardWeights, StepResult, Verdict
-from robot_rl.envs.tasks import DEFAULT_TASK, build_task
+from robot_rl.envs.tasks import DEFAULT_TASK, build_task, get_task
 
 _NO_FLAGS = dict.fromkeys(keys.INFO_FLAGS, False)
 _NO_TERMS = dict.fromkeys(keys.REWARD_TERM_NAMES, 0.0)
@@ -187,6 +187,8 @@ def make_env(num_envs: int = 1, difficulty: str | Difficulty = "default", image_
     """
     if num_envs < 1:
         raise ValueError(f"make_env: num_envs must be >= 1, got {num_envs}")
+    if "task" in env_kwargs:  # as a class: a worker process knows only the built-in names (and imports nothing)
+        env_kwargs["task"] = get_task(env_kwargs["task"])
     create = partial(InspectionEnv, difficulty=difficulty, image_size=image_size, **env_kwargs)
     seeds = list(episode_seeds or ())
     if num_envs == 1:

@@ -23,6 +23,7 @@ from robot_rl import keys
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
 from robot_rl.encoder import set_encoder_precision
+from robot_rl.envs.arms import DIGEST_KEY, check_arm
 from robot_rl.envs.difficulty import DIFFICULTY_NAMES
 from robot_rl.envs.randomization import RANDOMIZATIONS
 from robot_rl.envs.tasks import get_task
@@ -73,12 +74,13 @@ class BCRun:
             torch.set_num_threads(config.threads)
 
         # Create data
-        self.dataset = open_demos(config.data, import_dir=self.run_dir / IMPORTED_DEMOS, resuming=resume)
+        self.dataset = open_demos(config.data, import_dir=self.run_dir / IMPORTED_DEMOS, resuming=resume,
+                                  trust_code=config.trust_code)
         if config.image_size and config.image_size != self.dataset.image_size:
             raise UsageError(f"--image-size {config.image_size} does not match the demos in {config.data} "
                              f"({self.dataset.image_size})")
         self.task_name = self.dataset.meta["env"]  # a registered name or a user's module:Class
-        self.task = get_task(self.task_name)
+        self.task = get_task(self.task_name, trust_code=config.trust_code, source=str(self.dataset.root / "meta.json"))
         if self.dataset.meta["env_version"] != self.task.version:
             raise UsageError(f"{config.data}: demos of {self.task.name} v{self.dataset.meta['env_version']}, this "
                              f"code runs v{self.task.version}; collect them again")
@@ -93,6 +95,8 @@ class BCRun:
             raise UsageError(f"--randomization {config.randomization} does not match the demos in {config.data} "
                              f"({self.randomization})")
         self.arm = self.dataset.meta.get("arm", "ur5e_like")  # datasets from before arms were specs: ur5e_like
+        # An arm file edited since the demos were recorded is refused (before any env is built on it).
+        arm_digest = check_arm(self.arm, self.dataset.meta.get(DIGEST_KEY), str(self.dataset.root / "meta.json"))
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")
@@ -112,6 +116,8 @@ class BCRun:
             actor_network(self.actor).encoder.scale_joints_like(train[keys.JOINT_STATE])
         self.env_info = {"env": self.task_name, "env_version": self.task.version, "difficulty": self.difficulty,
                          "image_size": self.dataset.image_size, "randomization": self.randomization, "arm": self.arm}
+        if arm_digest is not None:
+            self.env_info[DIGEST_KEY] = arm_digest
         if config.init and not resume:  # on resume the checkpoint holds the weights
             self._start_from(config.init)
         self.actor = self.actor.to(self.device)
@@ -144,7 +150,7 @@ class BCRun:
     def _start_from(self, source: str) -> None:
         """Loads the actor weights (joint scaling included) of the policy at ``source``, which must have been
         trained for the same task, arm and image size with the same architecture."""
-        actor, env_info, path = load_actor(source)
+        actor, env_info, path = load_actor(source, trust_code=self.config.trust_code)
         for name in ("env", "arm", "image_size"):
             if env_info.get(name) != self.env_info[name]:
                 raise UsageError(f"--init {path}: a policy for {name} {env_info.get(name)!r}, the demos have "

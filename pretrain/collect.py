@@ -19,6 +19,7 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.configs import CollectConfig
 from robot_rl.envs import make_env
+from robot_rl.envs.arms import DIGEST_KEY, arm_digest
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks import get_task
@@ -62,11 +63,15 @@ def episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorDi
 
 def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     """Collects ``config.episodes`` expert episodes into ``config.out``; returns a summary of the run."""
-    task = get_task(config.task)  # an unknown name exits 2 before the dataset is touched
+    # The user's own --task (an unknown name exits 2 before the dataset is touched).
+    task = get_task(config.task, trust_code=True)
     # A user's task given as module:Class is recorded so: later stages import it again from there.
     info = {"env": config.task if ":" in config.task else task.name, "env_version": task.version,
             "image_size": config.image_size,
             "difficulty": config.difficulty, "randomization": config.randomization, "arm": config.arm}
+    digest = arm_digest(config.arm)  # an arm file's content: the dataset refuses to mix demos of an edited one
+    if digest is not None:
+        info[DIGEST_KEY] = digest
     dataset = DemoDataset.open_for_append(config.out, info)
     run = _plan_run(dataset, config)
     if run["complete"]:

@@ -50,6 +50,7 @@ from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, DAggerConfig
 from robot_rl.encoder import set_encoder_precision
 from robot_rl.envs import make_env
+from robot_rl.envs.arms import DIGEST_KEY
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks import get_task
@@ -128,9 +129,11 @@ class DAggerRun:
         self.demos = DemoDataset.open(demos_dir)
         self.device = resolve_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)
-        self.task = get_task(self.demos.meta["env"])
-        self.info = {field: self.demos.meta.get(field) for field in
-                     ("env", "env_version", "image_size", "difficulty", "randomization", "arm")}
+        self.task = get_task(self.demos.meta["env"], trust_code=config.trust_code,
+                             source=str(self.demos.root / META_FILE))
+        self.info = {field: self.demos.meta[field] for field in
+                     ("env", "env_version", "image_size", "difficulty", "randomization", "arm", DIGEST_KEY)
+                     if field in self.demos.meta}
         if not resume:
             save_config(self.run_dir / CONFIG_FILE, config)
         self.aggregate_dir = self.run_dir / AGGREGATE
@@ -188,7 +191,8 @@ class DAggerRun:
         num_envs = min(config.num_envs or os.cpu_count() or 1, remaining)
         # A resumed round draws fresh boards and beta draws, so it never repeats the episodes it already has.
         stream = entry["seed"] * 1_000_003 + entry["episodes"]
-        actor, _, _ = load_actor(self.policy_of(round_index - 1), device=self.device)
+        actor, _, _ = load_actor(self.policy_of(round_index - 1), device=self.device,
+                                 trust_code=self.config.trust_code)
         set_encoder_precision(actor, self.precision)
         policy = DAggerPolicy(actor, ExpertPolicy(TaskConfig(image_size=self.info["image_size"]), task=self.task),
                               beta=entry["beta"], seed=stream)
@@ -225,11 +229,12 @@ class DAggerRun:
                        init=str(self.policy_of(round_index - 1)), epochs=self.config.epochs_per_round,
                        eval_every=0, eval_episodes=self.config.eval_episodes, eval_seed=self.config.eval_seed,
                        device=self.config.device, precision=self.config.precision,
-                       seed=self.config.seed * 1_000 + round_index, logger="csv")
+                       seed=self.config.seed * 1_000 + round_index, logger="csv",
+                       trust_code=self.bc_config.trust_code or self.config.trust_code)
 
     def _init_check(self, aggregate: DemoDataset) -> dict:
         """The init policy on the boards every round's BC check uses (BC's own rule for them)."""
-        actor, _, _ = load_actor(self.init_checkpoint, device=self.device)
+        actor, _, _ = load_actor(self.init_checkpoint, device=self.device, trust_code=self.config.trust_code)
         set_encoder_precision(actor, self.precision)
         seeds = held_out_seeds(self.config.eval_seed, self.config.eval_episodes, aggregate.episode_seeds())
         metrics, _ = evaluate_policy(actor, seeds, difficulty=self.info["difficulty"],

@@ -16,19 +16,17 @@ are read from the memmaps only when sampled.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-import torch
 from tensordict import TensorDict, TensorDictBase
 
 from robot_rl import keys
-from robot_rl.errors import UsageError
 from robot_rl.io import write_json
+from robot_rl.pretrain.dataset_checks import DatasetError, check_meta, check_storage
 
 FORMAT = "robot_rl-demos"
 FORMAT_VERSION = 1
@@ -41,12 +39,9 @@ EXCLUDED_KEYS = (("collector",), (keys.NEXT, keys.PIXELS), (keys.NEXT, keys.JOIN
 REQUIRED_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VERDICT, keys.EPISODE, keys.STEP,
                  keys.DEFECTIVE, keys.CAMERA_POSE, keys.BOARD_POSE, (keys.NEXT, keys.DONE), (keys.NEXT, keys.SUCCESS))
 # Fields every part of a dataset must share, with their value in datasets written before the field existed.
+ARM_DIGEST = "arm_sha256"  # an arm file's content hash (robot_rl.envs.arms.arm_digest), compared when both have it
 COMPATIBILITY_FIELDS = {"env": None, "env_version": None, "image_size": None, "randomization": "none",
                         "arm": "ur5e_like"}
-
-
-class DatasetError(UsageError):
-    """A dataset folder that is missing, empty, truncated, corrupt or incompatible (message names the file)."""
 
 
 def package_versions() -> dict[str, str]:
@@ -129,6 +124,10 @@ class DemoDataset:
                 if dataset.meta.get(field, before) != info.get(field, before):
                     raise DatasetError(f"{root / META_FILE}: dataset has {field}={dataset.meta.get(field, before)!r}, "
                                        f"the new demos have {field}={info.get(field, before)!r}; use another folder")
+            recorded, new = dataset.meta.get(ARM_DIGEST), info.get(ARM_DIGEST)
+            if recorded and new and recorded != new:  # the same arm file, edited since the dataset's demos
+                raise DatasetError(f"{root / META_FILE}: arm {info.get('arm')} changed since the dataset's demos "
+                                   f"({ARM_DIGEST} {recorded} recorded, {new} now); use another folder")
             dataset._remove_unreferenced_storage()
             return dataset
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **info, "frames": 0, "capacity": 0,
@@ -221,42 +220,19 @@ def _read_meta(root: Path) -> dict:
         raise DatasetError(f"{meta_path}: corrupt, missing fields {', '.join(missing)}")
     if meta["frames"] == 0 or not meta["episodes"]:
         raise DatasetError(f"{meta_path}: empty dataset (no episodes)")
-    if sum(e[1] for e in meta["episodes"]) != meta["frames"]:
-        raise DatasetError(f"{meta_path}: corrupt, episode lengths do not add up to {meta['frames']} frames")
+    check_meta(meta, meta_path)
     return meta
 
 
-def _check_memmap_sizes(folder: Path) -> None:
-    # Loading a memmap silently extends a short file with zeros, so sizes are checked against tensordict's own
-    # per-folder meta.json (shape and dtype of every leaf) first.
-    try:
-        entries = json.loads((folder / "meta.json").read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise DatasetError(f"{folder / 'meta.json'}: unreadable ({err})") from None
-    for name, entry in entries.items():
-        if not isinstance(entry, dict):
-            continue
-        if entry.get("type") == "TensorDict":
-            _check_memmap_sizes(folder / name)
-        elif "shape" in entry and "dtype" in entry:
-            path = folder / f"{name}.memmap"
-            dtype = getattr(torch, str(entry["dtype"]).removeprefix("torch."), None)
-            if dtype is None:
-                raise DatasetError(f"{folder / 'meta.json'}: unknown dtype {entry['dtype']!r} for {name}")
-            expected = math.prod(entry["shape"]) * torch.empty((), dtype=dtype).element_size()
-            size = path.stat().st_size if path.is_file() else -1
-            if size < expected:
-                raise DatasetError(f"{path}: truncated ({max(size, 0)} of {expected} bytes)" if size >= 0
-                                   else f"{path}: missing")
-
-
 def _open_storage(root: Path, meta: dict) -> TensorDictBase:
+    """The storage ``meta.json`` names, memory-mapped once ``check_storage`` found it plain tensors."""
     storage_dir = root / str(meta["storage"])
     if not (storage_dir / "meta.json").is_file():
         raise DatasetError(f"{storage_dir / 'meta.json'}: missing (truncated dataset)")
-    _check_memmap_sizes(storage_dir)
+    check_storage(root, storage_dir, meta["capacity"])
     try:
-        storage = TensorDict.load_memmap(storage_dir)
+        # allow_pickle=False as well: tensordict itself refuses what the walk above might ever miss.
+        storage = TensorDict.load_memmap(storage_dir, allow_pickle=False)
     except Exception as err:  # noqa: BLE001 - tensordict raises many kinds on damaged memmaps
         raise DatasetError(f"{storage_dir}: corrupt storage ({type(err).__name__}: {err})") from None
     for key in REQUIRED_KEYS:

@@ -9,7 +9,9 @@ task string and its arm as ``robot_type``.
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -20,8 +22,13 @@ from tensordict import TensorDict
 from robot_rl import keys
 from robot_rl.pretrain import lerobot_layout as layout
 from robot_rl.pretrain.dataset import DatasetError, DemoDataset, EpisodeRecord
+from robot_rl.pretrain.dataset_checks import IMAGE_SIZES, MAX_FRAMES, is_count
 
 EPISODES_PER_WRITE = 64  # episodes decoded, then written to the memmaps together
+MAX_FILE_INDEX = 10**6  # chunk and file numbers of any real dataset are far below
+# The fields each path template of info.json may use (with example values: a template is checked up front).
+TEMPLATE_FIELDS = {"video_path": {"video_key": layout.IMAGE, "chunk_index": 0, "file_index": 0},
+                   "data_path": {"chunk_index": 0, "file_index": 0}}
 
 
 def is_lerobot_dataset(path: str | Path) -> bool:
@@ -35,10 +42,11 @@ def _read_json(path: Path) -> dict:
         raise DatasetError(f"{path}: unreadable ({err})") from None
 
 
-def _read_tables(pq, pa, folder: Path, what: str):
+def _read_tables(pq, pa, root: Path, folder: Path, what: str):
     files = sorted(folder.glob("*/*.parquet"))
     if not files:
         raise DatasetError(f"{folder}: no {what} parquet files")
+    files = [layout.inside(root, f, f"{f}") for f in files]
     try:
         return pa.concat_tables([pq.read_table(f) for f in files])
     except (OSError, pa.ArrowException) as err:
@@ -74,13 +82,16 @@ def _expected_features(meta: dict) -> dict[str, tuple[torch.dtype, int]]:
 class LeRobotSource:
     """A LeRobot v3.0 dataset folder, checked: its features, episodes and (for an export of ours) robot_rl meta."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, trust_code: bool = False):
         self.pa = layout.require_pyarrow()
+        self.trust_code = trust_code  # import a module:Class task the dataset names
         import pyarrow.parquet as pq
 
         self.pq, self.root = pq, Path(root)
-        info_path = self.root / layout.INFO_PATH
+        info_path = self._file(layout.INFO_PATH)
         self.info = _read_json(info_path)
+        if not isinstance(self.info, dict):
+            raise DatasetError(f"{info_path}: not a JSON object")
         version = str(self.info.get("codebase_version", ""))
         if not version.startswith("v3."):
             raise DatasetError(f"{info_path}: codebase_version {version or 'missing'}, robot_rl reads LeRobot v3.x "
@@ -88,23 +99,35 @@ class LeRobotSource:
         if self.info.get("fps") != layout.FPS:
             raise DatasetError(f"{info_path}: fps {self.info.get('fps')}, robot_rl's envs step at {layout.FPS} Hz")
         self.features = self.info.get("features") or {}
+        if not isinstance(self.features, dict):
+            raise DatasetError(f"{info_path}: features must be an object")
+        for field in ("total_episodes", "total_frames"):
+            if field in self.info and not is_count(self.info[field], 0, MAX_FRAMES):
+                raise DatasetError(f"{info_path}: {field} must be an integer in [0, 2^40], got {self.info[field]!r}")
+        for field, values in TEMPLATE_FIELDS.items():
+            if self.info.get(field) is not None:
+                relative = layout.expand_template(self.info[field], values, f"{info_path}: {field}")
+                layout.inside(self.root, self.root / relative, f"{info_path}: {field}")
         for name in layout.required_features():
-            if name not in self.features:
+            if not isinstance(self.features.get(name), dict):
                 raise DatasetError(f"{info_path}: no feature {name!r} (robot_rl trains on "
                                    f"{', '.join(layout.required_features())})")
         image = self.features[layout.IMAGE]
-        shape = list(image.get("shape", []))
-        if image.get("dtype") not in ("video", "image") or len(shape) != 3 or shape[0] != shape[1] or shape[2] != 3:
-            raise DatasetError(f"{info_path}: {layout.IMAGE} must be a square RGB image or video [S, S, 3], got "
-                               f"{image.get('dtype')} {shape}")
+        shape = image.get("shape")
+        square = isinstance(shape, list) and len(shape) == 3 and is_count(shape[0], *IMAGE_SIZES)
+        if image.get("dtype") not in ("video", "image") or not square or shape[1:] != [shape[0], 3]:
+            raise DatasetError(f"{info_path}: {layout.IMAGE} must be a square RGB image or video [S, S, 3] with S in "
+                               f"{IMAGE_SIZES[0]}-{IMAGE_SIZES[1]}, got {image.get('dtype')} {shape}")
         self.image_size, self.video = shape[0], image["dtype"] == "video"
         if self.video and not self.info.get("video_path"):
             raise DatasetError(f"{info_path}: {layout.IMAGE} is a video but video_path is missing")
         self.episodes = self._read_episodes()
         own = self.root / layout.ROBOT_RL_PATH
-        self.robot_rl = _read_json(own) if own.is_file() else None
-        if self.robot_rl is not None and self.robot_rl.get("format") != layout.ROBOT_RL_FORMAT:
-            raise DatasetError(f"{own}: not robot_rl's meta (format {self.robot_rl.get('format')!r})")
+        self.robot_rl = _read_json(self._file(layout.ROBOT_RL_PATH)) if own.is_file() or own.is_symlink() else None
+        if self.robot_rl is not None and (not isinstance(self.robot_rl, dict)
+                                          or self.robot_rl.get("format") != layout.ROBOT_RL_FORMAT
+                                          or not isinstance(self.robot_rl.get("dataset", {}), dict)):
+            raise DatasetError(f"{own}: not robot_rl's meta")
         self.meta = self._dataset_meta()
         self.expected = _expected_features(self.meta)
         for name in layout.required_features():
@@ -112,33 +135,40 @@ class LeRobotSource:
                 continue
             dtype, width = self.expected[name]
             declared = self.features[name]
-            if list(declared.get("shape", [])) != [width]:
+            if declared.get("shape") != [width]:
                 raise DatasetError(f"{info_path}: feature {name!r} has shape {declared.get('shape')}, the "
                                    f"{self.meta['env']} env with arm {self.meta['arm']} has [{width}]")
 
+    def _file(self, relative: str) -> Path:
+        """A file of the dataset by its relative path, refused if it leads outside the dataset folder."""
+        return layout.inside(self.root, self.root / relative, str(self.root / relative))
+
     def _read_episodes(self) -> list[dict]:
         folder = self.root / "meta/episodes"
-        episodes = _read_tables(self.pq, self.pa, folder, "episodes")
+        episodes = _read_tables(self.pq, self.pa, self.root, folder, "episodes")
         needed = ["episode_index", "length"]
         if self.video:
             needed += [f"videos/{layout.IMAGE}/{c}" for c in ("chunk_index", "file_index", "from_timestamp")]
         missing = [name for name in needed if name not in episodes.column_names]
         if missing:
             raise DatasetError(f"{folder}: no {missing[0]!r} column")
-        rows = sorted(episodes.to_pylist(), key=lambda row: row["episode_index"])
+        rows = episodes.to_pylist()
+        for row in rows:
+            _check_episode_row(row, folder, self.video)
+        rows.sort(key=lambda row: row["episode_index"])
         if len(rows) != self.info.get("total_episodes", len(rows)):
             raise DatasetError(f"{folder}: {len(rows)} episodes, {layout.INFO_PATH} says {self.info['total_episodes']}")
         return rows
 
     def _dataset_meta(self) -> dict:
         """What robot_rl's demo dataset records (task, arm, difficulty, ...), from our meta or the LeRobot one."""
-        from robot_rl.envs.arms import get_arm
+        from robot_rl.envs.arms import DIGEST_KEY, check_arm, get_arm
         from robot_rl.envs.tasks import TaskError, get_task
 
         if self.robot_rl is not None:
             meta = dict(self.robot_rl.get("dataset", {}))
         else:
-            path = self.root / layout.TASKS_PATH
+            path = self._file(layout.TASKS_PATH)
             try:
                 tasks = self.pq.read_table(path).to_pylist()
             except (OSError, self.pa.ArrowException) as err:
@@ -146,6 +176,8 @@ class LeRobotSource:
             names = [row.get("__index_level_0__", row.get("task")) for row in tasks]
             if len(names) != 1 or not isinstance(names[0], str):
                 raise DatasetError(f"{path}: needs one task string (the robot_rl task), has {names}")
+            if ":" in names[0]:
+                get_task(names[0], trust_code=self.trust_code, source=str(path))
             try:
                 task = get_task(names[0])
             except TaskError:
@@ -153,11 +185,18 @@ class LeRobotSource:
                                    f"is missing)") from None
             meta = {"env": names[0], "env_version": task.version, "difficulty": "default", "randomization": "none",
                     "arm": self.info.get("robot_type")}
+        for field in ("env", "arm", "difficulty", "randomization"):
+            if not isinstance(meta.get(field, ""), str):
+                raise DatasetError(f"{self.root / layout.ROBOT_RL_PATH}: {field} must be a string, got {meta[field]!r}")
+        get_task(meta.get("env") or "", trust_code=self.trust_code, source=str(self.root / layout.ROBOT_RL_PATH))
         try:
             get_arm(meta.get("arm") or "")
         except Exception:  # noqa: BLE001 - ArmError, or a missing file: the culprit is the dataset's robot_type
             raise DatasetError(f"{self.root / layout.INFO_PATH}: robot_type {meta.get('arm')!r} is not a robot_rl arm "
                                f"(a registered name or an ArmSpec .json file)") from None
+        digest = check_arm(meta["arm"], meta.get(DIGEST_KEY), str(self.root / layout.ROBOT_RL_PATH))
+        if digest is not None:
+            meta[DIGEST_KEY] = digest
         return {**meta, "image_size": self.image_size}
 
     def fingerprint(self) -> dict:
@@ -200,16 +239,25 @@ class LeRobotSource:
         episode = row["episode_index"]
         if self.video:
             prefix = f"videos/{layout.IMAGE}"
-            path = self.root / self.info["video_path"].format(video_key=layout.IMAGE,
-                                                              chunk_index=row[f"{prefix}/chunk_index"],
-                                                              file_index=row[f"{prefix}/file_index"])
+            source = f"{self.root / layout.INFO_PATH}: video_path"
+            relative = layout.expand_template(self.info["video_path"], {
+                "video_key": layout.IMAGE, "chunk_index": row[f"{prefix}/chunk_index"],
+                "file_index": row[f"{prefix}/file_index"]}, source)
+            path = layout.inside(self.root, self.root / relative, source)
             images = reader.read(path, round(row[f"{prefix}/from_timestamp"] * layout.FPS), len(rows))
         else:
             import cv2
 
             images = []
             for cell in data[layout.IMAGE][rows]:
-                encoded = (cell or {}).get("bytes")
+                encoded = (cell or {}).get("bytes") if isinstance(cell, dict) else None
+                if encoded is not None and not isinstance(encoded, bytes):
+                    encoded = None
+                size = self._encoded_size(encoded) if encoded else None
+                if encoded and size != (self.image_size, self.image_size):
+                    raise DatasetError(f"{self.root / 'data'}: episode {episode}: an image of "
+                                       f"{'x'.join(map(str, size)) if size else 'no known format'}, "
+                                       f"{layout.INFO_PATH} says {self.image_size}x{self.image_size}")
                 image = cv2.imdecode(np.frombuffer(encoded, np.uint8), cv2.IMREAD_COLOR) if encoded else None
                 if image is None:
                     raise DatasetError(f"{self.root / 'data'}: episode {episode}: an image without decodable bytes")
@@ -220,6 +268,18 @@ class LeRobotSource:
                                f"{layout.INFO_PATH} says {[self.image_size, self.image_size, 3]}")
         return images
 
+    @staticmethod
+    def _encoded_size(encoded: bytes) -> tuple[int, int] | None:
+        """(width, height) from an encoded image's header, read before anything is decoded (a small file can
+        claim a huge image); None when it is no image."""
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(io.BytesIO(encoded)) as image:
+                return image.size
+        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+            return None
+
     def write_demos(self, out: Path) -> DemoDataset:
         """Reads every episode into a new robot_rl demo dataset at ``out``, committed once: whole or absent."""
         data = self._read_data()
@@ -228,7 +288,7 @@ class LeRobotSource:
         rows_of = {int(data[layout.EPISODE_INDEX][rows[0]]): rows  # each episode's rows, in frame order
                    for rows in np.split(order, np.flatnonzero(np.diff(episode_of_row)) + 1)}
         dataset = DemoDataset.open_for_append(out, {**self.meta, "source": self.fingerprint()})
-        reader = layout.VideoReader()
+        reader = layout.VideoReader(size=self.image_size)
         pending, records = [], []
         try:
             for number, row in enumerate(self.episodes):
@@ -257,7 +317,7 @@ class LeRobotSource:
     def _read_data(self) -> dict[str, np.ndarray]:
         """Every column of the data files: name -> [frames] or [frames, D] array (images: the parquet cells)."""
         folder = self.root / "data"
-        table = _read_tables(self.pq, self.pa, folder, "data")
+        table = _read_tables(self.pq, self.pa, self.root, folder, "data")
         needed = [layout.INDEX, layout.EPISODE_INDEX] + [n for n in layout.required_features()
                                                          if not (n == layout.IMAGE and self.video)]
         missing = [name for name in needed if name not in table.column_names]
@@ -283,12 +343,28 @@ class LeRobotSource:
         return data
 
 
-def open_demos(data: str | Path, import_dir: str | Path, resuming: bool = False) -> DemoDataset:
+def _check_episode_row(row: dict, folder: Path, video: bool) -> None:
+    """Refuses an episodes-table row whose counts are not bounded integers (or a timestamp not a finite time)."""
+    checks = [("episode_index", 0, MAX_FRAMES), ("length", 1, MAX_FRAMES)]
+    if video:
+        checks += [(f"videos/{layout.IMAGE}/{name}", 0, MAX_FILE_INDEX) for name in ("chunk_index", "file_index")]
+    for name, low, high in checks:
+        if not is_count(row.get(name), low, high):
+            raise DatasetError(f"{folder}: {name} {row.get(name)!r} must be an integer in [{low}, {high}]")
+    if video:
+        timestamp = row.get(f"videos/{layout.IMAGE}/from_timestamp")
+        if not (isinstance(timestamp, (int, float)) and math.isfinite(timestamp) and 0 <= timestamp < MAX_FRAMES):
+            raise DatasetError(f"{folder}: from_timestamp {timestamp!r} is not a time in seconds")
+
+
+def open_demos(data: str | Path, import_dir: str | Path, resuming: bool = False,
+               trust_code: bool = False) -> DemoDataset:
     """The demo dataset at ``data``: a robot_rl dataset as is, a LeRobot dataset read into ``import_dir`` (once:
-    the copy of the same source is reused; ``resuming`` a run whose source changed is refused)."""
+    the copy of the same source is reused; ``resuming`` a run whose source changed is refused). ``trust_code``:
+    import a ``module:Class`` task the dataset names (else refused)."""
     if not is_lerobot_dataset(data):
         return DemoDataset.open(data)
-    source = LeRobotSource(data)
+    source = LeRobotSource(data, trust_code=trust_code)
     import_dir = Path(import_dir)
     try:
         existing = DemoDataset.open(import_dir)

@@ -24,6 +24,8 @@ noise). Every other frame entry keeps its TensorDict key, joined with dots: ``ne
 from __future__ import annotations
 
 import os
+import re
+import string
 from pathlib import Path
 
 import av
@@ -109,6 +111,42 @@ def file_path(template: str, file_number: int, **fields) -> str:
     return template.format(**file_indices(file_number), **fields)
 
 
+_FORMAT_SPEC = re.compile(r"0?[1-9]?d?")  # what LeRobot's templates use (``:03d``), at most 9 digits wide
+
+
+def expand_template(template, fields: dict, source: str) -> str:
+    """A path template of a dataset's ``info.json`` expanded with ``fields`` only: plain ``{name}`` or
+    ``{name:03d}``, no attribute or index access (``{video_key.__class__}``), conversion or nested field, so a file
+    cannot make Python format strings read anything but the values given. ``source`` names the culprit in the
+    one-line UsageError."""
+    if not isinstance(template, str):
+        raise UsageError(f"{source}: not a path template: {template!r}")
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as err:
+        raise UsageError(f"{source}: malformed path template {template!r} ({err})") from None
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in fields or conversion or not _FORMAT_SPEC.fullmatch(spec or ""):
+            field = name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+            raise UsageError(f"{source}: path template {template!r} has field {{{field}}}; allowed: "
+                             f"{', '.join(sorted(fields))} (plain, or :0Nd)")
+    try:
+        return template.format(**fields)
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"{source}: path template {template!r} does not fit its values ({err})") from None
+
+
+def inside(root: Path, path: Path, source: str) -> Path:
+    """``path`` with symlinks resolved, refused (one-line UsageError naming ``source``) unless it lies inside the
+    dataset folder ``root``: a dataset's files are its own."""
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise UsageError(f"{source}: {path} leads outside the dataset folder {root}")
+    return resolved
+
+
 class VideoWriter:
     """One MP4 of the wrist camera: frames appended episode after episode, frame k shown at k / FPS seconds (the
     timestamps LeRobot's decoders look frames up by)."""
@@ -141,8 +179,9 @@ class VideoReader:
     """Frames of the MP4s of one dataset, read in order: ``read(path, first, count)`` decodes forward from where
     the last read stopped (episodes are stored in order), reopening a file only to go back."""
 
-    def __init__(self):
+    def __init__(self, size: int | None = None):
         self.path, self.container, self.frames, self.next_index = None, None, None, 0
+        self.size = size  # the frame side every video must have (checked before anything is decoded)
 
     def _open(self, path: Path) -> None:
         self.close()
@@ -153,6 +192,9 @@ class VideoReader:
         if not self.container.streams.video:
             raise UsageError(f"{path}: no video stream")
         stream = self.container.streams.video[0]
+        if self.size is not None and (stream.codec_context.width, stream.codec_context.height) != (self.size,) * 2:
+            raise UsageError(f"{path}: frames are {stream.codec_context.width}x{stream.codec_context.height}, the "
+                             f"dataset says {self.size}x{self.size}")
         stream.thread_type = "AUTO"
         self.path, self.frames, self.next_index = path, self.container.decode(stream), 0
 

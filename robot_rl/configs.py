@@ -29,6 +29,7 @@ TASK_HELP = ("what the camera inspects: pcb-inspect (a board's components, from 
              "(a connector's pins, from its open side: the view must tilt)")
 ARM_HELP = "the arm carrying the camera: a registered name (ur5e_like) or an ArmSpec .json file"
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
+MAX_HIDDEN, MAX_KEYPOINTS = 4096, 512  # architecture bounds, also where checkpoints and exports are read
 COLLECTORS = ("direct", "process", "ray")
 VIDEO_QUALITIES = ("pretty", "fast")
 VIDEO_CODECS = ("h264", "libsvtav1", "none")  # export-dataset (none: PNG frames)
@@ -39,6 +40,8 @@ JOINT_SCALINGS = ("bounds", "demos")  # pretrain --joint-scaling
 PRECISIONS = ("auto", "fp32", "bf16")  # robot_rl.precision
 PRECISION_HELP = ("compute precision of the image encoder: auto (bf16 where the CPU or GPU runs it natively, else "
                   "fp32), fp32 or bf16; weights, optimizer state, checkpoints and exports stay fp32")
+TRUST_CODE_HELP = ("import the task module (module:Class) that a dataset, checkpoint or export names: importing runs "
+                   "its code, so only for files you trust (--task module:Class also allows that one)")
 LOGGER_HELP = ("where scalars go besides the run folder's CSV log (always written): csv (nothing more), tensorboard, "
                "wandb (offline, under the run folder) or mlflow (a file store under the run folder)")
 
@@ -64,8 +67,9 @@ class ActorArchitecture:
     encoder_weights: str = option("", "local ResNet18 state dict to start from (e.g. ImageNet); '' = random")
 
     def architecture_checks(self) -> list[tuple[str, bool, str]]:
-        return [("hidden", self.hidden >= 1, ">= 1"), ("min_scale", self.min_scale > 0, "> 0"),
-                ("keypoints", self.keypoints >= 0, ">= 0")]
+        return [("hidden", 1 <= self.hidden <= MAX_HIDDEN, f"in [1, {MAX_HIDDEN}]"),
+                ("min_scale", self.min_scale > 0, "> 0"),
+                ("keypoints", 0 <= self.keypoints <= MAX_KEYPOINTS, f"in [0, {MAX_KEYPOINTS}]")]
 
     def architecture(self) -> dict:
         """These options' values, by name."""
@@ -161,6 +165,7 @@ class BCConfig(ActorArchitecture):
     logger: str = option("csv", LOGGER_HELP)
     joint_scaling: str = option("bounds", "how the policy scales the joint state it reads: 'bounds' (the env "
                                 "spec's) or 'demos' (the training frames' mean and std)")
+    trust_code: bool = option(False, TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -210,6 +215,7 @@ class DAggerConfig:
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("auto", PRECISION_HELP)
     seed: int = option(0, "seed of the rollout boards, the beta draws and each round's BC")
+    trust_code: bool = option(False, TRUST_CODE_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -310,6 +316,7 @@ class FinetuneConfig:
                                 "ActorArchitecture's defaults with --from-scratch)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
     logger: str = option("csv", LOGGER_HELP)
+    trust_code: bool = option(False, TRUST_CODE_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -392,6 +399,7 @@ class EvaluateConfig:
     video_slowdown: float = option(2.0, "videos play this many times slower than real time (1 = real time)")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("auto", PRECISION_HELP)
+    trust_code: bool = option(False, TRUST_CODE_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -417,6 +425,7 @@ class ExportConfig:
     out: str = option("", "output folder; '' = <checkpoint's run folder>/export")
     format: str = option("all", "torchscript, export (torch.export), onnx, safetensors (weights + config.json, for "
                          "load_actor), or all that are available")
+    trust_code: bool = option(False, TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
 
     def __post_init__(self) -> None:
         validate(self, [

@@ -8,6 +8,7 @@ import numpy as np
 
 from robot_rl.envs import keys, make_env
 from robot_rl.envs.expert_policy import ExpertPolicy
+from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import summarize_episode
 from robot_rl.video import side_by_side, write_png
 
@@ -18,6 +19,7 @@ def run_expert_demo(out_dir: str | Path, episodes: int = 3, difficulty: str = "d
     """Runs the expert for ``episodes`` episodes, writes ``frames_per_episode`` PNGs of each (wrist camera beside
     the third-person camera) under ``out_dir/frames/``, and returns one metrics dict per episode."""
     out_dir = Path(out_dir)
+    get_task(task, trust_code=True)  # the caller's own task (a module:Class is imported and registered here)
     env = make_env(difficulty=difficulty, image_size=image_size, seed=seed, arm=arm, task=task)
     policy = ExpertPolicy(env.task.config, task=task)
     max_steps = env.task.config.max_steps

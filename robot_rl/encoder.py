@@ -5,6 +5,8 @@ on its layer2, concatenated with the normalized joint state.
 from __future__ import annotations
 
 import contextlib
+import pickle
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,10 +15,40 @@ import torchvision
 from torch import nn
 from torchvision.models.feature_extraction import create_feature_extractor
 
+from robot_rl.errors import UsageError
 from robot_rl.precision import autocast
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class WeightsError(UsageError, ValueError):
+    """Encoder weights that are not a plain ResNet18 state dict (the message names the file); the CLI exits 2."""
+
+
+def load_resnet_weights(resnet: nn.Module, path: Path) -> None:
+    """Loads a local ResNet18 state dict (plain tensors only: torch's ``weights_only``; ``fc.*`` may be missing)
+    into ``resnet``; anything else is a one-line WeightsError naming the file."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        # torch's own message suggests weights_only=False, i.e. running the file's code: never here.
+        raise WeightsError(f"{path}: not a plain tensor file (refusing pickled objects)") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else (str(err).splitlines() or [""])[0]
+        raise WeightsError(f"{path}: unreadable encoder weights ({type(err).__name__}: {reason[:200]})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise WeightsError(f"{path}: not a ResNet18 state dict (holds a {type(state).__name__})")
+    expected = resnet.state_dict()
+    wrong = [k for k, v in state.items() if k in expected and v.shape != expected[k].shape]
+    missing = [k for k in expected if k not in state and not k.startswith("fc.")]
+    unexpected = [k for k in state if k not in expected]
+    if wrong or missing or unexpected:
+        culprit = (f"{wrong[0]!r} has shape {list(state[wrong[0]].shape)}" if wrong
+                   else f"{len(missing)} tensors missing, e.g. {missing[0]!r}" if missing
+                   else f"unexpected tensor {unexpected[0]!r}")
+        raise WeightsError(f"{path}: not a ResNet18 state dict ({culprit})")
+    resnet.load_state_dict(state, strict=False)
 
 
 class SpatialSoftmax(nn.Module):
@@ -63,10 +95,7 @@ class ImageEncoder(nn.Module):
         super().__init__()
         resnet = torchvision.models.resnet18(weights=None)
         if weights:
-            state = torch.load(Path(weights), map_location="cpu", weights_only=True)
-            missing, unexpected = resnet.load_state_dict(state, strict=False)
-            if [k for k in missing if not k.startswith("fc.")] or unexpected:
-                raise ValueError(f"{weights}: not a ResNet18 state dict (missing {missing}, unexpected {unexpected})")
+            load_resnet_weights(resnet, Path(weights))
         # The trunk as torchvision's feature extractor: the pooled feature, and layer2's maps for the keypoints. Its
         # state dict is the ResNet's own (fc left out), so checkpoints and local weights keep their keys.
         nodes = {"flatten": "pooled", **({"layer2": "mid"} if keypoints else {})}

@@ -127,13 +127,12 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     """Runs the evaluation; writes report.json, report.md, videos/ and contact_sheet.png (and, with
     ``--perturbations``, the suite under perturbations/); returns the metrics."""
     device = resolve_device(config.device)
-    actor, env_info, checkpoint = load_actor(config.checkpoint, device=device)
+    actor, env_info, checkpoint = load_actor(config.checkpoint, device=device, trust_code=config.trust_code,
+                                             task=config.task)
     precision = resolve_precision(config.precision, device)
     set_encoder_precision(actor, precision)
     if config.arm and config.arm != env_info["arm"]:
         raise UsageError(f"--arm {config.arm}: {checkpoint} was trained on arm {env_info['arm']!r}")
-    if config.task and config.task != env_info["env"]:
-        raise UsageError(f"--task {config.task}: {checkpoint} was trained on task {env_info['env']!r}")
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "eval"
     difficulty = config.difficulty or env_info["difficulty"]

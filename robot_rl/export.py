@@ -57,7 +57,7 @@ def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]
 def export_safetensors(actor, env_info: dict, checkpoint: Path, out_dir: Path) -> Path:
     """The actor's weights (``model.safetensors``) and its architecture and env (``config.json``): the stochastic
     actor itself, for ``load_actor`` or further training, without pickle."""
-    policy_config = checkpoint_policy_config(load_checkpoint(checkpoint))
+    policy_config = checkpoint_policy_config(load_checkpoint(checkpoint), checkpoint)
     return save_weights(actor, policy_config, env_info, out_dir, source=str(checkpoint))
 
 
@@ -95,7 +95,7 @@ def export_onnx(policy: DeployedPolicy, inputs, path: Path) -> None:
 
 def export(config: ExportConfig) -> dict:
     """Writes the requested formats and ``policy.json``; returns {format: path} of what was written."""
-    actor, env_info, checkpoint = load_actor(config.checkpoint)
+    actor, env_info, checkpoint = load_actor(config.checkpoint, trust_code=config.trust_code)
     policy = deploy(actor)
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "export"

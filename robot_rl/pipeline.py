@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EvaluateConfig, FinetuneConfig
+from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
 from robot_rl.io import write_json
@@ -140,6 +141,8 @@ def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progres
     """Runs (or resumes) every stage under ``root``; returns where each stage wrote and the metrics of the BC
     and the fine-tuned policy on the same held-out boards."""
     root = Path(root)
+    # The caller's own task: a module:Class is imported here, and every stage then finds it registered by name.
+    get_task(preset.collect.task, trust_code=True)
     data, bc_dir, ppo_dir = root / preset.collect.out, root / preset.pretrain.run_dir, root / preset.finetune.run_dir
     bc_eval_dir, eval_dir = root / EVAL_BC, root / preset.evaluate.out
     _check_preset(root, preset)

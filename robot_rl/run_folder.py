@@ -80,14 +80,22 @@ def save_checkpoint(path: str | Path, payload: dict) -> None:
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
-    """Loads a checkpoint; a missing or unreadable file is a UsageError naming it."""
+    """Loads a checkpoint (plain tensors and containers only: torch's ``weights_only``); a missing or unreadable
+    file, one holding pickled objects or anything but a dict is a one-line UsageError naming it."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such checkpoint")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as err:
-        raise UsageError(f"{path}: unreadable checkpoint ({type(err).__name__}: {err})") from None
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        # torch's own message suggests weights_only=False, i.e. running the file's code: never here.
+        raise UsageError(f"{path}: not a plain checkpoint (refusing pickled objects)") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as err:
+        first_line = (str(err).strip().splitlines() or [""])[0][:200]
+        raise UsageError(f"{path}: unreadable checkpoint ({type(err).__name__}: {first_line})") from None
+    if not isinstance(state, dict):
+        raise UsageError(f"{path}: not a robot_rl checkpoint (it holds a {type(state).__name__}, not a dict)")
+    return state
 
 
 def policy_checkpoint(source: str | Path) -> Path:

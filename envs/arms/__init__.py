@@ -3,22 +3,36 @@
 ``get_arm`` takes a registered name (``ur5e_like``, the default; ``panda``, with the ``[panda]`` extra) or the
 path of a JSON file holding an ``ArmSpec``'s fields (a user's own arm; a relative ``mjcf`` is read from beside the
 JSON file).
+
+Datasets, checkpoints and exports record an arm file by its path and by ``arm_digest``, a hash of its content, so a
+file edited since (a camera or base pose moved) is refused where the recorded artefact is loaded (``check_arm``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 from pathlib import Path
 
 from robot_rl.envs.arms.panda import PANDA
-from robot_rl.envs.arms.spec import ARM_PREFIX, CAMERA_SITE, HOME_CAMERA_POS, WRIST_CAMERA, ArmError, ArmSpec
+from robot_rl.envs.arms.spec import (
+    ARM_PREFIX,
+    CAMERA_SITE,
+    HOME_CAMERA_POS,
+    WRIST_CAMERA,
+    ArmError,
+    ArmSpec,
+    mjcf_path,
+)
 from robot_rl.envs.arms.ur5e_like import UR5E_LIKE
 
 DEFAULT_ARM = UR5E_LIKE.name
 ARMS: dict[str, ArmSpec] = {arm.name: arm for arm in (UR5E_LIKE, PANDA)}
 
-__all__ = ["ARMS", "ARM_PREFIX", "CAMERA_SITE", "DEFAULT_ARM", "HOME_CAMERA_POS", "WRIST_CAMERA", "ArmError",
-           "ArmSpec", "get_arm", "register_arm"]
+__all__ = ["ARMS", "ARM_PREFIX", "CAMERA_SITE", "DEFAULT_ARM", "DIGEST_KEY", "HOME_CAMERA_POS", "WRIST_CAMERA",
+           "ArmError", "ArmSpec", "arm_digest", "check_arm", "get_arm", "register_arm"]
+DIGEST_KEY = "arm_sha256"  # the field of a dataset's meta.json and a checkpoint's or export's env that records it
 
 
 def register_arm(arm: ArmSpec) -> ArmSpec:
@@ -48,3 +62,35 @@ def get_arm(arm: str | ArmSpec) -> ArmSpec:
             values["mjcf"] = str(path.parent / mjcf)
         return ArmSpec.from_dict(values, source=arm)
     raise ArmError(f"unknown arm {arm!r}; choose one of {', '.join(ARMS)} or give an ArmSpec .json file")
+
+
+def arm_digest(arm: str) -> str | None:
+    """sha256 (hex) of an arm file's content: its ArmSpec fields as canonical JSON (the ``mjcf`` location left
+    out), then the bytes of the MJCF file it names. None for a registered arm, which is code of this install and
+    compared by name.
+
+    Why these bytes: the fields hold what an edit moves (camera pose, base pose, joints, gains, home) and the MJCF
+    the kinematics; canonical JSON ignores formatting and key order, and leaving the location out lets a dataset
+    and its arm move to another folder or machine together. Files the MJCF includes (meshes) are not hashed."""
+    if arm in ARMS or not arm.endswith(".json"):
+        return None
+    spec = get_arm(arm)
+    fields = spec.to_dict()
+    del fields["mjcf"]
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
+    digest.update(mjcf_path(spec).read_bytes())
+    return digest.hexdigest()
+
+
+def check_arm(arm: str, recorded: str | None, source: str) -> str | None:
+    """The arm's digest now, checked against the one ``source`` (an artefact) recorded: a mismatch is an ArmError
+    naming both; an artefact from before digests were recorded loads with a one-line warning on stderr."""
+    current = arm_digest(arm)
+    if current is None or recorded == current:
+        return current
+    if recorded is None:
+        print(f"warning: {source}: records arm {arm} by path only (no {DIGEST_KEY}); using the file as it is now",
+              file=sys.stderr)
+        return current
+    raise ArmError(f"{source}: arm {arm} changed since it was recorded ({DIGEST_KEY} {recorded} recorded, "
+                   f"{current} now)")

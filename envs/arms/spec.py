@@ -10,9 +10,9 @@ take a plain MJCF file and a few names, which is what a user with their own arm 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from importlib import resources
 from pathlib import Path
 
 import mujoco
@@ -118,16 +118,43 @@ class ArmSpec:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
 
 
+def package_folder(name: str) -> Path | None:
+    """The folder of the installed package ``name`` (dotted names too), found without importing it or its parents:
+    the import system's finders only locate files. None when no such package is installed."""
+    module = sys.modules.get(name)
+    if module is not None:  # imported already (robot_rl itself): nothing runs by looking at it
+        locations = list(getattr(module, "__path__", []) or [])
+        return Path(locations[0]) if locations else None
+    parent, _, _ = name.rpartition(".")
+    search = None
+    if parent:
+        parent_folder = package_folder(parent)
+        if parent_folder is None:
+            return None
+        search = [str(parent_folder)]
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        spec = find_spec(name, search) if find_spec is not None else None
+        if spec is not None:
+            locations = list(spec.submodule_search_locations or [])
+            return Path(locations[0]) if locations else None
+    return None
+
+
 def mjcf_path(arm: ArmSpec) -> Path:
-    """The arm's MJCF file (a ``package:resource`` is looked up in the installed package)."""
+    """The arm's MJCF file. A ``package:resource`` is the file ``resource`` inside the installed package's folder,
+    which is located, never imported: an arm file may name any package, and importing one would run its code.
+    So an arm's package needs no trust; the resource must lie inside the package's folder (after symlinks)."""
     if arm.mjcf_builder is not None:
         return Path(arm.mjcf_builder())
     package, sep, resource = arm.mjcf.partition(":")
     if sep and "/" not in package and not Path(arm.mjcf).exists():
-        try:
-            path = Path(str(resources.files(package).joinpath(resource)))
-        except ModuleNotFoundError:
-            raise ArmError(f"arm {arm.name!r}: no package {package!r} for mjcf {arm.mjcf!r}") from None
+        folder = package_folder(package) if package.replace(".", "").replace("_", "").isalnum() else None
+        if folder is None:
+            raise ArmError(f"arm {arm.name!r}: no package {package!r} for mjcf {arm.mjcf!r}")
+        path = folder / resource
+        if not path.resolve().is_relative_to(folder.resolve()):
+            raise ArmError(f"arm {arm.name!r}: mjcf {arm.mjcf!r} leads outside the package {package!r}")
     else:
         path = Path(arm.mjcf).expanduser()
     if not path.is_file():

@@ -3,7 +3,9 @@ them. The TorchRL and Gymnasium front-ends know no task by name: they build ``ge
 
 A task of your own: subclass ``robot_rl.envs.task.InspectionTask`` and ``register_task`` it (as ManiSkill's
 ``@register_env``) to build it by name in your process; from the CLI, ``--task my_package.my_module:MyTask`` imports
-it (datasets and checkpoints then record that import path, so every later stage finds it again).
+it (datasets and checkpoints then record that import path). Importing runs code, so a ``module:Class`` that a file
+names (a dataset's, checkpoint's or export's) is imported only when the user says so: ``get_task(name,
+trust_code=True)``, which the CLI does for ``--task`` and ``--trust-code``; the env front-ends never import one.
 """
 
 from __future__ import annotations
@@ -43,11 +45,19 @@ def register_task(task: type[InspectionTask]) -> type[InspectionTask]:
     return task
 
 
-def get_task(task: str | type[InspectionTask]) -> type[InspectionTask]:
-    """A registered task class by name, a task class as given, or ``"module:Class"`` (imported and registered)."""
+def get_task(task: str | type[InspectionTask], trust_code: bool = False, source: str = "") -> type[InspectionTask]:
+    """A registered task class by name (a ``module:Class`` imported before counts), a task class as given, or a
+    ``"module:Class"`` imported and registered, only with ``trust_code`` (the user's own choice, never a file's).
+    ``source`` names where the name was read, for the one-line error."""
     if isinstance(task, type) and issubclass(task, InspectionTask):
         return task
+    if not isinstance(task, str):
+        raise TaskError(f"{source or 'task'}: a task is a name or an InspectionTask class, got {task!r}")
     if ":" in task and task not in TASKS:
+        if not trust_code:
+            raise TaskError(f"{source or 'task'}: task {task!r} is code to import, and robot_rl imports no code a file "
+                            f"names unless told to: --task {task} or --trust-code (in Python: trust_code=True or the "
+                            "class itself)")
         module, _, attribute = task.partition(":")
         try:
             found = getattr(importlib.import_module(module), attribute)
@@ -59,6 +69,13 @@ def get_task(task: str | type[InspectionTask]) -> type[InspectionTask]:
     if task not in TASKS:
         raise TaskError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     return TASKS[task]
+
+
+def check_task_version(task: type[InspectionTask], recorded, source: str) -> None:
+    """Refuses an artefact recorded with another version of ``task`` than this code's (None: recorded before
+    versions were, accepted)."""
+    if recorded is not None and recorded != task.version:
+        raise TaskError(f"{source}: recorded with task {task.name} v{recorded}, this code runs v{task.version}")
 
 
 def build_task(task: str | type[InspectionTask], difficulty: str | Difficulty, image_size: int,

@@ -23,6 +23,7 @@ from torchrl.envs import ParallelEnv
 
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs import make_env
+from robot_rl.envs.tasks import DEFAULT_TASK, get_task
 from robot_rl.envs.torchrl_env import InspectionEnv
 
 
@@ -59,6 +60,8 @@ def _make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: to
     if config.collector != "ray":  # (RayCollector does not take this option)
         common["auto_register_policy_transforms"] = False  # the policy needs no env transforms
     per_worker = config.num_envs // max(config.workers, 1)
+    # The task as a class: worker processes know only the built-in names (and import nothing a file names).
+    env_kwargs = {**env_kwargs, "task": get_task(env_kwargs.get("task", DEFAULT_TASK))}
     create = partial(InspectionEnv, num_envs=per_worker if per_worker > 1 else None, **env_kwargs)
     if config.collector == "direct":
         if config.workers:  # batch [workers, envs per worker], stepped in spawned processes

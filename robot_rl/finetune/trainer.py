@@ -38,7 +38,8 @@ from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import DEFAULT_ARM, FinetuneConfig
 from robot_rl.encoder import calibrate_batchnorm, encoder_precision, set_encoder_precision
 from robot_rl.envs import make_env
-from robot_rl.envs.tasks import DEFAULT_TASK, get_task
+from robot_rl.envs.arms import DIGEST_KEY, arm_digest, check_arm
+from robot_rl.envs.tasks import DEFAULT_TASK, check_task_version, get_task
 from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import aggregate, check_scalars, finished_episodes
 from robot_rl.errors import CollectionFailed, TrainingDiverged, UsageError
@@ -48,13 +49,13 @@ from robot_rl.finetune.critic import make_privileged_critic
 from robot_rl.finetune.learner import PPOLearner
 from robot_rl.finetune.loss import FinetunePPOLoss
 from robot_rl.policy import (
-    ENV_INFO_DEFAULTS,
     PolicyConfig,
     actor_network,
     checkpoint_policy_config,
     feature_writing_actor,
     heads_actor,
     make_actor,
+    recorded_env_info,
     rewrap_actor,
     set_continue_probability,
 )
@@ -93,21 +94,28 @@ def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | N
     Env options given next to --init must agree with the BC run's."""
     pretrained_state = load_pretrained(config.init) if config.init else None
     if pretrained_state is not None:
-        env_info = {**ENV_INFO_DEFAULTS, **pretrained_state["env"]}
-        policy_config = checkpoint_policy_config(pretrained_state)
+        env_info = recorded_env_info(pretrained_state, f"--init {config.init}")
+        policy_config = checkpoint_policy_config(pretrained_state, f"--init {config.init}")
         for name in ("difficulty", "image_size", "randomization", "arm"):
             given = getattr(config, name)
             if given and given != env_info[name]:
                 raise UsageError(f"--{name.replace('_', '-')} {given} differs from the BC run's {env_info[name]}")
         if config.task and config.task != env_info["env"]:
             raise UsageError(f"--task {config.task} differs from the BC run's {env_info['env']}")
+        task = get_task(env_info["env"], trust_code=config.trust_code or config.task == env_info["env"],
+                        source=f"--init {config.init}")
+        check_task_version(task, env_info.get("env_version"), f"--init {config.init}")
+        digest = check_arm(env_info["arm"], env_info.get(DIGEST_KEY), f"--init {config.init}")
     else:
         task_name = config.task or DEFAULT_TASK
-        env_info = {"env": task_name, "env_version": get_task(task_name).version,
+        env_info = {"env": task_name, "env_version": get_task(task_name, trust_code=True).version,
                     "difficulty": config.difficulty or "default", "image_size": config.image_size or 84,
                     "randomization": config.randomization or "none",
                     "arm": config.arm or DEFAULT_ARM}
+        digest = arm_digest(env_info["arm"])
         policy_config = PolicyConfig()  # the architecture defaults, as BC's
+    if digest is not None:
+        env_info[DIGEST_KEY] = digest
     if config.pose_min_scale:
         # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
         # policy, so PPO sees successes to reinforce. The deterministic policy (tanh of the mean) is unchanged.

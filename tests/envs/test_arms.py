@@ -223,3 +223,24 @@ def test_every_stage_runs_from_the_cli_on_a_users_arm_file_and_its_checkpoint_re
     assert f"dataset has arm='{arm_file}'" in capsys.readouterr().err
     assert main(["demo", "--arm", str(tmp_path / "missing.json"), "--out", str(tmp_path / "demo")]) == 2
     assert "missing.json: cannot read an ArmSpec" in capsys.readouterr().err
+
+
+def test_an_arm_files_package_mjcf_is_located_without_importing_the_package(tmp_path, test_arm, monkeypatch):
+    marker = tmp_path / "imported"
+    package = tmp_path / "code" / "arm_pack"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (package / "arm.xml").write_text(TEST_ARM_XML)
+    (tmp_path / "code" / "escape.xml").write_text(TEST_ARM_XML)
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    arm_file = tmp_path / "arm.json"
+    arm_file.write_text(json.dumps({**test_arm.to_dict(), "mjcf": "arm_pack:arm.xml"}))
+    scene = ArmScene(0, get_arm(str(arm_file)))
+    assert scene.arm.mjcf == "arm_pack:arm.xml" and not marker.exists()
+    arm_file.write_text(json.dumps({**test_arm.to_dict(), "mjcf": "arm_pack:../escape.xml"}))
+    with pytest.raises(ArmError, match="leads outside the package 'arm_pack'"):
+        ArmScene(0, get_arm(str(arm_file)))
+    arm_file.write_text(json.dumps({**test_arm.to_dict(), "mjcf": "no_such_pack:arm.xml"}))
+    with pytest.raises(ArmError, match="no package 'no_such_pack'"):
+        ArmScene(0, get_arm(str(arm_file)))
+    assert not marker.exists()

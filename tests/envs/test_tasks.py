@@ -180,8 +180,13 @@ def test_a_users_task_module_goes_to_the_cli_as_module_colon_class_and_is_record
         meta = json.loads((data / "meta.json").read_text())
         assert (meta["env"], meta["env_version"]) == ("my_tasks:DimBoards", 3)
         TASKS.pop("my_tasks:DimBoards"), TASKS.pop("dim-boards")  # as a fresh process: found again from meta.json
-        assert main(["pretrain", "--data", str(data), "--run-dir", str(bc), "--epochs", "1", "--batch-size", "8",
-                     "--steps-per-epoch", "1", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]) == 0
+        pretrain = ["pretrain", "--data", str(data), "--run-dir", str(bc), "--epochs", "1", "--batch-size", "8",
+                    "--steps-per-epoch", "1", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]
+        capsys.readouterr()
+        assert main(pretrain) == 2  # code a file names is imported only when the user says so
+        assert "task 'my_tasks:DimBoards' is code to import" in capsys.readouterr().err
+        assert "my_tasks:DimBoards" not in TASKS and not (bc / "config.json").exists()
+        assert main([*pretrain, "--trust-code"]) == 0
         assert load_checkpoint(bc / "checkpoints" / "best.pt")["env"]["env"] == "my_tasks:DimBoards"
         capsys.readouterr()
         assert main(["demo", "--task", "my_tasks:Missing", "--out", str(tmp_path / "demo")]) == 2

@@ -154,3 +154,112 @@ def test_datasets_record_their_randomization_and_refuse_another(demos_copy, tmp_
         collect(demos_copy, episodes=1, randomization="default")
     collect(tmp_path / "randomized", episodes=1, randomization="default")
     assert DemoDataset.open(tmp_path / "randomized").meta["randomization"] == "default"
+
+
+class _CreatesMarker:
+    """Unpickling it creates ``path``: the proof that a loader ran code from a file."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def _add_pickle_sidecar(storage, marker) -> None:
+    """A non-tensor entry as tensordict writes one: a folder whose ``other.pickle`` unpickles on load."""
+    import pickle
+
+    meta = json.loads((storage / "meta.json").read_text())
+    meta["note"] = {"type": "NonTensorData"}
+    (storage / "meta.json").write_text(json.dumps(meta))
+    (storage / "note").mkdir()
+    (storage / "note" / "meta.json").write_text(json.dumps({
+        "_type": "<class 'tensordict.tensorclass.NonTensorData'>", "_is_non_tensor": True, "_metadata": None}))
+    (storage / "note" / "other.pickle").write_bytes(pickle.dumps({"data": _CreatesMarker(marker)}))
+
+
+def test_a_storage_with_a_pickle_sidecar_is_refused_without_unpickling_it(demos_copy, tmp_path, capsys):
+    from robot_rl.cli import main
+
+    marker = tmp_path / "code-ran"
+    storage = demos_copy / json.loads((demos_copy / "meta.json").read_text())["storage"]
+    _add_pickle_sidecar(storage, marker)
+    with pytest.raises(DatasetError, match="other.pickle: not a tensor file") as error:
+        DemoDataset.open(demos_copy)
+    assert "\n" not in str(error.value)
+    (storage / "note" / "other.pickle").rename(storage / "note" / "other.memmap")  # hidden under a tensor's name
+    with pytest.raises(DatasetError, match="entry 'note' is not a tensor or TensorDict"):
+        DemoDataset.open(demos_copy)
+    (storage / "note" / "other.memmap").rename(storage / "note" / "other.pickle")
+    for argv in (["pretrain", "--data", str(demos_copy), "--run-dir", str(tmp_path / "bc")],
+                 ["export-dataset", "--data", str(demos_copy), "--out", str(tmp_path / "lerobot")],
+                 ["collect-demos", "--out", str(demos_copy), "--episodes", "1", "--image-size", "64"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "other.pickle" in err, err
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("plant", ["pkl_file", "symlinked_leaf", "symlinked_storage", "storage_outside"])
+def test_a_storage_with_stray_files_symlinks_or_outside_names_is_refused(demos_copy, tmp_path, plant):
+    meta_path = demos_copy / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    storage = demos_copy / meta["storage"]
+    culprit = storage / "extra.pkl"
+    if plant == "pkl_file":
+        culprit.write_bytes(b"\x80\x04N.")
+        message = "not a tensor file"
+    elif plant == "symlinked_leaf":
+        culprit = storage / "episode.memmap"
+        outside = tmp_path / "elsewhere.memmap"
+        culprit.rename(outside)
+        culprit.symlink_to(outside)
+        message = "a symlink"
+    elif plant == "symlinked_storage":
+        outside = tmp_path / "storage-elsewhere"
+        storage.rename(outside)
+        culprit = storage
+        storage.symlink_to(outside)
+        message = "a symlink"
+    else:
+        meta["storage"] = "../storage-0001"
+        meta_path.write_text(json.dumps(meta))
+        culprit, message = meta_path, "storage must name a storage-NNNN folder inside the dataset"
+    with pytest.raises(DatasetError, match=message) as error:
+        DemoDataset.open(demos_copy)
+    assert str(culprit) in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda m: m["episodes"][0].__setitem__(1, -200), "episodes[0]"),
+    (lambda m: m.update(frames=-82), "frames"),
+    (lambda m: m["episodes"][1].__setitem__(0, m["episodes"][1][0] + 3), "episodes[1]"),
+    (lambda m: m.update(capacity=m["frames"] - 1), "capacity"),
+    (lambda m: m.update(frames=float(m["frames"])), "frames"),
+    (lambda m: m["episodes"][2].__setitem__(2, "seven"), "episodes[2]"),
+    (lambda m: m["episodes"][2].__setitem__(2, 1.5), "episodes[2]"),
+    (lambda m: m.update(num_episodes=99), "num_episodes"),
+    (lambda m: m.update(image_size=100_000), "image_size"),
+    (lambda m: m.update(image_size=True), "image_size"),
+    (lambda m: m["runs"][0].update(seed=-4), "runs[0].seed"),
+    (lambda m: m.update(episodes={"0": 1}), "episodes"),
+])
+def test_a_meta_json_with_impossible_counts_is_refused_naming_the_field(demos_copy, edit, field):
+    meta_path = demos_copy / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    edit(meta)
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(DatasetError) as error:
+        DemoDataset.open(demos_copy)
+    message = str(error.value)
+    assert message.startswith(f"{meta_path}: corrupt, {field} ") and "\n" not in message, message
+
+
+def test_a_storage_meta_naming_a_torch_function_as_dtype_is_refused(demos_copy):
+    storage = demos_copy / json.loads((demos_copy / "meta.json").read_text())["storage"]
+    entries = json.loads((storage / "meta.json").read_text())
+    entries["episode"]["dtype"] = "torch.load"
+    (storage / "meta.json").write_text(json.dumps(entries))
+    with pytest.raises(DatasetError, match="unknown dtype 'torch.load' for episode"):
+        DemoDataset.open(demos_copy)

@@ -183,3 +183,82 @@ def test_a_dataset_missing_a_feature_gets_a_one_line_error(exports, tmp_path):
     result = _cli("pretrain", "--data", str(root), "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "no feature 'task.board_pose'" in result.stderr
+
+
+@pytest.mark.parametrize("template, message", [
+    ("../elsewhere/videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4", "leads outside the dataset"),
+    ("/etc/passwd", "leads outside the dataset"),
+    ("videos/{video_key.__class__}/file.mp4", "has field {video_key.__class__}"),
+    ("videos/{video_key[0]}/file.mp4", "has field {video_key[0]}"),
+    ("videos/{video_key!r}/file.mp4", "has field {video_key!r}"),
+    ("videos/{chunk_index:999999999999d}.mp4", "has field {chunk_index:999999999999d}"),
+])
+def test_a_video_path_template_cannot_leave_the_dataset_or_reach_python_attributes(exports, tmp_path, capsys,
+                                                                                   template, message):
+    from robot_rl.errors import UsageError
+
+    root = tmp_path / "ds"
+    shutil.copytree(exports / "h264", root)
+    shutil.copytree(exports / "h264", tmp_path / "elsewhere")  # another folder's video that must not be trained on
+    _edit_info(root, lambda info: info.update(video_path=template))
+    with pytest.raises(UsageError, match=re.escape(message)) as error:
+        open_demos(root, tmp_path / "imported")
+    assert "\n" not in str(error.value) and str(root) in str(error.value)
+    assert main(["pretrain", "--data", str(root), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err
+    assert not (tmp_path / "imported").exists()
+
+
+def test_symlinks_leading_out_of_a_lerobot_dataset_are_refused(exports, tmp_path):
+    from robot_rl.errors import UsageError
+
+    root = tmp_path / "ds"
+    shutil.copytree(exports / "h264", root)
+    outside = tmp_path / "outside.mp4"
+    video = root / "videos" / layout.IMAGE / "chunk-000" / "file-000.mp4"
+    video.rename(outside)
+    video.symlink_to(outside)
+    with pytest.raises(UsageError, match="leads outside the dataset folder") as error:
+        open_demos(root, tmp_path / "imported")
+    assert "file-000.mp4" in str(error.value)
+    video.unlink()
+    outside.rename(video)
+    data_file = root / "data/chunk-000/file-000.parquet"
+    data_file.rename(tmp_path / "outside.parquet")
+    data_file.symlink_to(tmp_path / "outside.parquet")
+    with pytest.raises(UsageError, match="file-000.parquet.*leads outside the dataset folder"):
+        open_demos(root, tmp_path / "imported")
+    data_file.unlink()
+    (tmp_path / "outside.parquet").rename(data_file)
+    _edit_info(root, lambda info: info.update(data_path="../../data/chunk-{chunk_index:03d}/file-{file_index:03d}.pq"))
+    with pytest.raises(UsageError, match="data_path: .* leads outside the dataset folder"):
+        open_demos(root, tmp_path / "imported")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda info: info["features"][layout.IMAGE].update(shape=[100000, 100000, 3]), "S in 32-224"),
+    (lambda info: info["features"][layout.IMAGE].update(shape=[64.0, 64.0, 3]), "S in 32-224"),
+    (lambda info: info.update(total_frames=-5), "total_frames must be an integer"),
+    (lambda info: info["features"].update({layout.STATE: "shape"}), "no feature 'observation.state'"),
+])
+def test_unbounded_shapes_and_counts_in_info_json_are_refused(exports, tmp_path, edit, message):
+    root = tmp_path / "bad"
+    shutil.copytree(exports / "none", root)
+    _edit_info(root, edit)
+    with pytest.raises(DatasetError, match=re.escape(message)) as error:
+        open_demos(root, tmp_path / "imported")
+    assert "\n" not in str(error.value)
+
+
+def test_an_episodes_table_with_a_negative_length_is_refused(exports, tmp_path):
+    root = tmp_path / "bad"
+    shutil.copytree(exports / "none", root)
+    episodes = root / layout.EPISODES_PATH
+    table = pq.read_table(episodes)
+    lengths = table.column("length").to_pylist()
+    table = table.set_column(table.column_names.index("length"), "length",
+                             __import__("pyarrow").array([-200] + lengths[1:]))
+    pq.write_table(table, episodes)
+    with pytest.raises(DatasetError, match=r"length -200 must be an integer in \[1, "):
+        open_demos(root, tmp_path / "imported")
