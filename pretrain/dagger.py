@@ -156,7 +156,7 @@ class DAggerRun:
         """Copies the init run's demos into the aggregate (DAgger's D0), a batch of episodes per commit."""
         entry = next((r for r in aggregate.meta["runs"] if r.get("round") == 0), None)
         if entry is None:
-            entry = {"round": 0, "source": str(self.demos.root), "seed": -1, "beta": 1.0,
+            entry = {"round": 0, "source": str(self.demos.root), "seed": self.config.seed * 1_000, "beta": 1.0,
                      "target_episodes": len(self.demos.episodes), "episodes": 0, "complete": False}
             aggregate.meta["runs"].append(entry)
         episodes = self.demos.episodes
