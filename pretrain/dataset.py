@@ -29,7 +29,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from robot_rl import keys
-from robot_rl.errors import UsageError
+from robot_rl.errors import NoSpaceLeft, UsageError
 from robot_rl.io import check_space, preallocate, write_json
 
 FORMAT = "robot_rl-demos"
@@ -182,10 +182,13 @@ class DemoDataset:
         capacity = max(1024, 2 * needed)
         version = 1 + max((int(p.name.split("-")[1]) for p in self._dir.glob("storage-*")), default=0)
         name = f"storage-{version:04d}"
-        check_space(self._dir, capacity * _row_bytes(template))
         try:
+            check_space(self._dir, capacity * _row_bytes(template))
             new = template.expand(capacity).memmap_like(prefix=self._dir / name)
             preallocate(self._dir / name)
+        except NoSpaceLeft as err:
+            shutil.rmtree(self._dir / name, ignore_errors=True)
+            raise NoSpaceLeft(self.root, err.needed, err.errno) from None  # the dataset, not its build folder
         except BaseException:
             shutil.rmtree(self._dir / name, ignore_errors=True)
             raise

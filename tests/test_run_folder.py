@@ -368,3 +368,33 @@ def test_sigterm_to_the_group_stops_a_finetune_with_exit_143_and_resume_finishes
             "--collector", collector, "--workers", "2" if collector == "process" else "0"]
     stopped = _stopped_by_sigterm(argv, run_dir, after=2.0)
     _check_stopped_then_resumed(stopped, "finetune", run_dir)
+
+
+def test_a_disk_that_fills_up_mid_run_stops_pretrain_in_one_line_and_resume_finishes(demos_dir, tmp_path,
+                                                                                  monkeypatch, capsys):
+    import shutil
+    from collections import namedtuple
+
+    from robot_rl.cli import main
+
+    run_dir = tmp_path / "run"
+    real, usage = shutil.disk_usage, namedtuple("usage", "total used free")
+    checks = []
+
+    def filling_up(path):  # room for the checkpoint written before the first step, none after
+        checks.append(path)
+        return real(path) if len(checks) == 1 else usage(2**30, 2**30 - 4096, 4096)
+
+    argv = ["pretrain", "--data", str(demos_dir), "--run-dir", str(run_dir), "--epochs", "2", "--batch-size", "8",
+            "--steps-per-epoch", "2", "--eval-every", "0", "--eval-episodes", "1", "--eval-envs", "1",
+            "--hidden", "16"]
+    with monkeypatch.context() as patch:
+        patch.setattr(shutil, "disk_usage", filling_up)
+        assert main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("robot-rl")]
+    assert err == [f"robot-rl pretrain: error: no space left on device writing {run_dir / 'checkpoints'} (needs ~"
+                   f"{err[0].split('(needs ~')[1]}"] and "Traceback" not in "".join(err)
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 0  # intact: the run before its steps
+    assert not list(run_dir.rglob(".*.tmp"))
+    assert main(["pretrain", "--resume", str(run_dir)]) == 0
+    assert json.loads((run_dir / "summary.json").read_text())["epochs"] == 2
