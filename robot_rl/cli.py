@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from robot_rl.errors import Interrupted, NoSpaceLeft, RunStopped, TrainingStopped, UsageError
+from robot_rl.io import DISK_FULL
 from robot_rl.locks import waiting_for_locks
 
 
@@ -217,7 +218,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 # OSErrors that mean the user gave a path this command cannot use: one line naming it, exit 2.
 BAD_PATH = (errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.EROFS)
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _disk_full(err: BaseException | None) -> OSError | None:
@@ -233,10 +233,10 @@ def _disk_full(err: BaseException | None) -> OSError | None:
 
 def _no_space_line(err: OSError) -> str:
     """``no space left on device writing FOLDER (needs ~N MB)``, the size when known."""
-    folder = err.folder if isinstance(err, NoSpaceLeft) else os.path.dirname(err.filename or "") or "?"
+    folder = err.folder if isinstance(err, NoSpaceLeft) else os.path.dirname(err.filename or "")
     needed = getattr(err, "needed", None)
     size = f" (needs ~{max(1, round(needed / 2**20))} MB)" if needed else ""
-    return f"no space left on device writing {folder}{size}"
+    return f"no space left on device{f' writing {folder}' if folder else ''}{size}"
 
 
 @contextlib.contextmanager
