@@ -12,7 +12,8 @@ sends Ctrl-C (SIGINT to the whole process group, as a terminal does) to a finetu
 and records how it stops.
 
 Then the preemptions: SIGTERM (what Slurm, Kubernetes, systemd and Ray send before they kill) to the whole process
-group of a pretrain mid-epoch and of a finetune mid-iteration with the direct and the process collector: each must
+group of a pretrain and of a finetune with the direct and the process collector, 1-10 s after each claimed its run
+folder (mid-epoch, mid-iteration or mid-check): each must
 exit 143 with one resume line, and ``--resume`` must finish the run. Two writers: two collect-demos started
 together on one new dataset, and two appending to one existing dataset: one is refused (exit 2, one line naming
 the other's pid) and the dataset holds exactly what the other wrote. Bad inputs: each probe of ``BAD_INPUTS`` must
@@ -189,12 +190,15 @@ def run_whole(argv: list[str], log: Path, timeout: int = 900) -> tuple[int, floa
     return code, time.perf_counter() - start
 
 
-def run_killed(argv: list[str], delay: float, log: Path, sig: int = signal.SIGKILL, group: bool = False) -> dict:
-    """Starts ``argv`` in its own process group, sends ``sig`` after ``delay`` seconds (to the main process, or
-    the group); returns what happened."""
+def run_killed(argv: list[str], delay: float, log: Path, sig: int = signal.SIGKILL, group: bool = False,
+               after: Path | None = None) -> dict:
+    """Starts ``argv`` in its own process group, sends ``sig`` after ``delay`` seconds (counted from when the file
+    ``after`` appears, when given) to the main process, or the group; returns what happened."""
     with open(log, "ab") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                    preexec_fn=_terminal_sigint)
+        while after is not None and not after.exists() and process.poll() is None:
+            time.sleep(0.05)
         try:
             code = process.wait(timeout=delay)
             return {"finished_before_the_signal": True, "exit_code": code, "children_outlived_it": False,
@@ -338,9 +342,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def lifecycle_trials(work: Path, durations: dict, rng: random.Random) -> dict:
-    """SIGTERM at a random moment of the first half of each training command, two writers, bad inputs, a full disk."""
+    """SIGTERM at a random moment 1-10 s after each training command claimed its folder, two writers, bad inputs,
+    a full disk."""
     return {
-        "sigterm": [sigterm_trial(work, name, round(rng.uniform(0.3 * durations[name], 0.5 * durations[name]), 2))
+        "sigterm": [sigterm_trial(work, name, round(rng.uniform(1.0, 10.0), 2))
                     for name in ("pretrain", "finetune (direct)", "finetune (process)")],
         "two_writers": [two_writers_trial(work, append) for append in (False, True)],
         "bad_inputs": bad_inputs_trial(work),
@@ -407,14 +412,16 @@ def _lines(log: Path) -> list[str]:
 
 
 def sigterm_trial(work: Path, name: str, delay: float) -> dict:
-    """SIGTERM to the whole process group of ``name`` after ``delay`` s (as Slurm and systemd send it): exit 143
-    with one resume line, then ``--resume`` (the same command if it had not claimed its folder) finishes."""
+    """SIGTERM to the whole process group of ``name`` (as Slurm and systemd send it) ``delay`` s after it claimed
+    its run folder (mid-epoch or mid-iteration: the reference durations, measured once, are no clock for that):
+    exit 143 with one resume line, then ``--resume`` finishes."""
     trial = "sigterm-" + name.replace(" (", "-").rstrip(")")
     command = commands(work, trial)[name]
     log = work / f"{trial}.log"
     shutil.rmtree(work / trial, ignore_errors=True)
     log.unlink(missing_ok=True)
-    stopped = run_killed(command["argv"], delay, log, sig=signal.SIGTERM, group=True)
+    stopped = run_killed(command["argv"], delay, log, sig=signal.SIGTERM, group=True,
+                         after=command["run_dir"] / "config.json")
     claimed = (command["run_dir"] / "config.json").exists()
     resume_lines = [line for line in _lines(log) if "continue with robot-rl" in line]
     if stopped["finished_before_the_signal"]:
@@ -432,7 +439,7 @@ def sigterm_trial(work: Path, name: str, delay: float) -> dict:
             problems.append(f"{len(resume_lines)} resume lines, not 1")
     problems += [f"outlived SIGTERM: {m['command']}" for m in stopped["outlived"]]
     problems += [f"temporary file left: {p}" for p in temporary_leftovers(work / trial)]
-    result = {"trial": trial, "command": name, "sigterm_after_s": delay, **stopped, "claimed": claimed,
+    result = {"trial": trial, "command": name, "sigterm_after_claim_s": delay, **stopped, "claimed": claimed,
               "resume_line": resume_lines[0] if resume_lines else None, "recovery_exit_code": code,
               "recovery_s": round(seconds, 1), "problems": problems, "ok": not problems}
     print(result, file=sys.stderr)

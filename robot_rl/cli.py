@@ -110,11 +110,18 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _output_folder(path: str) -> None:
+    """Refuses an output folder that is a file, before any work (the writes at the end would fail on it)."""
+    if path and Path(path).exists() and not Path(path).is_dir():
+        raise UsageError(f"--out {path}: not a folder")
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from robot_rl.configs import EvaluateConfig
     from robot_rl.evaluate import evaluate
     from robot_rl.options import config_from_args
 
+    _output_folder(args.out)
     result = evaluate(config_from_args(EvaluateConfig, args))
     print((Path(result["out_dir"]) / "report.md").read_text())
     print(f"report and {len(result['videos'])} videos in {result['out_dir']}")
@@ -126,6 +133,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from robot_rl.export import export
     from robot_rl.options import config_from_args
 
+    _output_folder(args.out)
     for name, path in export(config_from_args(ExportConfig, args)).items():
         print(f"{name}: {path}")
     return 0

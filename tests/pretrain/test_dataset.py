@@ -183,8 +183,8 @@ def test_a_full_disk_ends_collect_demos_in_one_line_with_nothing_half_written_an
         assert main(argv) == 1
     stderr = capsys.readouterr().err
     err = [line for line in stderr.splitlines() if line.startswith("robot-rl")]  # below the progress bar
-    assert "Traceback" not in stderr and len(err) == 1 and err[0].startswith(f"robot-rl collect-demos: error: no space left on device writing "
-                                               f"{out} (needs ~"), err
+    line = f"robot-rl collect-demos: error: no space left on device writing {out} (needs ~"
+    assert "Traceback" not in stderr and len(err) == 1 and err[0].startswith(line), err
     assert not out.exists() and not list(tmp_path.glob(".demos.*.tmp"))
     assert main(argv) == 0  # once there is space
     assert len(DemoDataset.open(out).episodes) == 2
