@@ -396,10 +396,10 @@ def write_results(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, 
 
 
 def _commit() -> str:
-    """The checkout's commit (with ``+dirty`` when it has uncommitted changes)."""
+    """The checkout's commit (with ``+dirty`` when its code has uncommitted changes; results files do not count)."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)",
+                            ":(top,exclude)benchmarks/results"], capture_output=True, text=True).stdout.strip()
     return head + ("+dirty" if dirty else "")
 
 
