@@ -12,7 +12,7 @@ sends Ctrl-C (SIGINT to the whole process group, as a terminal does) to a finetu
 and records how it stops.
 
 Then the preemptions: SIGTERM (what Slurm, Kubernetes, systemd and Ray send before they kill) to the whole process
-group of a pretrain and of a finetune with the direct and the process collector, 1-10 s after each claimed its run
+group of a pretrain and of a finetune with the direct and the process collector, 1-5 s after each claimed its run
 folder (mid-epoch, mid-iteration or mid-check): each must
 exit 143 with one resume line, and ``--resume`` must finish the run. Two writers: two collect-demos started
 together on one new dataset, and two appending to one existing dataset: one is refused (exit 2, one line naming
@@ -342,10 +342,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def lifecycle_trials(work: Path, durations: dict, rng: random.Random) -> dict:
-    """SIGTERM at a random moment 1-10 s after each training command claimed its folder, two writers, bad inputs,
+    """SIGTERM at a random moment 1-5 s after each training command claimed its folder, two writers, bad inputs,
     a full disk."""
     return {
-        "sigterm": [sigterm_trial(work, name, round(rng.uniform(1.0, 10.0), 2))
+        "sigterm": [sigterm_trial(work, name, round(rng.uniform(1.0, 5.0), 2))
                     for name in ("pretrain", "finetune (direct)", "finetune (process)")],
         "two_writers": [two_writers_trial(work, append) for append in (False, True)],
         "bad_inputs": bad_inputs_trial(work),
@@ -361,6 +361,7 @@ def tally(trials: list[dict], ctrl_c: dict, lifecycle: dict) -> dict:
     return {
         "kills": len(killed), "kills_survived": sum(t["ok"] for t in killed),
         "preemptions_sigterm": len(sigterm), "preemptions_survived": sum(t["ok"] for t in sigterm),
+        "preemptions_mid_run": sum(t["exit_code"] == 143 for t in sigterm),
         "ctrl_c_survived": ctrl_c["ok"],
         "bad_inputs_tried": len(bad), "bad_inputs_one_line_exit_2": sum(p["one_line_exit_2"] for p in bad),
         "concurrent_writers": 2 * len(writers), "concurrent_writers_refused": sum(t["refused"] for t in writers),
@@ -432,14 +433,17 @@ def sigterm_trial(work: Path, name: str, delay: float) -> dict:
     problems = [] if code == 0 else [f"recovery exited {code}"]
     if code == 0:
         problems += check_output(name, work / trial)
-    if not stopped["finished_before_the_signal"]:
+    # A signal that comes once the run has finished (while its workers shut down) leaves it finished: exit 0.
+    after_the_end = stopped["exit_code"] == 0 and (command["run_dir"] / "summary.json").is_file()
+    if not stopped["finished_before_the_signal"] and not after_the_end:
         if stopped["exit_code"] != 143:
             problems.append(f"SIGTERM ended it with exit code {stopped['exit_code']}, not 143")
         if claimed and len(resume_lines) != 1:
             problems.append(f"{len(resume_lines)} resume lines, not 1")
     problems += [f"outlived SIGTERM: {m['command']}" for m in stopped["outlived"]]
     problems += [f"temporary file left: {p}" for p in temporary_leftovers(work / trial)]
-    result = {"trial": trial, "command": name, "sigterm_after_claim_s": delay, **stopped, "claimed": claimed,
+    result = {"trial": trial, "command": name, "sigterm_after_claim_s": delay, **stopped,
+              "signal_after_the_run_finished": after_the_end, "claimed": claimed,
               "resume_line": resume_lines[0] if resume_lines else None, "recovery_exit_code": code,
               "recovery_s": round(seconds, 1), "problems": problems, "ok": not problems}
     print(result, file=sys.stderr)

@@ -233,7 +233,9 @@ def run_to_completion(run_cls: type, config: Any, resume: bool = False, progress
         finally:
             close = getattr(run, "close", None)
             if close is not None:
-                close()
+                # A stop signal now (the run is over) lets the workers' shutdown finish; a second one aborts it.
+                with StopOnInterrupt("finishing the shutdown of the collection workers"):
+                    close()
 
 
 def ensure_finished(run_dir: str | Path, command: str, start: Callable[[], dict],
@@ -260,17 +262,17 @@ class StopOnInterrupt:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self):
+    def __init__(self, doing: str = "stopping after this step and saving a checkpoint"):
         self.requested = False
         self.signum: int | None = None
+        self.doing = doing  # what the first signal is answered with
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum, frame) -> None:
         if self.requested:
             raise Interrupted(signum)
         self.requested, self.signum = True, signum
-        tqdm.write(f"{signal.Signals(signum).name}: stopping after this step and saving a checkpoint "
-                   f"(Ctrl-C or SIGTERM again to abort)")
+        tqdm.write(f"{signal.Signals(signum).name}: {self.doing} (Ctrl-C or SIGTERM again to abort)")
 
     def __enter__(self) -> StopOnInterrupt:
         if threading.current_thread() is threading.main_thread() and os.name == "posix":

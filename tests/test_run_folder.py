@@ -323,13 +323,13 @@ def test_sigterm_stops_like_ctrl_c_and_the_stop_records_it():
     assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
-def _stopped_by_sigterm(argv: list[str], run_dir: Path, after: float) -> subprocess.CompletedProcess:
+def _stopped_by_sigterm(argv: list[str], ready: Path, after: float) -> subprocess.CompletedProcess:
     """Starts ``robot-rl argv`` in its own process group, sends SIGTERM to the whole group (as Slurm and systemd
-    do) ``after`` seconds after it claimed ``run_dir``; returns how it ended."""
+    do) ``after`` seconds after the file ``ready`` appeared; returns how it ended."""
     process = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", *argv], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 240
-    while not (run_dir / "config.json").exists():
+    while not ready.exists():
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.01)
     time.sleep(after)
@@ -354,7 +354,7 @@ def test_sigterm_stops_a_pretrain_mid_epoch_with_exit_143_and_resume_finishes_it
     run_dir = tmp_path / "run"
     argv = ["pretrain", "--data", str(demos_dir), "--run-dir", str(run_dir), "--epochs", "2", "--batch-size", "8",
             "--steps-per-epoch", "30", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]
-    stopped = _stopped_by_sigterm(argv, run_dir, after=1.0)
+    stopped = _stopped_by_sigterm(argv, run_dir / "config.json", after=1.0)
     _check_stopped_then_resumed(stopped, "pretrain", run_dir)
 
 
@@ -362,11 +362,12 @@ def test_sigterm_stops_a_pretrain_mid_epoch_with_exit_143_and_resume_finishes_it
 def test_sigterm_to_the_group_stops_a_finetune_with_exit_143_and_resume_finishes_it(bc_run_dir, tmp_path,
                                                                                     collector):
     run_dir = tmp_path / "ppo"
-    argv = ["finetune", "--init", str(bc_run_dir), "--run-dir", str(run_dir), "--total-frames", "128",
+    argv = ["finetune", "--init", str(bc_run_dir), "--run-dir", str(run_dir), "--total-frames", "512",
             "--frames-per-batch", "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1",
             "--eval-every", "0", "--eval-episodes", "1", "--checkpoint-every", "5", "--critic-hidden", "16",
             "--collector", collector, "--workers", "2" if collector == "process" else "0"]
-    stopped = _stopped_by_sigterm(argv, run_dir, after=2.0)
+    # Once the first of its 16 iterations is logged: the next ones are under way.
+    stopped = _stopped_by_sigterm(argv, run_dir / "logs" / "scalars" / "train" / "frames_per_s.csv", after=0.2)
     _check_stopped_then_resumed(stopped, "finetune", run_dir)
 
 
