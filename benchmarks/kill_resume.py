@@ -11,16 +11,27 @@ complete; exported files load; no temporary file or directory (``.NAME.*.tmp``) 
 sends Ctrl-C (SIGINT to the whole process group, as a terminal does) to a finetune with ``--collector process``
 and records how it stops.
 
+Then the preemptions: SIGTERM (what Slurm, Kubernetes, systemd and Ray send before they kill) to the whole process
+group of a pretrain and of a finetune with the direct and the process collector, 1-5 s after each claimed its run
+folder (mid-epoch, mid-iteration or mid-check): each must
+exit 143 with one resume line, and ``--resume`` must finish the run. Two writers: two collect-demos started
+together on one new dataset, and two appending to one existing dataset: one is refused (exit 2, one line naming
+the other's pid) and the dataset holds exactly what the other wrote. Bad inputs: each probe of ``BAD_INPUTS`` must
+end in one line on stderr and exit 2, leaving no temporary folder. A full disk (a small tmpfs, where this machine
+lets the benchmark mount one): collect-demos and pretrain end in one line and exit 1, and the same command
+finishes once the tmpfs is made larger.
+
 The reference runs (one uninterrupted run of each command) come first; they time the commands and make the
 inputs of later ones (demos for pretrain, a BC run for finetune, evaluate and export). Writes
 ``benchmarks/results/kill_resume.json``.
 
-    python benchmarks/kill_resume.py            # about 15 minutes on 2 CPU cores
+    python benchmarks/kill_resume.py            # about 30 minutes on 2 CPU cores
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import random
@@ -179,12 +190,15 @@ def run_whole(argv: list[str], log: Path, timeout: int = 900) -> tuple[int, floa
     return code, time.perf_counter() - start
 
 
-def run_killed(argv: list[str], delay: float, log: Path, sig: int = signal.SIGKILL, group: bool = False) -> dict:
-    """Starts ``argv`` in its own process group, sends ``sig`` after ``delay`` seconds (to the main process, or
-    the group); returns what happened."""
+def run_killed(argv: list[str], delay: float, log: Path, sig: int = signal.SIGKILL, group: bool = False,
+               after: Path | None = None) -> dict:
+    """Starts ``argv`` in its own process group, sends ``sig`` after ``delay`` seconds (counted from when the file
+    ``after`` appears, when given) to the main process, or the group; returns what happened."""
     with open(log, "ab") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                    preexec_fn=_terminal_sigint)
+        while after is not None and not after.exists() and process.poll() is None:
+            time.sleep(0.05)
         try:
             code = process.wait(timeout=delay)
             return {"finished_before_the_signal": True, "exit_code": code, "children_outlived_it": False,
@@ -232,7 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctrl-c-only", action="store_true",
                         help="rerun only the Ctrl-C trial, at its recorded moment, on the kept scratch folder; "
                              "the kill trials of the results file are kept")
+    parser.add_argument("--lifecycle-only", action="store_true",
+                        help="rerun only the SIGTERM, two-writer, bad-input and full-disk trials on the kept "
+                             "scratch folder's reference runs; the kill and Ctrl-C trials of the results file are kept")
     args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    _commit.at_start = _commit()  # the code that ran, even if the checkout changes while it runs
     start = time.perf_counter()
     work = Path(args.work)
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
@@ -245,6 +264,15 @@ def main(argv: list[str] | None = None) -> int:
         parts = {**previous.get("parts_wall_seconds", {"reference runs and kills": previous["wall_seconds"]}),
                  "ctrl-c rerun": round(time.perf_counter() - start)}
         return write_results(args.seed, previous["trials"], ctrl_c, previous["reference_seconds"], parts)
+    if args.lifecycle_only:
+        previous = json.loads((RESULTS / "kill_resume.json").read_text())
+        durations = previous["reference_seconds"]
+        lifecycle_start = time.perf_counter()
+        lifecycle = lifecycle_trials(work, durations, random.Random(args.seed + 1))
+        parts = {**previous.get("parts_wall_seconds", {"reference runs, kills and ctrl-c": previous["wall_seconds"]}),
+                 "sigterm, two writers, bad inputs, disk full": round(time.perf_counter() - lifecycle_start)}
+        return write_results(args.seed, previous["trials"], previous["ctrl_c_process_collector"], durations, parts,
+                             lifecycle, argv)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     rng = random.Random(args.seed)
@@ -305,22 +333,289 @@ def main(argv: list[str] | None = None) -> int:
 
     delay = round(rng.uniform(0.3 * durations["finetune (process)"], 0.5 * durations["finetune (process)"]), 2)
     ctrl_c = ctrl_c_trial(work, durations, delay)
-    return write_results(args.seed, trials, ctrl_c, durations, {"all": round(time.perf_counter() - start)})
+    parts = {"reference runs, kills and ctrl-c": round(time.perf_counter() - start)}
+
+    lifecycle_start = time.perf_counter()
+    lifecycle = lifecycle_trials(work, durations, rng)
+    parts["sigterm, two writers, bad inputs, disk full"] = round(time.perf_counter() - lifecycle_start)
+    return write_results(args.seed, trials, ctrl_c, durations, parts, lifecycle, argv)
 
 
-def write_results(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, parts: dict) -> int:
+def lifecycle_trials(work: Path, durations: dict, rng: random.Random) -> dict:
+    """SIGTERM at a random moment 1-5 s after each training command claimed its folder, two writers, bad inputs,
+    a full disk."""
+    return {
+        "sigterm": [sigterm_trial(work, name, round(rng.uniform(1.0, 5.0), 2))
+                    for name in ("pretrain", "finetune (direct)", "finetune (process)")],
+        "two_writers": [two_writers_trial(work, append) for append in (False, True)],
+        "bad_inputs": bad_inputs_trial(work),
+        "disk_full": disk_full_trial(work),
+    }
+
+
+def tally(trials: list[dict], ctrl_c: dict, lifecycle: dict) -> dict:
+    """The headline counts of the results file."""
+    sigterm, writers, bad = lifecycle["sigterm"], lifecycle["two_writers"], lifecycle["bad_inputs"]
+    killed = [t for t in trials if not t["finished_before_the_signal"]]
+    disk = lifecycle["disk_full"]
+    return {
+        "kills": len(killed), "kills_survived": sum(t["ok"] for t in killed),
+        "preemptions_sigterm": len(sigterm), "preemptions_survived": sum(t["ok"] for t in sigterm),
+        "preemptions_mid_run": sum(t["exit_code"] == 143 for t in sigterm),
+        "ctrl_c_survived": ctrl_c["ok"],
+        "bad_inputs_tried": len(bad), "bad_inputs_one_line_exit_2": sum(p["one_line_exit_2"] for p in bad),
+        "concurrent_writers": 2 * len(writers), "concurrent_writers_refused": sum(t["refused"] for t in writers),
+        "disk_full_trials": len(disk.get("trials", [])), "disk_full_ok": sum(t["ok"] for t in disk.get("trials", [])),
+        "nothing_lost": all(t["ok"] for t in trials + sigterm + writers) and ctrl_c["ok"]
+                        and all(t["ok"] for t in disk.get("trials", [])),
+    }
+
+
+def write_results(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, parts: dict,
+                  lifecycle: dict | None = None, argv: list[str] | None = None) -> int:
     rows = [{"trial": t["trial"], "command": t["command"], "kill after (s)": t["kill_after_s"],
              "of (s)": t["reference_s"], "claimed": t["after_kill"].get("claimed", ""),
              "children outlived": t["children_outlived_it"], "recovery": t["recovery"].split(" (")[0],
              "ok": t["ok"], "problems": "; ".join(t["problems"])} for t in trials]
     print(markdown_table(rows))
-    result = {"seed": seed, "trials": trials, "ctrl_c_process_collector": ctrl_c,
-              "all_ok": all(t["ok"] for t in trials) and ctrl_c["ok"], "reference_seconds": durations,
+    lifecycle = lifecycle or {"sigterm": [], "two_writers": [], "bad_inputs": [], "disk_full": {}}
+    summary = tally(trials, ctrl_c, lifecycle)
+    print(json.dumps(summary, indent=2))
+    all_ok = (all(t["ok"] for t in trials) and ctrl_c["ok"] and summary["nothing_lost"]
+              and summary["bad_inputs_one_line_exit_2"] == summary["bad_inputs_tried"]
+              and summary["concurrent_writers_refused"] == len(lifecycle["two_writers"]))
+    result = {"summary": summary, "date": datetime.date.today().isoformat(),
+              "commit": getattr(_commit, "at_start", None) or _commit(),
+              "argv": [sys.executable, *sys.argv] if argv is None else [sys.executable, sys.argv[0], *argv],
+              "seed": seed, "trials": trials, "ctrl_c_process_collector": ctrl_c, **lifecycle,
+              "all_ok": all_ok, "reference_seconds": durations,
               "table": rows, "machine": describe_machine(), "wall_seconds": sum(parts.values()),
               "parts_wall_seconds": parts}
     write_json(RESULTS / "kill_resume.json", result)
     print(f"wrote {RESULTS / 'kill_resume.json'}; all ok: {result['all_ok']}")
     return 0 if result["all_ok"] else 1
+
+
+def _commit() -> str:
+    """The checkout's commit (with ``+dirty`` when its code has uncommitted changes; results files do not count)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)",
+                            ":(top,exclude)benchmarks/results"], capture_output=True, text=True).stdout.strip()
+    return head + ("+dirty" if dirty else "")
+
+
+
+
+# -- preemption, concurrent writers, bad inputs, a full disk ----------------------------------------------------
+def _lines(log: Path) -> list[str]:
+    """The lines of a log, progress bars' carriage returns counted as line ends."""
+    return log.read_text(errors="replace").replace("\r", "\n").splitlines() if log.is_file() else []
+
+
+def sigterm_trial(work: Path, name: str, delay: float) -> dict:
+    """SIGTERM to the whole process group of ``name`` (as Slurm and systemd send it) ``delay`` s after it claimed
+    its run folder (mid-epoch or mid-iteration: the reference durations, measured once, are no clock for that):
+    exit 143 with one resume line, then ``--resume`` finishes."""
+    trial = "sigterm-" + name.replace(" (", "-").rstrip(")")
+    command = commands(work, trial)[name]
+    log = work / f"{trial}.log"
+    shutil.rmtree(work / trial, ignore_errors=True)
+    log.unlink(missing_ok=True)
+    stopped = run_killed(command["argv"], delay, log, sig=signal.SIGTERM, group=True,
+                         after=command["run_dir"] / "config.json")
+    claimed = (command["run_dir"] / "config.json").exists()
+    resume_lines = [line for line in _lines(log) if "continue with robot-rl" in line]
+    if stopped["finished_before_the_signal"]:
+        code, seconds = stopped["exit_code"], 0.0
+    else:
+        again = command["argv"][:4] + ["--resume", str(command["run_dir"])] if claimed else command["argv"]
+        code, seconds = run_whole(again, log)
+    problems = [] if code == 0 else [f"recovery exited {code}"]
+    if code == 0:
+        problems += check_output(name, work / trial)
+    # A signal that comes once the run has finished (while its workers shut down) leaves it finished: exit 0.
+    after_the_end = stopped["exit_code"] == 0 and (command["run_dir"] / "summary.json").is_file()
+    if not stopped["finished_before_the_signal"] and not after_the_end:
+        if stopped["exit_code"] != 143:
+            problems.append(f"SIGTERM ended it with exit code {stopped['exit_code']}, not 143")
+        if claimed and len(resume_lines) != 1:
+            problems.append(f"{len(resume_lines)} resume lines, not 1")
+    problems += [f"outlived SIGTERM: {m['command']}" for m in stopped["outlived"]]
+    problems += [f"temporary file left: {p}" for p in temporary_leftovers(work / trial)]
+    result = {"trial": trial, "command": name, "sigterm_after_claim_s": delay, **stopped,
+              "signal_after_the_run_finished": after_the_end, "claimed": claimed,
+              "resume_line": resume_lines[0] if resume_lines else None, "recovery_exit_code": code,
+              "recovery_s": round(seconds, 1), "problems": problems, "ok": not problems}
+    print(result, file=sys.stderr)
+    return result
+
+
+def dataset_problems(folder: Path, episodes: int) -> list[str]:
+    """What is wrong with a dataset that should hold ``episodes`` episodes, each labelled as meta.json says."""
+    from robot_rl import keys
+    from robot_rl.pretrain.dataset import DemoDataset
+
+    dataset = DemoDataset.open(folder)
+    problems = [] if len(dataset.episodes) == episodes else [f"{len(dataset.episodes)} episodes, not {episodes}"]
+    if sum(run["episodes"] for run in dataset.meta["runs"]) != len(dataset.episodes):
+        problems.append("runs in meta.json do not add up to its episodes")
+    seeds = dataset.data.get(keys.EPISODE_SEED).reshape(dataset.frames, -1)[:, 0]
+    wrong = sum(int(seeds[e.start]) != e.seed for e in dataset.episodes)
+    if wrong:
+        problems.append(f"{wrong} episodes whose frames' seeds disagree with meta.json")
+    return problems
+
+
+def two_writers_trial(work: Path, append: bool) -> dict:
+    """Two collect-demos started together on one dataset (new, or an existing one both append to with the default
+    seed): one is refused with one line naming the other's pid and exit 2, the dataset holds exactly the other's."""
+    trial = "two-writers-" + ("append" if append else "new")
+    out = work / trial / "demos"
+    shutil.rmtree(work / trial, ignore_errors=True)
+    out.parent.mkdir(parents=True)
+    before = 0
+    if append:
+        shutil.copytree(work / "base" / "demos", out)
+        before = DEMO_EPISODES
+    episodes = 12
+    argv = CLI + ["collect-demos", "--out", str(out), "--episodes", str(episodes), "--difficulty", "easy",
+                  "--image-size", "48", "--num-envs", "2", "--episodes-per-commit", "4"] + ([] if append else
+                                                                                          ["--seed", "7"])
+    logs = [work / f"{trial}-{k}.log" for k in range(2)]
+    start = time.perf_counter()
+    processes = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "w")) for log in logs]
+    codes = [p.wait(timeout=900) for p in processes]
+    seconds = time.perf_counter() - start
+    errors = [[line for line in _lines(log) if line.startswith("robot-rl")] for log in logs]
+    refused = sorted(codes) == [0, 2]
+    problems = [] if refused else [f"exit codes {codes}, not one 0 and one 2"]
+    if refused:
+        winner, loser = (0, 1) if codes[0] == 0 else (1, 0)
+        if len(errors[loser]) != 1 or f"pid {processes[winner].pid}" not in errors[loser][0]:
+            problems.append(f"the refusal is not one line naming pid {processes[winner].pid}: {errors[loser]}")
+    problems += dataset_problems(out, before + episodes)
+    problems += [f"temporary file left: {p}" for p in temporary_leftovers(work / trial)]
+    result = {"trial": trial, "exit_codes": codes, "refused": refused,
+              "refusal": next((e[0] for e, c in zip(errors, codes) if c == 2 and e), None),
+              "episodes_expected": before + episodes, "seconds": round(seconds, 1), "problems": problems,
+              "ok": not problems}
+    print(result, file=sys.stderr)
+    return result
+
+
+def _unwritable_folder(root: Path) -> Path:
+    """A folder this process cannot create files in: a read-only one, or for root (who ignores permissions) a
+    place the kernel refuses (/sys)."""
+    if os.geteuid() != 0:
+        folder = root / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder
+    return Path("/sys")
+
+
+def bad_inputs(work: Path) -> list[tuple[str, list[str], str]]:
+    """(what, robot-rl arguments, what the one line must name) of each bad-input probe."""
+    root, base = work / "bad-inputs", work / "base"
+    regular, long = root / "a-file", "x" * 300
+    shutil.rmtree(root, ignore_errors=True)
+    regular.parent.mkdir(parents=True)
+    regular.write_text("not a folder\n")
+    unwritable = _unwritable_folder(root)
+    demos, bc = str(base / "demos"), str(base / "bc")
+    tiny_collect = ["--episodes", "2", "--difficulty", "easy", "--image-size", "48", "--num-envs", "1"]
+    return [
+        ("negative seed", ["finetune", "--seed", "-5", "--from-scratch", "--run-dir", str(root / "neg")], "--seed"),
+        ("run dir is a regular file", ["pretrain", "--data", demos, "--run-dir", str(regular)], str(regular)),
+        ("run dir under a regular file", ["pretrain", "--data", demos, "--run-dir", str(regular / "run")],
+         str(regular)),
+        ("resume a regular file", ["pretrain", "--resume", str(regular)], str(regular)),
+        ("300-character dataset name", ["collect-demos", "--out", str(root / long), *tiny_collect], long),
+        ("300-character folder in a run dir", ["finetune", "--init", bc, "--run-dir", str(root / long / "ppo")],
+         long),
+        ("300-character data path", ["pretrain", "--data", str(root / long), "--run-dir", str(root / "bc")], long),
+        ("unwritable dataset folder", ["collect-demos", "--out", str(unwritable / "demos"), *tiny_collect],
+         str(unwritable)),
+        ("unwritable run folder", ["pretrain", "--data", demos, "--run-dir", str(unwritable / "bc")],
+         str(unwritable)),
+        ("collect with an unknown arm", ["collect-demos", "--out", str(root / "armless"), "--arm", "no-such-arm",
+                                         *tiny_collect], "no-such-arm"),
+        ("export into a regular file", ["export", "--checkpoint", bc, "--out", str(regular)], str(regular)),
+        ("dataset is a regular file", ["collect-demos", "--out", str(regular), *tiny_collect], str(regular)),
+    ]
+
+
+def bad_inputs_trial(work: Path) -> list[dict]:
+    """Runs every probe of ``bad_inputs``: did it end in one line naming the culprit, exit 2, and leave no
+    temporary folder?"""
+    results = []
+    for what, argv, culprit in bad_inputs(work):
+        completed = subprocess.run(CLI + argv, capture_output=True, text=True, timeout=600)
+        lines = completed.stderr.strip().splitlines()
+        left = temporary_leftovers(work / "bad-inputs")
+        one_line = completed.returncode == 2 and len(lines) == 1 and culprit in lines[0] and not left
+        results.append({"probe": what, "argv": argv, "exit_code": completed.returncode,
+                        "stderr_lines": len(lines), "stderr": lines[-3:], "leftovers": left,
+                        "one_line_exit_2": one_line})
+        print(results[-1], file=sys.stderr)
+    return results
+
+
+def _mount_tmpfs(folder: Path, size: str, remount: bool = False) -> str | None:
+    """Mounts (or resizes) a tmpfs at ``folder``; None on success, else why not."""
+    folder.mkdir(parents=True, exist_ok=True)
+    options = f"remount,size={size}" if remount else f"size={size}"
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True,
+                            text=True)
+    return None if result.returncode == 0 else (result.stderr.strip() or f"mount exited {result.returncode}")
+
+
+def _disk_full_case(work: Path, name: str, argv: list[str], small: int, again: list[str], check) -> dict:
+    """Runs ``argv`` writing into a tmpfs of ``small`` bytes: one line and exit 1 expected; then the tmpfs is made
+    large and ``again`` must finish, ``check()`` returning what is wrong."""
+    mount = work / f"tmpfs-{name}"
+    why = _mount_tmpfs(mount, str(small))
+    if why:
+        return {"case": name, "skipped": why, "ok": True}
+    try:
+        argv, again = [a.replace("{TMPFS}", str(mount)) for a in argv], [a.replace("{TMPFS}", str(mount))
+                                                                          for a in again]
+        full = subprocess.run(CLI + argv, capture_output=True, text=True, timeout=900)
+        lines = full.stderr.strip().splitlines()
+        error_lines = [line for line in lines if line.startswith("robot-rl")]
+        left = temporary_leftovers(mount)
+        _mount_tmpfs(mount, "2g", remount=True)
+        recovered = subprocess.run(CLI + again, capture_output=True, text=True, timeout=900)
+        problems = [] if full.returncode == 1 else [f"full disk: exit {full.returncode}, not 1"]
+        if len(error_lines) != 1 or "no space left on device writing" not in error_lines[0]:
+            problems.append(f"full disk: not one line: {lines[-3:]}")
+        if "Traceback" in full.stderr:
+            problems.append("full disk: a traceback")
+        problems += [f"temporary file left: {p}" for p in left]
+        problems += [] if recovered.returncode == 0 else [f"recovery exited {recovered.returncode}"]
+        problems += check(mount) if recovered.returncode == 0 else []
+        return {"case": name, "tmpfs_bytes": small, "exit_code": full.returncode, "line": error_lines[:1],
+                "recovery_exit_code": recovered.returncode, "problems": problems, "ok": not problems}
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def disk_full_trial(work: Path) -> dict:
+    """collect-demos and pretrain on a tmpfs too small for them (pretrain: room for its first checkpoint, not for
+    the next), then the same command / ``--resume`` once the tmpfs is larger."""
+    checkpoint = (work / "base" / "bc" / "checkpoints" / "last.pt").stat().st_size
+    collect = ["collect-demos", "--out", "{TMPFS}/demos", "--episodes", str(DEMO_EPISODES), "--difficulty", "easy",
+               "--image-size", "48", "--num-envs", "2", "--episodes-per-commit", "4", "--seed", "7"]
+    pretrain = ["pretrain", "--data", str(work / "base" / "demos"), "--run-dir", "{TMPFS}/bc", *TINY_BC]
+    trials = [
+        _disk_full_case(work, "collect-demos", collect, 2 * 2**20, collect,
+                        lambda mount: dataset_problems(mount / "demos", DEMO_EPISODES)),
+        _disk_full_case(work, "pretrain", pretrain, int(1.6 * checkpoint), ["pretrain", "--resume", "{TMPFS}/bc"],
+                        lambda mount: [] if (mount / "bc" / "summary.json").is_file() else ["no summary.json"]),
+    ]
+    for trial in trials:
+        print(trial, file=sys.stderr)
+    return {"trials": [t for t in trials if "skipped" not in t], "skipped": [t for t in trials if "skipped" in t]}
 
 
 if __name__ == "__main__":

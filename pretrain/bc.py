@@ -270,7 +270,7 @@ class BCRun:
         if summary["finished"]:
             self.folder.finish(summary)
         self.logger.close()
-        return summary
+        return self.stop.stopped(summary)
 
     def _end_epoch(self, metrics: dict, progress: bool) -> dict | None:
         """Validation, the closed-loop check when due, logs and checkpoints; returns the check's metrics."""

@@ -2,7 +2,9 @@
 
 A TorchRL ``Collector`` yields complete trajectories (``trajs_per_batch``), which are written and committed a
 batch at a time: a killed collection keeps what it committed, and running the same command again resumes the
-run (same seed) with the episodes still missing, or does nothing when the run is complete.
+run (same seed) with the episodes still missing, or does nothing when the run is complete. One collection per
+dataset at a time: a second one is refused while the first holds the dataset's lock (``robot_rl.locks``). A run
+that fails before its first commit leaves no temporary folder behind.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
+from robot_rl.locks import exclusive
 from robot_rl.pretrain.dataset import DemoDataset, EpisodeRecord
+from robot_rl.processes import workers_ignore_stop_signals
 
 
 def _plan_run(dataset: DemoDataset, config: CollectConfig) -> dict:
@@ -62,7 +66,8 @@ def episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorDi
 
 
 def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
-    """Collects ``config.episodes`` expert episodes into ``config.out``; returns a summary of the run."""
+    """Collects ``config.episodes`` expert episodes into ``config.out``, holding the dataset's lock; returns a
+    summary of the run."""
     # The user's own --task (an unknown name exits 2 before the dataset is touched).
     task = get_task(config.task, trust_code=True)
     # A user's task given as module:Class is recorded so: later stages import it again from there.
@@ -72,7 +77,16 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     digest = arm_digest(config.arm)  # an arm file's content: the dataset refuses to mix demos of an edited one
     if digest is not None:
         info[DIGEST_KEY] = digest
-    dataset = DemoDataset.open_for_append(config.out, info)
+    with exclusive(config.out, "dataset"):
+        dataset = DemoDataset.open_for_append(config.out, info)
+        try:
+            return _collect(dataset, config, task, info["env"], progress)
+        finally:
+            dataset.discard()  # only does something if nothing was ever committed
+
+
+def _collect(dataset: DemoDataset, config: CollectConfig, task, task_name: str, progress: bool) -> dict:
+    """The run ``_plan_run`` picks, collected into ``dataset`` a commit at a time; returns the summary."""
     run = _plan_run(dataset, config)
     if run["complete"]:
         return _summary(dataset, run, config)
@@ -80,13 +94,14 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     num_envs = config.num_envs or os.cpu_count() or 1
     # Resumed runs draw from a fresh stream, so they do not repeat the boards already collected.
     env_seed = run["seed"] * 1_000_003 + run["episodes"]
-    env = make_env(num_envs=num_envs, difficulty=config.difficulty, image_size=config.image_size, seed=env_seed,
-                   randomization=config.randomization, arm=config.arm, task=info["env"],
-                   parallel=num_envs > 1)
     policy = ExpertPolicy(TaskConfig(image_size=config.image_size), pose_noise=config.pose_noise, seed=env_seed,
                           task=task)
-    collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
-                          trajs_per_batch=min(config.episodes_per_commit, remaining), traj_format="cat")
+    with workers_ignore_stop_signals():  # env workers: this process stops them, after its last commit
+        env = make_env(num_envs=num_envs, difficulty=config.difficulty, image_size=config.image_size,
+                       seed=env_seed, randomization=config.randomization, arm=config.arm, task=task_name,
+                       parallel=num_envs > 1)
+        collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
+                              trajs_per_batch=min(config.episodes_per_commit, remaining), traj_format="cat")
     start_time, frames = time.perf_counter(), 0
     bar = tqdm(total=remaining, unit="ep", desc="collect-demos", disable=not progress)
     try:
@@ -110,7 +125,6 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     finally:
         bar.close()
         collector.shutdown()
-        dataset.discard()  # only does something if nothing was ever committed
     return _summary(dataset, run, config)
 
 

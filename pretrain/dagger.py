@@ -70,6 +70,7 @@ from robot_rl.run_folder import (
     StopOnInterrupt,
     load_checkpoint,
     policy_checkpoint,
+    run_to_completion,
     save_config,
 )
 
@@ -263,7 +264,7 @@ class DAggerRun:
 
     def _stop_if_asked(self) -> None:
         if self.stop.requested:
-            raise RunStopped(self.run_dir, "dagger")
+            raise RunStopped(self.run_dir, "dagger", self.stop.signum)
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def run(self, progress: bool = True) -> dict:
@@ -279,8 +280,8 @@ class DAggerRun:
                 self._rollouts(aggregate, round_index)
                 try:
                     summary = bc.ensure_trained(self.round_bc_config(round_index), progress=progress)
-                except RunStopped:  # Ctrl-C in the round's BC: it checkpointed; this run resumes it
-                    raise RunStopped(self.run_dir, "dagger") from None
+                except RunStopped as stopped:  # Ctrl-C or SIGTERM in the round's BC: it checkpointed
+                    raise RunStopped(self.run_dir, "dagger", stopped.signum) from None
                 final_check = summary["final_eval"]
                 records.append(self._record(round_index, lambda check=final_check: check, aggregate))
                 if progress:
@@ -295,11 +296,12 @@ class DAggerRun:
 
 
 def dagger(config: DAggerConfig, progress: bool = True) -> dict:
-    """Starts a DAgger run in ``config.run_dir`` (or continues its unfinished run) and runs it to the end."""
-    return DAggerRun(config).run(progress)
+    """Starts a DAgger run in ``config.run_dir`` (or continues its unfinished run) and runs it to the end, holding
+    the run folder's lock."""
+    return run_to_completion(DAggerRun, config, progress=progress)
 
 
 def resume(run_dir: str | Path, progress: bool = True) -> dict:
-    """Continues the DAgger run in ``run_dir`` with its stored options."""
+    """Continues the DAgger run in ``run_dir`` (wherever it now lives) with its stored options."""
     config = RunFolder(run_dir).config(DAggerConfig)
-    return DAggerRun(replace(config, run_dir=str(run_dir)), resume=True).run(progress)
+    return run_to_completion(DAggerRun, replace(config, run_dir=str(run_dir)), resume=True, progress=progress)

@@ -10,7 +10,9 @@ replaces ``meta.json``; a run killed before that leaves frames that no reader se
 overwrites. When the capacity runs out, the committed frames are copied into a new, larger ``storage-NNNN``
 that ``meta.json`` switches to on commit. A new dataset is built under a temporary name and renamed into place
 on its first commit. So a reader sees the old dataset or the new one, never a mix, and memory stays flat: rows
-are read from the memmaps only when sampled.
+are read from the memmaps only when sampled. A writer's memmaps have their disk blocks allocated before any row
+is written into them, so a full disk ends the append with ``NoSpaceLeft`` and nothing half-written, never with a
+SIGBUS. One writer at a time: ``collect-demos`` holds the dataset's lock (``robot_rl.locks``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from pathlib import Path
 from tensordict import TensorDict, TensorDictBase
 
 from robot_rl import keys
-from robot_rl.io import write_json
+from robot_rl.errors import NoSpaceLeft
+from robot_rl.io import check_space, preallocate, write_json
 from robot_rl.pretrain.dataset_checks import DatasetError, check_meta, check_storage
 
 FORMAT = "robot_rl-demos"
@@ -129,6 +132,7 @@ class DemoDataset:
                 raise DatasetError(f"{root / META_FILE}: arm {info.get('arm')} changed since the dataset's demos "
                                    f"({ARM_DIGEST} {recorded} recorded, {new} now); use another folder")
             dataset._remove_unreferenced_storage()
+            preallocate(root / str(dataset.meta["storage"]))  # storage written before preallocation was sparse
             return dataset
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **info, "frames": 0, "capacity": 0,
                 "storage": None, "episodes": [], "runs": [], "packages": package_versions()}
@@ -178,7 +182,16 @@ class DemoDataset:
         capacity = max(1024, 2 * needed)
         version = 1 + max((int(p.name.split("-")[1]) for p in self._dir.glob("storage-*")), default=0)
         name = f"storage-{version:04d}"
-        new = template.expand(capacity).memmap_like(prefix=self._dir / name)
+        try:
+            check_space(self._dir, capacity * _row_bytes(template))
+            new = template.expand(capacity).memmap_like(prefix=self._dir / name)
+            preallocate(self._dir / name)
+        except NoSpaceLeft as err:
+            shutil.rmtree(self._dir / name, ignore_errors=True)
+            raise NoSpaceLeft(self.root, err.needed, err.errno) from None  # the dataset, not its build folder
+        except BaseException:
+            shutil.rmtree(self._dir / name, ignore_errors=True)
+            raise
         if self.frames:
             new[: self.frames] = self._storage[: self.frames]
         self._storage, self.meta["storage"], self.meta["capacity"] = new, name, capacity
@@ -188,6 +201,11 @@ class DemoDataset:
         for path in self._dir.glob("storage-*"):
             if path.name != self.meta["storage"]:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _row_bytes(row: TensorDictBase) -> int:
+    """The bytes one frame takes in the storage."""
+    return sum(leaf.numel() * leaf.element_size() for leaf in row.values(include_nested=True, leaves_only=True))
 
 
 def remove_stale_build_dirs(root: Path) -> None:

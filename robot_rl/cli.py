@@ -1,16 +1,27 @@
 """The ``robot-rl`` command line: one subcommand per pipeline stage.
 
-Each subcommand imports its stage lazily, so ``robot-rl --help`` stays fast. Bad input ends with a one-line
-error naming the culprit and exit code 2.
+Each subcommand imports its stage lazily, so ``robot-rl --help`` stays fast. ``main`` is the one exception
+boundary: bad input (an option value, a path that is a file, too long, not writable) ends with a one-line error
+naming the culprit and exit code 2; a full disk with one line naming the folder and exit code 1; Ctrl-C and SIGTERM
+with 128 + the signal's number (a training run checkpoints first and says how to resume); anything else is a bug
+and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
-from robot_rl.errors import RunStopped, TrainingStopped, UsageError
+from robot_rl.errors import Interrupted, NoSpaceLeft, RunStopped, TrainingStopped, UsageError
+from robot_rl.io import DISK_FULL
+from robot_rl.locks import waiting_for_locks
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -46,7 +57,7 @@ def _cmd_collect_demos(args: argparse.Namespace) -> int:
 
 def _train_command(args: argparse.Namespace, command: str, config_cls: type, start, resume) -> dict | None:
     """A pretrain or finetune run, new or ``--resume``d; its summary, or None when it stopped on a failure
-    (printed as one line; the caller exits 1). Ctrl-C raises RunStopped (exit 130)."""
+    (printed as one line; the caller exits 1). Ctrl-C or SIGTERM raises RunStopped (exit 130 or 143)."""
     from robot_rl.options import check_resume_options, config_from_args
     from robot_rl.run_folder import RunFolder
 
@@ -60,7 +71,9 @@ def _train_command(args: argparse.Namespace, command: str, config_cls: type, sta
         print(f"robot-rl {command}: stopped: {err}", file=sys.stderr)
         return None
     if not summary["finished"]:
-        raise RunStopped(args.resume or args.run_dir, command)
+        from robot_rl.run_folder import STOPPED_BY
+
+        raise RunStopped(args.resume or args.run_dir, command, summary.get(STOPPED_BY, signal.SIGINT))
     return summary
 
 
@@ -115,11 +128,18 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _output_folder(path: str) -> None:
+    """Refuses an output folder that is a file, before any work (the writes at the end would fail on it)."""
+    if path and Path(path).exists() and not Path(path).is_dir():
+        raise UsageError(f"--out {path}: not a folder")
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from robot_rl.configs import EvaluateConfig
     from robot_rl.evaluate import evaluate
     from robot_rl.options import config_from_args
 
+    _output_folder(args.out)
     result = evaluate(config_from_args(EvaluateConfig, args))
     print((Path(result["out_dir"]) / "report.md").read_text())
     print(f"report and {len(result['videos'])} videos in {result['out_dir']}")
@@ -131,6 +151,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from robot_rl.export import export
     from robot_rl.options import config_from_args
 
+    _output_folder(args.out)
     for name, path in export(config_from_args(ExportConfig, args)).items():
         print(f"{name}: {path}")
     return 0
@@ -170,16 +191,20 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
-
-
-def _add_command(commands, name: str, help_text: str, config_cls: type, func, resumable: bool = False) -> None:
-    """A subcommand whose options are the fields of ``config_cls`` (plus ``--resume RUN_DIR``)."""
+def _add_command(commands, name: str, help_text: str, config_cls: type, func, resumable: bool = False,
+                 writes: bool = False) -> None:
+    """A subcommand whose options are the fields of ``config_cls`` (plus ``--resume RUN_DIR``, and ``--wait-lock``
+    for a command that holds its output folder's lock)."""
     from robot_rl.options import add_options
 
     command = commands.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_options(command, config_cls)
     if resumable:
         command.add_argument("--resume", metavar="RUN_DIR", default="", help="continue the run in RUN_DIR")
+    if writes:
+        command.add_argument("--wait-lock", action="store_true",
+                             help="wait for another process writing the same output folder to end, instead of "
+                                  "refusing to start")
     command.set_defaults(func=func)
 
 
@@ -202,40 +227,96 @@ def build_parser() -> argparse.ArgumentParser:
     _add_command(commands, "demo", "roll out the scripted expert: PNG frames and episode metrics", DemoConfig,
                  _cmd_demo)
     _add_command(commands, "collect-demos", "record scripted-expert demonstrations to a dataset", CollectConfig,
-                 _cmd_collect_demos)
+                 _cmd_collect_demos, writes=True)
     _add_command(commands, "pretrain", "behaviour-clone the vision policy on demonstrations", BCConfig,
-                 _cmd_pretrain, resumable=True)
+                 _cmd_pretrain, resumable=True, writes=True)
     _add_command(commands, "dagger", "DAgger: roll out the BC policy, label with the task's expert, train again",
-                 DAggerConfig, _cmd_dagger, resumable=True)
+                 DAggerConfig, _cmd_dagger, resumable=True, writes=True)
     _add_command(commands, "finetune", "fine-tune the policy with PPO (from BC or from scratch)", FinetuneConfig,
-                 _cmd_finetune, resumable=True)
+                 _cmd_finetune, resumable=True, writes=True)
     _add_command(commands, "evaluate", "run a policy on inspection episodes: metrics and videos", EvaluateConfig,
-                 _cmd_evaluate)
+                 _cmd_evaluate, writes=True)
     _add_command(commands, "export", "export the actor as TorchScript / torch.export / ONNX", ExportConfig,
                  _cmd_export)
     _add_command(commands, "export-dataset", "write a demo dataset as a LeRobot dataset (v3.0: parquet + MP4)",
                  ExportDatasetConfig, _cmd_export_dataset)
     _add_command(commands, "pipeline", "collect-demos -> pretrain -> finetune -> evaluate", PipelineConfig,
-                 _cmd_pipeline)
+                 _cmd_pipeline, writes=True)
     return parser
+
+
+# OSErrors that mean the user gave a path this command cannot use: one line naming it, exit 2.
+BAD_PATH = (errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _disk_full(err: BaseException | None) -> OSError | None:
+    """The full-disk OSError behind ``err`` (itself, or what it was raised from or during), if any."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in DISK_FULL:
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _no_space_line(err: OSError) -> str:
+    """``no space left on device writing FOLDER (needs ~N MB)``, the size when known."""
+    folder = err.folder if isinstance(err, NoSpaceLeft) else os.path.dirname(err.filename or "")
+    needed = getattr(err, "needed", None)
+    size = f" (needs ~{max(1, round(needed / 2**20))} MB)" if needed else ""
+    return f"no space left on device{f' writing {folder}' if folder else ''}{size}"
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Within ``with``: SIGTERM raises ``Interrupted`` as Ctrl-C raises KeyboardInterrupt, so a command stopped by
+    a scheduler unwinds (temporary files removed, workers shut down) and a training loop checkpoints first
+    (``StopOnInterrupt`` takes both signals while it runs)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    command = f"robot-rl {args.command}"
     try:
-        return args.func(args)
+        with _sigterm_interrupts(), waiting_for_locks(getattr(args, "wait_lock", False)):
+            return args.func(args)
     except UsageError as err:
-        print(f"robot-rl {args.command}: error: {err}", file=sys.stderr)
+        print(f"{command}: error: {err}", file=sys.stderr)
         return 2
-    except RunStopped as err:  # Ctrl-C: the run checkpointed and stopped; exit as a SIGINT would
+    except RunStopped as err:  # Ctrl-C or SIGTERM: the run checkpointed and stopped; exit as the signal would
         again = ("the same command (finished stages are skipped)" if args.command == "pipeline"
                  else f"robot-rl {err.command} --resume {err.run_dir}")
-        print(f"robot-rl {args.command}: {err}; continue with {again}", file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:  # Ctrl-C while a command starts up (or a second one): nothing half written
-        print(f"robot-rl {args.command}: interrupted", file=sys.stderr)
-        return 130
+        by = "" if err.signum == signal.SIGINT else f" ({signal.Signals(err.signum).name})"
+        print(f"{command}: {err}{by}; continue with {again}", file=sys.stderr)
+        return 128 + err.signum
+    except KeyboardInterrupt as err:  # while a command starts up, or a second one: nothing half written
+        signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
+        what = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+        print(f"{command}: {what}", file=sys.stderr)
+        return 128 + signum
+    except Exception as err:
+        full = _disk_full(err)
+        if full is not None:  # nothing half-written: the same command continues once there is space
+            print(f"{command}: error: {_no_space_line(full)}", file=sys.stderr)
+            return 1
+        if isinstance(err, OSError) and err.errno in BAD_PATH and err.filename:
+            print(f"{command}: error: {err.filename}: {err.strerror}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

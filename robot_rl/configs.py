@@ -95,6 +95,7 @@ class DemoConfig:
             ("difficulty", self.difficulty in DIFFICULTY_NAMES, _one_of(DIFFICULTY_NAMES)),
             ("image_size", IMAGE_SIZES[0] <= self.image_size <= IMAGE_SIZES[1], "in [32, 224]"),
             ("episodes", self.episodes >= 1, ">= 1"), ("frames", self.frames >= 1, ">= 1"),
+            ("seed", self.seed >= 0, ">= 0"),  # board seeds
         ])
 
 
@@ -174,6 +175,7 @@ class BCConfig(ActorArchitecture):
             ("joint_scaling", self.joint_scaling in JOINT_SCALINGS, _one_of(JOINT_SCALINGS)),
             ("epochs", self.epochs >= 1, ">= 1"), ("batch_size", self.batch_size >= 1, ">= 1"),
             ("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
+            ("eval_seed", self.eval_seed >= 0, ">= 0"),  # board seeds
             ("grad_clip", self.grad_clip > 0, "> 0"), ("val_fraction", 0 < self.val_fraction < 1, "in (0, 1)"),
             ("shift_pad", self.shift_pad >= 0, ">= 0"), ("decision_weight", self.decision_weight >= 0, ">= 0"),
             ("verdict_weight", self.verdict_weight > 0, "> 0"), ("locate_weight", self.locate_weight >= 0, ">= 0"),
@@ -359,6 +361,7 @@ class FinetuneConfig:
             ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("checkpoint_every", self.checkpoint_every >= 1, ">= 1"),
             ("critic_hidden", self.critic_hidden >= 1, ">= 1"), ("threads", self.threads >= 0, ">= 0"),
+            ("seed", self.seed >= 0, ">= 0"), ("eval_seed", self.eval_seed >= 0, ">= 0"),  # board seeds
         ])
         if self.anchor_weight and self.from_scratch:
             raise ValueError("--anchor-weight needs a pretrained policy; use 0 with --from-scratch")

@@ -1,5 +1,9 @@
 """Errors that end a command with a one-line message: exit code 2 for bad input, 1 for a run that stopped on a
-failure it cannot go on from, 130 for Ctrl-C (none of them a bug)."""
+failure it cannot go on from (a full disk included), 128 + the signal's number for Ctrl-C (130) and SIGTERM (143)
+(none of them a bug)."""
+
+import errno
+import signal
 
 
 class UsageError(Exception):
@@ -7,11 +11,30 @@ class UsageError(Exception):
 
 
 class RunStopped(Exception):
-    """A training run stopped by Ctrl-C after checkpointing; ``--resume`` continues it (the CLI exits 130)."""
+    """A training run stopped by Ctrl-C or SIGTERM after checkpointing; ``--resume`` continues it (the CLI exits
+    128 + ``signum``: 130 for Ctrl-C, 143 for SIGTERM)."""
 
-    def __init__(self, run_dir, command: str):
+    def __init__(self, run_dir, command: str, signum: int = signal.SIGINT):
         super().__init__(f"{run_dir}: stopped, checkpoint saved")
-        self.run_dir, self.command = run_dir, command
+        self.run_dir, self.command, self.signum = run_dir, command, int(signum)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal that ends a command at once (SIGTERM outside a training loop, a second Ctrl-C or SIGTERM
+    inside one); ``finally`` blocks still run, so temporary files are removed. The CLI exits 128 + ``signum``."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+class NoSpaceLeft(OSError):
+    """A write that the disk (or the user's quota) has no room for; nothing was half-written. ``needed`` is the
+    number of bytes the write asked for, when known. The same command continues once space is free."""
+
+    def __init__(self, folder, needed: int | None = None, errno_value: int | None = None):
+        super().__init__(errno_value or errno.ENOSPC, "No space left on device", str(folder))
+        self.folder, self.needed = folder, needed
 
 
 class TrainingStopped(RuntimeError):

@@ -23,6 +23,7 @@ from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.errors import UsageError
 from robot_rl.io import write_json, write_text
+from robot_rl.locks import exclusive
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
 from robot_rl.precision import resolve_precision
@@ -135,23 +136,24 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
         raise UsageError(f"--arm {config.arm}: {checkpoint} was trained on arm {env_info['arm']!r}")
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "eval"
-    difficulty = config.difficulty or env_info["difficulty"]
-    randomization = config.randomization or env_info["randomization"]
-    seeds = list(range(config.seed, config.seed + config.episodes))
-    metrics, summaries, videos = _run_boards(actor, env_info, config, out_dir, difficulty, randomization, device,
-                                             progress)
-    info = {"checkpoint": str(checkpoint), "difficulty": difficulty, "image_size": env_info["image_size"],
-            "randomization": randomization, "arm": env_info["arm"], "task": env_info["env"],
-            "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": precision,
-            "defect_types": list(get_task(env_info["env"]).defect_types)}
-    report = {"metrics": metrics, "info": info, "config": asdict(config), "videos": videos, "episodes": summaries}
-    markdown = report_markdown(metrics, summaries, info)
-    if config.perturbations:
-        nominal = (metrics, [v for v in videos if "failure" in v]) if randomization == "none" else None
-        report["perturbations"] = perturbation_suite(actor, env_info, config, out_dir, difficulty, device,
-                                                       nominal, progress)
-        markdown += "\n" + perturbation_markdown(report["perturbations"]) + "\n"
-    write_json(out_dir / "report.json", report)
-    write_text(out_dir / "report.md", markdown)
+    with exclusive(out_dir, "evaluation folder"):  # one writer of its report and videos at a time
+        difficulty = config.difficulty or env_info["difficulty"]
+        randomization = config.randomization or env_info["randomization"]
+        seeds = list(range(config.seed, config.seed + config.episodes))
+        metrics, summaries, videos = _run_boards(actor, env_info, config, out_dir, difficulty, randomization, device,
+                                                 progress)
+        info = {"checkpoint": str(checkpoint), "difficulty": difficulty, "image_size": env_info["image_size"],
+                "randomization": randomization, "arm": env_info["arm"], "task": env_info["env"],
+                "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": precision,
+                "defect_types": list(get_task(env_info["env"]).defect_types)}
+        report = {"metrics": metrics, "info": info, "config": asdict(config), "videos": videos, "episodes": summaries}
+        markdown = report_markdown(metrics, summaries, info)
+        if config.perturbations:
+            nominal = (metrics, [v for v in videos if "failure" in v]) if randomization == "none" else None
+            report["perturbations"] = perturbation_suite(actor, env_info, config, out_dir, difficulty, device,
+                                                           nominal, progress)
+            markdown += "\n" + perturbation_markdown(report["perturbations"]) + "\n"
+        write_json(out_dir / "report.json", report)
+        write_text(out_dir / "report.md", markdown)
     return {"metrics": metrics, "out_dir": str(out_dir), "videos": videos, "info": info,
             "perturbations": report.get("perturbations")}

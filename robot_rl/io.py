@@ -1,14 +1,25 @@
-"""Files written whole or not at all: write to a temporary name in the same folder, then rename over the target."""
+"""Files written whole or not at all: write to a temporary name in the same folder, then rename over the target.
+
+A full disk (or quota) fails such a write with ``NoSpaceLeft`` naming the folder, before the target changes; big
+writes check the free space first (``check_space``) and memmaps get their blocks allocated up front
+(``preallocate``): a write into a sparse memmap on a full disk is a SIGBUS that no handler can turn into a message.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from robot_rl.errors import NoSpaceLeft
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 @contextlib.contextmanager
@@ -29,6 +40,10 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are ordinary files
         os.replace(tmp, target)
+    except OSError as err:
+        if err.errno in DISK_FULL and not isinstance(err, NoSpaceLeft):
+            raise NoSpaceLeft(target.parent, errno_value=err.errno) from None
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -74,3 +89,35 @@ def write_text(target: str | os.PathLike, text: str) -> None:
     """Writes ``text`` atomically."""
     with atomic_path(target) as tmp:
         tmp.write_text(text)
+
+
+def check_space(folder: str | os.PathLike, needed: int) -> None:
+    """Raises NoSpaceLeft when the file system of ``folder`` (or of its nearest existing parent) has fewer than
+    ``needed`` bytes free: checked before a big write, so a full disk stops it before anything is written."""
+    existing = Path(os.path.abspath(folder))
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if shutil.disk_usage(existing).free < needed:
+        raise NoSpaceLeft(folder, needed)
+
+
+def preallocate(folder: str | os.PathLike) -> None:
+    """Allocates the disk blocks of every ``*.memmap`` file under ``folder`` (files are created sparse), so a full
+    disk raises NoSpaceLeft here rather than SIGBUS at a later write into the mapping."""
+    sparse = {p: p.stat().st_size - 512 * p.stat().st_blocks for p in Path(folder).rglob("*.memmap") if p.is_file()}
+    sparse = {path: size for path, size in sparse.items() if size > 0}
+    missing = sum(sparse.values())
+    check_space(folder, missing)
+    for path in sparse:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            if size:
+                os.posix_fallocate(fd, 0, size)
+        except OSError as err:
+            if err.errno in DISK_FULL:
+                raise NoSpaceLeft(folder, missing, errno_value=err.errno) from None
+            if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):  # a file system without it
+                raise
+        finally:
+            os.close(fd)

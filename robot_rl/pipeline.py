@@ -1,7 +1,8 @@
 """``robot-rl pipeline``: collect-demos -> pretrain -> finetune -> evaluate, each stage feeding the next.
 
 A stage whose output is complete is skipped; one that was interrupted is resumed. So running the same command
-again after a crash picks up where it stopped; a root made with other preset options is refused. Presets:
+again after a crash picks up where it stopped; a root made with other preset options is refused, and so is a
+root another pipeline is running in (``robot_rl.locks``). Presets:
 ``quick`` (the README's first command, about a quarter of an hour on two CPU cores: easy boards, 64x64 images,
 150 demos and 8 BC epochs, which leave the policy partly working, then 65,536 PPO frames that lift it) and
 ``full`` (default difficulty at 84x84, sized for a GPU). The BC policy and the fine-tuned one are evaluated on the
@@ -20,6 +21,7 @@ from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
 from robot_rl.io import write_json
+from robot_rl.locks import exclusive
 from robot_rl.pretrain import bc, dagger
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
@@ -138,11 +140,16 @@ def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: Evalua
 
 def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progress: bool = True,
                  log=print, precision: str = "auto") -> dict:
-    """Runs (or resumes) every stage under ``root``; returns where each stage wrote and the metrics of the BC
-    and the fine-tuned policy on the same held-out boards."""
-    root = Path(root)
+    """Runs (or resumes) every stage under ``root``, holding the root's lock (one pipeline per root at a time);
+    returns where each stage wrote and the metrics of the BC and the fine-tuned policy on the same held-out
+    boards."""
     # The caller's own task: a module:Class is imported here, and every stage then finds it registered by name.
     get_task(preset.collect.task, trust_code=True)
+    with exclusive(root, "pipeline root"):
+        return _run_stages(preset, Path(root), device, progress, log, precision)
+
+
+def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, precision: str) -> dict:
     data, bc_dir, ppo_dir = root / preset.collect.out, root / preset.pretrain.run_dir, root / preset.finetune.run_dir
     bc_eval_dir, eval_dir = root / EVAL_BC, root / preset.evaluate.out
     _check_preset(root, preset)

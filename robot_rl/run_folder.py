@@ -13,20 +13,26 @@
 
 A folder given where a policy is expected (``evaluate``, ``export``, ``finetune --init``) means its ``best.pt``,
 else its ``last.pt``. A new run refuses a folder that already holds another one; the same command again on a
-folder whose run it started and did not finish continues that run (as ``--resume`` does). The first Ctrl-C lets
-the current step finish and checkpoint (``last.pt``), then stops without ``summary.json``; a second one aborts at
-once. Every file is written to a temporary name and renamed, and a new run writes ``last.pt`` before
-``config.json``, so a killed run, at any moment, leaves a folder that is either unclaimed or resumable.
+folder whose run it started and did not finish continues that run (as ``--resume`` does). ``--resume DIR`` works
+on DIR wherever it now lives (a copied or moved folder: the ``run_dir`` stored in its config is replaced by DIR,
+and nothing is written to the stored path); resuming a finished run changes nothing. The first Ctrl-C or SIGTERM
+(what Slurm, Kubernetes, systemd and Ray send before they kill) lets the current step finish and checkpoint
+(``last.pt``), then stops without ``summary.json``; a second one aborts at once. One process at a time writes a
+run folder (``robot_rl.locks``). Every file is written to a temporary name and renamed, and a new run writes
+``last.pt`` before ``config.json``, so a killed run, at any moment, leaves a folder that is either unclaimed or
+resumable.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
 import os
 import pickle
 import random
+import shutil
 import signal
 import threading
 import zipfile
@@ -39,8 +45,9 @@ import torch
 from torchrl.record.loggers import CSVLogger, Logger
 from tqdm import tqdm
 
-from robot_rl.errors import RunStopped, UsageError
-from robot_rl.io import atomic_path, remove_orphaned_temporaries, write_json
+from robot_rl.errors import Interrupted, NoSpaceLeft, RunStopped, UsageError
+from robot_rl.io import atomic_path, check_space, remove_orphaned_temporaries, write_json
+from robot_rl.locks import exclusive
 
 CONFIG_FILE = "config.json"
 IMPORTED_DEMOS = "demos"
@@ -74,9 +81,30 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(path: str | Path, payload: dict) -> None:
-    """Writes ``payload`` with torch.save to a temporary file, then renames it over ``path``."""
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    """Writes ``payload`` with torch.save to a temporary file, then renames it over ``path``. A disk without room
+    for it raises NoSpaceLeft (``path`` unchanged)."""
+    folder, needed = Path(path).parent, _tensor_bytes(payload)
+    check_space(folder, needed)
+    try:
+        with atomic_path(path) as tmp:
+            torch.save(payload, tmp)
+    except RuntimeError:
+        # torch's writer reports a failed write as a RuntimeError that names no cause; a disk that filled up
+        # while it wrote has about the checkpoint's size free again once the temporary file is gone.
+        if shutil.disk_usage(folder).free < needed + (needed >> 4) + 2**20:
+            raise NoSpaceLeft(folder, needed) from None
+        raise
+
+
+def _tensor_bytes(value: Any) -> int:
+    """The bytes of the tensors in a nested checkpoint payload (what torch.save writes, give or take headers)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, Mapping):
+        return sum(_tensor_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    return 0
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
@@ -157,7 +185,9 @@ class RunFolder:
         if not self.started:
             return False
         stored = json.loads((self.path / CONFIG_FILE).read_text())
-        if not self.finished and stored == json.loads(json.dumps(dataclasses.asdict(config))):
+        given = json.loads(json.dumps(dataclasses.asdict(config)))
+        stored["run_dir"] = given.get("run_dir")  # the folder may have moved since it was stored
+        if not self.finished and stored == given:
             tqdm.write(f"{self.path}: continuing its unfinished run (the same options)")
             return True
         raise UsageError(f"{self.path} already holds a {'finished' if self.finished else 'different'} run; "
@@ -172,8 +202,10 @@ class RunFolder:
         save_config(self.path / CONFIG_FILE, config)
 
     def config(self, config_cls: type) -> Any:
-        """The stored config of the run (for --resume)."""
-        return load_config(self.path / CONFIG_FILE, config_cls)
+        """The stored config of the run (for --resume), with this folder as its ``run_dir``: a copied or moved
+        folder continues where it is now, never where it was."""
+        config = load_config(self.path / CONFIG_FILE, config_cls)
+        return dataclasses.replace(config, run_dir=str(self.path)) if hasattr(config, "run_dir") else config
 
     def save(self, payload: dict, best: bool = False) -> None:
         """Writes ``last.pt`` (or ``best.pt``)."""
@@ -192,53 +224,79 @@ class RunFolder:
 
 
 def run_to_completion(run_cls: type, config: Any, resume: bool = False, progress: bool = True) -> dict:
-    """Builds ``run_cls(config, resume)`` (a BC or PPO run), runs it and closes it; returns its summary."""
-    run = run_cls(config, resume=resume)
-    try:
-        return run.run(progress)
-    finally:
-        close = getattr(run, "close", None)
-        if close is not None:
-            close()
+    """Builds ``run_cls(config, resume)`` (a BC or PPO run), runs it and closes it, holding the run folder's lock
+    throughout; returns its summary. Resuming a finished run returns its summary and changes nothing."""
+    folder = RunFolder(config.run_dir)
+    if folder.path.exists() and not folder.path.is_dir():
+        raise UsageError(f"{folder.path}: not a folder (a run folder is a directory)")
+    # One learner of several (torchrun) locks for all of them: rank 0, the one that writes the folder.
+    lock = exclusive(folder.path, "run folder") if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext()
+    with lock:
+        if resume and folder.finished:
+            tqdm.write(f"{folder.path}: the run has finished; nothing to resume (summary.json unchanged)")
+            return folder.summary()
+        run = run_cls(config, resume=resume)
+        try:
+            return run.run(progress)
+        finally:
+            close = getattr(run, "close", None)
+            if close is not None:
+                # A stop signal now (the run is over) lets the workers' shutdown finish; a second one aborts it.
+                with StopOnInterrupt("finishing the shutdown of the collection workers"):
+                    close()
 
 
 def ensure_finished(run_dir: str | Path, command: str, start: Callable[[], dict],
                     resume: Callable[[Path], dict]) -> dict:
     """The summary of the run in ``run_dir``: read when it has finished, else the run is resumed (a started
-    folder) or started (``start()``). Raises RunStopped when Ctrl-C stopped it (for pipelines and benchmarks,
-    which must not go on with an unfinished run)."""
+    folder) or started (``start()``). Raises RunStopped when Ctrl-C or SIGTERM stopped it (for pipelines and
+    benchmarks, which must not go on with an unfinished run)."""
     folder = RunFolder(run_dir)
     if folder.finished:
         return folder.summary()
     summary = resume(folder.path) if folder.started else start()
     if not summary.get("finished"):
-        raise RunStopped(folder.path, command)
+        raise RunStopped(folder.path, command, summary.get(STOPPED_BY, signal.SIGINT))
     return summary
 
 
-class StopOnInterrupt:
-    """Within ``with``: the first Ctrl-C sets ``requested`` (the loop finishes its step, checkpoints and stops),
-    a second one raises KeyboardInterrupt. Outside the main thread it does nothing (signals go to that thread)."""
+STOPPED_BY = "stopped_by_signal"  # in the summary a stopped run returns (never in summary.json): the signal
 
-    def __init__(self):
+
+class StopOnInterrupt:
+    """Within ``with``: the first Ctrl-C or SIGTERM sets ``requested`` and ``signum`` (the loop finishes its step,
+    checkpoints and stops), a second one raises ``Interrupted`` (a KeyboardInterrupt). Outside the main thread it
+    does nothing (signals go to that thread)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, doing: str = "stopping after this step and saving a checkpoint"):
         self.requested = False
-        self._previous = None
+        self.signum: int | None = None
+        self.doing = doing  # what the first signal is answered with
+        self._previous: dict[int, Any] = {}
 
     def _handle(self, signum, frame) -> None:
         if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        tqdm.write("stopping after this step and saving a checkpoint (Ctrl-C again to abort)")
+            raise Interrupted(signum)
+        self.requested, self.signum = True, signum
+        tqdm.write(f"{signal.Signals(signum).name}: {self.doing} (Ctrl-C or SIGTERM again to abort)")
 
     def __enter__(self) -> StopOnInterrupt:
         if threading.current_thread() is threading.main_thread() and os.name == "posix":
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous = {}
+
+    def stopped(self, summary: dict) -> dict:
+        """``summary`` with the signal that stopped the run, when one did (for the CLI's exit code)."""
+        if self.signum is None or summary["finished"]:
+            return summary
+        return {**summary, STOPPED_BY: self.signum}
 
 
 # -- logs -------------------------------------------------------------------------------------------------------

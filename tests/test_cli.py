@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import cv2
+import pytest
 
 from robot_rl.cli import main
 
@@ -54,3 +55,53 @@ def test_pipeline_arm_goes_to_the_demos_and_names_the_default_root(monkeypatch):
     assert (panda.collect.arm, panda_root) == ("panda", "runs/pipeline-quick-panda")
     assert (full.collect.arm, full_root) == ("ur5e_like", "runs/pipeline-full")
     assert panda.options()["collect"]["arm"] == "panda"  # in preset.json: a root of another arm is refused
+
+
+def _unwritable(tmp_path):
+    """A folder this process cannot create files in (root ignores permissions: /sys refuses it too)."""
+    import os
+    from pathlib import Path
+
+    if os.geteuid() != 0:
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        folder.chmod(0o555)
+        return folder
+    try:
+        os.close(os.open("/sys/.robot-rl-probe", os.O_RDWR | os.O_CREAT))
+    except PermissionError:
+        return Path("/sys")
+    os.unlink("/sys/.robot-rl-probe")
+    pytest.skip("no folder here refuses writes to root")
+
+
+def _bad_inputs(tmp_path, demos_dir, bc_run_dir):
+    """(robot-rl arguments, what the one line must name) of each bad input."""
+    regular, long = tmp_path / "a-file", "x" * 300
+    regular.write_text("not a folder\n")
+    unwritable = _unwritable(tmp_path)
+    collect = ["--episodes", "2", "--difficulty", "easy", "--image-size", "48", "--num-envs", "1"]
+    return [
+        (["finetune", "--seed", "-5", "--from-scratch", "--run-dir", str(tmp_path / "neg")], "--seed"),
+        (["pretrain", "--data", str(demos_dir), "--run-dir", str(regular)], str(regular)),
+        (["pretrain", "--data", str(demos_dir), "--run-dir", str(regular / "run")], str(regular)),
+        (["pretrain", "--resume", str(regular)], str(regular)),
+        (["collect-demos", "--out", str(tmp_path / long / "demos"), *collect], long),
+        (["collect-demos", "--out", str(regular), *collect], str(regular)),
+        (["collect-demos", "--out", str(tmp_path / "armless"), "--arm", "no-such-arm", *collect], "no-such-arm"),
+        (["collect-demos", "--out", str(unwritable / "demos"), *collect], str(unwritable)),
+        (["pretrain", "--data", str(tmp_path / long), "--run-dir", str(tmp_path / "bc")], long),
+        (["finetune", "--init", str(bc_run_dir), "--run-dir", str(tmp_path / long / "ppo")], long),
+        (["export", "--checkpoint", str(bc_run_dir), "--out", str(regular)], str(regular)),
+    ]
+
+
+def test_bad_paths_and_values_end_in_one_line_naming_the_culprit_with_exit_2(tmp_path, demos_dir, bc_run_dir,
+                                                                              capsys):
+    for argv, culprit in _bad_inputs(tmp_path, demos_dir, bc_run_dir):
+        code = main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and culprit in err[0] and err[0].startswith(f"robot-rl {argv[0]}: "), (
+            argv, code, err)
+    assert not list(tmp_path.rglob(".*.tmp"))  # failed collects leave no temporary folder
+    assert not (tmp_path / "armless").exists()

@@ -264,3 +264,138 @@ def test_a_worker_process_dies_with_a_parent_killed_by_sigkill(tmp_path, kill_af
     if alive:
         os.kill(child, signal.SIGKILL)
     assert not alive, "the worker outlived its parent"
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``folder``: its bytes and modification time."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_resuming_a_copied_unfinished_run_writes_only_in_the_copy(demos_dir, tmp_path):
+    import shutil
+
+    original = tmp_path / "original"
+    bc.BCRun(small_config(demos_dir, original, epochs=2)).run(progress=False, until_epoch=1)  # killed after epoch 1
+    before = _snapshot(original)
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    assert bc.resume(copy, progress=False)["finished"]
+    assert _snapshot(original) == before  # nothing written where the copy came from
+    assert RunFolder(copy).finished and not RunFolder(original).finished
+    assert load_checkpoint(RunFolder(copy).checkpoint())["config"]["run_dir"] == str(copy)
+
+
+def test_resuming_a_moved_run_does_not_recreate_its_old_path(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    run = trainer.PPORun(tiny(old, total_frames=64))
+    try:
+        run.run(progress=False, until_iteration=1)
+    finally:
+        run.close()
+    old.rename(new)
+    assert trainer.resume(new, progress=False)["finished"]
+    assert not old.exists() and RunFolder(new).finished
+
+
+def test_resuming_a_finished_run_changes_nothing_and_says_so(bc_run_dir, tmp_path, capsys):
+    import shutil
+
+    from robot_rl.cli import main
+
+    copy = tmp_path / "copy"
+    shutil.copytree(bc_run_dir, copy)
+    before, original = _snapshot(copy), _snapshot(bc_run_dir)
+    assert main(["pretrain", "--resume", str(copy)]) == 0
+    assert "the run has finished; nothing to resume" in capsys.readouterr().out
+    assert _snapshot(copy) == before  # summary.json byte for byte, final_eval included
+    assert _snapshot(bc_run_dir) == original
+
+
+def test_sigterm_stops_like_ctrl_c_and_the_stop_records_it():
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with StopOnInterrupt() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested and stop.signum == signal.SIGTERM
+        assert stop.stopped({"finished": False})["stopped_by_signal"] == signal.SIGTERM
+        with pytest.raises(KeyboardInterrupt):  # a second one aborts
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def _stopped_by_sigterm(argv: list[str], ready: Path, after: float) -> subprocess.CompletedProcess:
+    """Starts ``robot-rl argv`` in its own process group, sends SIGTERM to the whole group (as Slurm and systemd
+    do) ``after`` seconds after the file ``ready`` appeared; returns how it ended."""
+    process = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", *argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not ready.exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.01)
+    time.sleep(after)
+    os.killpg(process.pid, signal.SIGTERM)
+    out, err = process.communicate(timeout=300)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def _check_stopped_then_resumed(stopped: subprocess.CompletedProcess, command: str, run_dir: Path) -> None:
+    assert stopped.returncode == 143, stopped.stderr
+    resume_lines = [line for line in stopped.stderr.splitlines() if "--resume" in line]
+    assert resume_lines == [f"robot-rl {command}: {run_dir}: stopped, checkpoint saved (SIGTERM); continue with "
+                            f"robot-rl {command} --resume {run_dir}"], stopped.stderr
+    assert not (run_dir / "summary.json").exists() and (run_dir / "checkpoints" / "last.pt").is_file()
+    resumed = subprocess.run([sys.executable, "-m", "robot_rl.cli", command, "--resume", str(run_dir)],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["finished"]
+
+
+def test_sigterm_stops_a_pretrain_mid_epoch_with_exit_143_and_resume_finishes_it(demos_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    argv = ["pretrain", "--data", str(demos_dir), "--run-dir", str(run_dir), "--epochs", "2", "--batch-size", "8",
+            "--steps-per-epoch", "30", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]
+    stopped = _stopped_by_sigterm(argv, run_dir / "config.json", after=1.0)
+    _check_stopped_then_resumed(stopped, "pretrain", run_dir)
+
+
+@pytest.mark.parametrize("collector", ["direct", "process"])
+def test_sigterm_to_the_group_stops_a_finetune_with_exit_143_and_resume_finishes_it(bc_run_dir, tmp_path,
+                                                                                    collector):
+    run_dir = tmp_path / "ppo"
+    argv = ["finetune", "--init", str(bc_run_dir), "--run-dir", str(run_dir), "--total-frames", "512",
+            "--frames-per-batch", "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1",
+            "--eval-every", "0", "--eval-episodes", "1", "--checkpoint-every", "5", "--critic-hidden", "16",
+            "--collector", collector, "--workers", "2" if collector == "process" else "0"]
+    # Once the first of its 16 iterations is logged: the next ones are under way.
+    stopped = _stopped_by_sigterm(argv, run_dir / "logs" / "scalars" / "train" / "frames_per_s.csv", after=0.2)
+    _check_stopped_then_resumed(stopped, "finetune", run_dir)
+
+
+def test_a_disk_that_fills_up_mid_run_stops_pretrain_in_one_line_and_resume_finishes(demos_dir, tmp_path,
+                                                                                  monkeypatch, capsys):
+    import shutil
+    from collections import namedtuple
+
+    from robot_rl.cli import main
+
+    run_dir = tmp_path / "run"
+    real, usage = shutil.disk_usage, namedtuple("usage", "total used free")
+    checks = []
+
+    def filling_up(path):  # room for the checkpoint written before the first step, none after
+        checks.append(path)
+        return real(path) if len(checks) == 1 else usage(2**30, 2**30 - 4096, 4096)
+
+    argv = ["pretrain", "--data", str(demos_dir), "--run-dir", str(run_dir), "--epochs", "2", "--batch-size", "8",
+            "--steps-per-epoch", "2", "--eval-every", "0", "--eval-episodes", "1", "--eval-envs", "1",
+            "--hidden", "16"]
+    with monkeypatch.context() as patch:
+        patch.setattr(shutil, "disk_usage", filling_up)
+        assert main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("robot-rl")]
+    assert err == [f"robot-rl pretrain: error: no space left on device writing {run_dir / 'checkpoints'} (needs ~"
+                   f"{err[0].split('(needs ~')[1]}"] and "Traceback" not in "".join(err)
+    assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 0  # intact: the run before its steps
+    assert not list(run_dir.rglob(".*.tmp"))
+    assert main(["pretrain", "--resume", str(run_dir)]) == 0
+    assert json.loads((run_dir / "summary.json").read_text())["epochs"] == 2

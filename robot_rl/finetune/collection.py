@@ -7,14 +7,12 @@
 - ``ray``: ``Collector(backend="ray")``, TorchRL's ``RayCollector``: the same workers as Ray actors, on this
   machine or a cluster (``ray_address``).
 
-Every worker process creates its own renderer on first use (renderers are per process).
+Every worker process creates its own renderer on first use (renderers are per process), and ignores Ctrl-C and
+SIGTERM: the learner alone stops on them, after finishing and checkpointing its iteration.
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 from functools import partial
 
 import torch
@@ -25,30 +23,14 @@ from robot_rl.configs import FinetuneConfig
 from robot_rl.envs import make_env
 from robot_rl.envs.tasks import DEFAULT_TASK, get_task
 from robot_rl.envs.torchrl_env import InspectionEnv
-
-
-@contextlib.contextmanager
-def workers_ignore_ctrl_c():
-    """Worker processes started inside never see Ctrl-C: a terminal's Ctrl-C reaches the whole process group, and
-    workers that died of it would fail the iteration the learner was asked to finish and checkpoint. SIGINT is
-    blocked while they start; a blocked signal stays blocked across fork and exec, so theirs stays pending for
-    good. This process gets a Ctrl-C pressed meanwhile when the block ends (ignoring SIGINT instead, as before,
-    lost it: kill_resume's Ctrl-C trial ran to its end). The learner stops the workers itself (``PPORun.close``)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+from robot_rl.processes import workers_ignore_stop_signals
 
 
 def make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: torch.device, seed: int,
                    pre_collect_hook=None):
     """Builds the collector of ``config.collector``; returns (collector, direct env or None). Its worker
-    processes ignore Ctrl-C (``workers_ignore_ctrl_c``)."""
-    with workers_ignore_ctrl_c():
+    processes ignore Ctrl-C and SIGTERM (``robot_rl.processes.workers_ignore_stop_signals``)."""
+    with workers_ignore_stop_signals():
         return _make_collector(config, policy, env_kwargs, device, seed, pre_collect_hook)
 
 

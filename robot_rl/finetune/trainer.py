@@ -312,7 +312,7 @@ class PPORun:
                    "finished": self.iteration == config.iterations, "precision": self.precision}
         if self.is_main and summary["finished"]:
             self.folder.finish(summary)
-        return summary
+        return self.stop.stopped(summary)
 
     def _iteration(self, iterator, final: bool) -> dict:
         """Collect, update, push the weights, log (a check when due), checkpoint when due."""

@@ -23,16 +23,17 @@ ENV = {"difficulty": "easy", "image_size": 48}
 def _report_sigint(queue) -> None:
     import signal
 
-    queue.put(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()))
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    queue.put(signal.SIGINT in blocked and signal.SIGTERM in blocked)
 
 
-def test_collector_workers_ignore_ctrl_c_and_the_learner_keeps_its_handler():
+def test_collector_workers_ignore_ctrl_c_and_sigterm_and_the_learner_keeps_its_handler():
     # What a terminal's Ctrl-C (SIGINT to the whole group) then reaches: the learner alone, which finishes the
     # iteration, checkpoints and stops the workers itself.
     import multiprocessing
     import signal
 
-    from robot_rl.finetune.collection import workers_ignore_ctrl_c
+    from robot_rl.processes import workers_ignore_stop_signals
 
     context = multiprocessing.get_context("spawn")  # how TorchRL starts collector and env workers
     queue = context.Queue()
@@ -41,16 +42,44 @@ def test_collector_workers_ignore_ctrl_c_and_the_learner_keeps_its_handler():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):  # a Ctrl-C pressed while the workers start is not lost
-            with workers_ignore_ctrl_c():
+            with workers_ignore_stop_signals():
                 worker = context.Process(target=_report_sigint, args=(queue,))
                 worker.start()
                 os.kill(os.getpid(), signal.SIGINT)
-        assert queue.get(timeout=60) is True  # the worker has SIGINT blocked
+        assert queue.get(timeout=60) is True  # the worker has SIGINT and SIGTERM blocked
         worker.join(timeout=60)
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+        assert not {signal.SIGINT, signal.SIGTERM} & signal.pthread_sigmask(signal.SIG_BLOCK, set())
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+BLOCK_THEN_START_THE_RESOURCE_TRACKER = """
+import multiprocessing, signal
+from robot_rl.processes import workers_ignore_stop_signals
+
+def report(queue):
+    queue.put(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, set())))
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("spawn")
+    with workers_ignore_stop_signals():
+        queue = context.Queue()  # its lock starts multiprocessing's resource tracker, as TorchRL's collectors do
+        worker = context.Process(target=report, args=(queue,))
+        worker.start()
+    print(queue.get(timeout=60))
+    worker.join()
+"""
+
+
+def test_workers_keep_the_stop_signals_blocked_when_the_resource_tracker_starts_with_them(tmp_path):
+    # The tracker's start unblocks SIGINT and SIGTERM in the starting thread: a process collector's workers, the
+    # first of their kind in a fresh process, would then have died of a SIGTERM sent to the process group.
+    script = tmp_path / "start.py"
+    script.write_text(BLOCK_THEN_START_THE_RESOURCE_TRACKER)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "[2, 15]"
 
 
 def backend_config(collector: str, **overrides) -> FinetuneConfig:

@@ -263,3 +263,37 @@ def test_a_storage_meta_naming_a_torch_function_as_dtype_is_refused(demos_copy):
     (storage / "meta.json").write_text(json.dumps(entries))
     with pytest.raises(DatasetError, match="unknown dtype 'torch.load' for episode"):
         DemoDataset.open(demos_copy)
+
+
+def _no_space(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("full", ["free space", "allocation"])
+def test_a_full_disk_ends_collect_demos_in_one_line_with_nothing_half_written_and_the_same_command_resumes(
+        tmp_path, monkeypatch, capsys, full):
+    import os
+    import shutil
+    from collections import namedtuple
+
+    from robot_rl.cli import main
+
+    out = tmp_path / "demos"
+    argv = ["collect-demos", "--out", str(out), "--episodes", "2", "--difficulty", "easy", "--image-size", "48",
+            "--num-envs", "1", "--seed", "5"]
+    with monkeypatch.context() as patch:
+        if full == "free space":  # seen before writing
+            usage = namedtuple("usage", "total used free")
+            patch.setattr(shutil, "disk_usage", lambda path: usage(2**30, 2**30 - 4096, 4096))
+        else:  # the file system refuses the blocks (a sparse memmap would have died of SIGBUS at its first write)
+            patch.setattr(os, "posix_fallocate", _no_space)
+        assert main(argv) == 1
+    stderr = capsys.readouterr().err
+    err = [line for line in stderr.splitlines() if line.startswith("robot-rl")]  # below the progress bar
+    line = f"robot-rl collect-demos: error: no space left on device writing {out} (needs ~"
+    assert "Traceback" not in stderr and len(err) == 1 and err[0].startswith(line), err
+    assert not out.exists() and not list(tmp_path.glob(".demos.*.tmp"))
+    assert main(argv) == 0  # once there is space
+    assert len(DemoDataset.open(out).episodes) == 2
