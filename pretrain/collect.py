@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 
 import torch
@@ -65,6 +66,22 @@ def episode_records(batch: TensorDictBase, first_episode: int) -> tuple[TensorDi
     return batch, [EpisodeRecord(-1, int(n), int(s), bool(ok)) for n, s, ok in zip(lengths, seeds, successes)]
 
 
+def add_whole_episodes(collector, dataset: DemoDataset, wanted: int
+                       ) -> Iterator[tuple[TensorDictBase, list[EpisodeRecord]]]:
+    """Adds the collector's whole trajectories to ``dataset`` (not yet committed) until ``wanted`` episodes are
+    in, yielding each batch's frames and records once added; the caller commits."""
+    for batch in collector:
+        batch, records = episode_records(batch, first_episode=len(dataset.episodes))
+        if len(records) > wanted:  # the last batch may bring more than needed
+            keep = sum(r.length for r in records[:wanted])
+            batch, records = batch[:keep], records[:wanted]
+        dataset.add_episodes(batch, records)
+        wanted -= len(records)
+        yield batch, records
+        if wanted == 0:
+            return
+
+
 def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     """Collects ``config.episodes`` expert episodes into ``config.out``, holding the dataset's lock; returns a
     summary of the run."""
@@ -105,12 +122,7 @@ def _collect(dataset: DemoDataset, config: CollectConfig, task, task_name: str, 
     start_time, frames = time.perf_counter(), 0
     bar = tqdm(total=remaining, unit="ep", desc="collect-demos", disable=not progress)
     try:
-        for batch in collector:
-            batch, records = episode_records(batch, first_episode=len(dataset.episodes))
-            if len(records) > remaining:  # the last batch may bring more than needed
-                keep = sum(r.length for r in records[:remaining])
-                batch, records = batch[:keep], records[:remaining]
-            dataset.add_episodes(batch, records)
+        for batch, records in add_whole_episodes(collector, dataset, remaining):
             run["episodes"] += len(records)
             run["seconds"] = round(run["seconds"] + time.perf_counter() - start_time, 2)
             start_time = time.perf_counter()
@@ -120,8 +132,6 @@ def _collect(dataset: DemoDataset, config: CollectConfig, task, task_name: str, 
             frames += batch.shape[0]
             bar.update(len(records))
             bar.set_postfix(frames=dataset.frames, fps=f"{frames / max(bar.format_dict['elapsed'], 1e-9):.0f}")
-            if remaining == 0:
-                break
     finally:
         bar.close()
         collector.shutdown()

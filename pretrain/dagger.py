@@ -60,8 +60,9 @@ from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
 from robot_rl.precision import resolve_precision
 from robot_rl.pretrain import bc
-from robot_rl.pretrain.collect import episode_records
+from robot_rl.pretrain.collect import add_whole_episodes
 from robot_rl.pretrain.dataset import META_FILE, DemoDataset, EpisodeRecord
+from robot_rl.processes import workers_ignore_stop_signals
 from robot_rl.run_folder import (
     CONFIG_FILE,
     IMPORTED_DEMOS,
@@ -197,20 +198,16 @@ class DAggerRun:
         set_encoder_precision(actor, self.precision)
         policy = DAggerPolicy(actor, ExpertPolicy(TaskConfig(image_size=self.info["image_size"]), task=self.task),
                               beta=entry["beta"], seed=stream)
-        env = make_env(num_envs=num_envs, difficulty=self.info["difficulty"], image_size=self.info["image_size"],
-                       seed=stream, randomization=self.info["randomization"], arm=self.info["arm"],
-                       task=self.info["env"], parallel=num_envs > 1)
-        collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
-                              trajs_per_batch=min(EPISODES_PER_COMMIT, remaining), traj_format="cat")
+        with workers_ignore_stop_signals():  # env workers: this process stops them, after its last commit
+            env = make_env(num_envs=num_envs, difficulty=self.info["difficulty"], image_size=self.info["image_size"],
+                           seed=stream, randomization=self.info["randomization"], arm=self.info["arm"],
+                           task=self.info["env"], parallel=num_envs > 1)
+            collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
+                                  trajs_per_batch=min(EPISODES_PER_COMMIT, remaining), traj_format="cat")
         bar = tqdm(total=entry["target_episodes"], initial=entry["episodes"], unit="ep",
                    desc=f"round {round_index}/{config.rounds}: rollouts (beta {entry['beta']:.2f})", leave=False)
         try:
-            for batch in collector:
-                batch, records = episode_records(batch, first_episode=len(aggregate.episodes))
-                if len(records) > remaining:  # the last batch may bring more than needed
-                    keep = sum(r.length for r in records[:remaining])
-                    batch, records = batch[:keep], records[:remaining]
-                aggregate.add_episodes(batch, records)
+            for _, records in add_whole_episodes(collector, aggregate, remaining):
                 entry["episodes"] += len(records)
                 remaining -= len(records)
                 entry["complete"] = remaining == 0
