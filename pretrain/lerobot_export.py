@@ -20,6 +20,7 @@ from tensordict import TensorDictBase
 from robot_rl import keys
 from robot_rl.errors import UsageError
 from robot_rl.io import write_json
+from robot_rl.locks import exclusive
 from robot_rl.pretrain import lerobot_layout as layout
 from robot_rl.pretrain.dataset import DemoDataset, remove_stale_build_dirs
 
@@ -42,17 +43,20 @@ def export_dataset(data: str | Path, out: str | Path, video_codec: str = "h264",
         raise UsageError(f"--video-codec {video_codec} needs an even image side, {data} has {dataset.image_size}; "
                          f"use --video-codec none (PNG frames)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_build_dirs(out)  # of exports killed before their rename
-    build = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    build.chmod(0o755)  # mkdtemp makes it private; the dataset is an ordinary folder
-    try:
-        summary = _Exporter(pa, dataset, build, video_codec, crf).run(progress)
-        if out.exists():
-            out.rmdir()
-        build.rename(out)
-    except BaseException:
-        shutil.rmtree(build, ignore_errors=True)
-        raise
+    with exclusive(out, "LeRobot export"):  # one writer: the build folders beside ``out`` are its alone
+        if out.exists() and any(out.iterdir()):  # another export finished while this one waited
+            raise UsageError(f"{out}: already exists and is not empty; choose another --out")
+        remove_stale_build_dirs(out)  # of exports killed before their rename
+        build = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        build.chmod(0o755)  # mkdtemp makes it private; the dataset is an ordinary folder
+        try:
+            summary = _Exporter(pa, dataset, build, video_codec, crf).run(progress)
+            if out.exists():
+                out.rmdir()
+            build.rename(out)
+        except BaseException:
+            shutil.rmtree(build, ignore_errors=True)
+            raise
     return {**summary, "out": str(out)}
 
 

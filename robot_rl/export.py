@@ -21,6 +21,7 @@ from robot_rl.configs import ExportConfig
 from robot_rl.envs.arms import get_arm
 from robot_rl.envs.task import Verdict
 from robot_rl.io import atomic_path, write_json
+from robot_rl.locks import exclusive
 from robot_rl.policy import WEIGHTS_FILE, actor_network, checkpoint_policy_config, load_actor, save_weights
 from robot_rl.run_folder import load_checkpoint, run_folder_of
 
@@ -102,6 +103,13 @@ def export(config: ExportConfig) -> dict:
     formats = list(FILES) if config.format == "all" else [config.format]
     joints = len(get_arm(env_info["arm"]).joints)
     inputs = example_inputs(env_info["image_size"], joint_state_dim=2 * joints)
+    with exclusive(out_dir, "export folder"):  # one writer of its files at a time
+        return _write_exports(actor, policy, env_info, checkpoint, config, out_dir, formats, joints, inputs)
+
+
+def _write_exports(actor, policy: DeployedPolicy, env_info: dict, checkpoint: Path, config: ExportConfig,
+                   out_dir: Path, formats: list[str], joints: int, inputs) -> dict:
+    """Writes each format in ``formats`` and ``policy.json`` into ``out_dir``; returns {format: path}."""
     written = {}
     for name in formats:
         if name == "onnx" and not all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript")):

@@ -136,3 +136,20 @@ def test_a_holder_killed_with_sigkill_leaves_the_lock_free(tmp_path, sig):
     first.wait()
     with exclusive(tmp_path / "data"):
         pass
+
+
+@pytest.mark.parametrize("command", ["export", "export-dataset"])
+def test_an_export_into_a_folder_in_use_is_refused_naming_the_holder(bc_run_dir, demos_dir, tmp_path, capsys,
+                                                                     command):
+    out = tmp_path / "out"
+    argv = (["export", "--checkpoint", str(bc_run_dir), "--format", "safetensors", "--out", str(out)]
+            if command == "export" else ["export-dataset", "--data", str(demos_dir), "--out", str(out)])
+    first = _holding(out)
+    try:
+        assert main(argv) == 2
+    finally:
+        first.kill()
+        first.wait()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"in use by another robot-rl process (pid {first.pid}" in err[0], err
+    assert not out.exists() and not list(tmp_path.glob(".out.*.tmp"))
