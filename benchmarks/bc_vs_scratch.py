@@ -46,12 +46,11 @@ from timing import describe_machine, provenance
 
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, FinetuneConfig
-from robot_rl.encoder import set_encoder_precision
 from robot_rl.finetune import trainer
 from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
-from robot_rl.precision import describe, resolve_precision
+from robot_rl.precision import describe
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
@@ -143,8 +142,7 @@ def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision:
     with its Wilson interval, guesses (and how many came after the board had been localized), timeouts, verdict
     accuracy."""
     device = resolve_device(device)
-    actor, env, _ = load_actor(checkpoint, device)
-    set_encoder_precision(actor, resolve_precision(precision, device))
+    actor, env, _ = load_actor(checkpoint, device, precision=precision)
     metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()),
                                         difficulty=env["difficulty"], image_size=env["image_size"],
                                         randomization=env["randomization"], num_envs=8, device=device,
@@ -211,8 +209,7 @@ def run_ppo(config: FinetuneConfig) -> dict:
 def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:
     """The BC policy on the PPO runs' held-out boards, before any PPO frame (what tau is computed from)."""
     device = resolve_device(device)
-    actor, env, _ = load_actor(bc_dir, device)
-    set_encoder_precision(actor, resolve_precision(ppo.precision, device))
+    actor, env, _ = load_actor(bc_dir, device, precision=ppo.precision)
     seeds = held_out_seeds(ppo.eval_seed, ppo.eval_episodes, set())
     metrics, _ = evaluate_policy(actor, seeds, difficulty=difficulty, image_size=image_size, num_envs=8,
                                  device=device, task=env["env"])

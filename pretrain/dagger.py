@@ -48,7 +48,6 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, DAggerConfig
-from robot_rl.encoder import set_encoder_precision
 from robot_rl.envs import make_env
 from robot_rl.envs.arms import DIGEST_KEY
 from robot_rl.envs.expert_policy import ExpertPolicy
@@ -194,8 +193,7 @@ class DAggerRun:
         # A resumed round draws fresh boards and beta draws, so it never repeats the episodes it already has.
         stream = entry["seed"] * 1_000_003 + entry["episodes"]
         actor, _, _ = load_actor(self.policy_of(round_index - 1), device=self.device,
-                                 trust_code=self.config.trust_code)
-        set_encoder_precision(actor, self.precision)
+                                 trust_code=self.config.trust_code, precision=self.precision)
         policy = DAggerPolicy(actor, ExpertPolicy(TaskConfig(image_size=self.info["image_size"]), task=self.task),
                               beta=entry["beta"], seed=stream)
         with workers_ignore_stop_signals():  # env workers: this process stops them, after its last commit
@@ -232,8 +230,8 @@ class DAggerRun:
 
     def _init_check(self, aggregate: DemoDataset) -> dict:
         """The init policy on the boards every round's BC check uses (BC's own rule for them)."""
-        actor, _, _ = load_actor(self.init_checkpoint, device=self.device, trust_code=self.config.trust_code)
-        set_encoder_precision(actor, self.precision)
+        actor, _, _ = load_actor(self.init_checkpoint, device=self.device, trust_code=self.config.trust_code,
+                                 precision=self.precision)
         seeds = held_out_seeds(self.config.eval_seed, self.config.eval_episodes, aggregate.episode_seeds())
         metrics, _ = evaluate_policy(actor, seeds, difficulty=self.info["difficulty"],
                                      image_size=self.info["image_size"], num_envs=os.cpu_count() or 1,

@@ -16,7 +16,6 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
-from robot_rl.encoder import set_encoder_precision
 from robot_rl.envs import make_env
 from robot_rl.envs.randomization import PERTURBATIONS, describe, get_randomization
 from robot_rl.envs.tasks import get_task
@@ -129,9 +128,8 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     ``--perturbations``, the suite under perturbations/); returns the metrics."""
     device = resolve_device(config.device)
     actor, env_info, checkpoint = load_actor(config.checkpoint, device=device, trust_code=config.trust_code,
-                                             task=config.task)
-    precision = resolve_precision(config.precision, device)
-    set_encoder_precision(actor, precision)
+                                             task=config.task, precision=config.precision)
+    precision = resolve_precision(config.precision, device)  # what ran, for the report
     if config.arm and config.arm != env_info["arm"]:
         raise UsageError(f"--arm {config.arm}: {checkpoint} was trained on arm {env_info['arm']!r}")
     run_dir = run_folder_of(checkpoint)

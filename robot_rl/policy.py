@@ -22,7 +22,8 @@ from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
 from robot_rl import keys
 from robot_rl.artefact_schema import check_env_info, check_export_config, check_policy_config
 from robot_rl.configs import ActorArchitecture
-from robot_rl.encoder import ObservationEncoder
+from robot_rl.encoder import ObservationEncoder, set_encoder_precision
+from robot_rl.precision import resolve_precision
 
 
 @dataclass(frozen=True)
@@ -301,11 +302,12 @@ def _weights_of(source: Path) -> Path | None:
 
 
 def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_code: bool = False,
-               task: str = "") -> tuple[ProbabilisticActor, dict, Path]:
+               task: str = "", precision: str = "fp32") -> tuple[ProbabilisticActor, dict, Path]:
     """The actor of a BC or PPO checkpoint, or of exported weights: ``source`` is a run folder (its best.pt, else
     last.pt), a .pt file, or ``model.safetensors`` (or its folder) with ``config.json`` beside it, read without
     pickle. A ``module:Class`` task it names is imported only with ``trust_code`` or when ``task`` (the user's
-    --task) names it too; another ``task`` than the recorded one is refused.
+    --task) names it too; another ``task`` than the recorded one is refused. Its encoder runs in ``precision``
+    (``auto``, ``fp32`` or ``bf16``, resolved for ``device``: ``robot_rl.precision``); the weights stay fp32.
 
     Returns (actor in eval mode, the env info it was trained on {env (the task), difficulty, image_size, arm, ...},
     its path).
@@ -338,6 +340,7 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_cod
     actor = make_actor(proof.observation_spec, proof.full_action_spec, policy_config)
     _check_weights(actor.state_dict(), state["actor"], path)
     actor.load_state_dict(state["actor"])
+    set_encoder_precision(actor, resolve_precision(precision, torch.device(device)))
     return actor.to(device).eval(), env_info, path
 
 
