@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                        done=(bc_dir / "summary.json").is_file())
         if name == "dagger" and wanted:
             finished = (Path(dagger_config.run_dir) / "summary.json").is_file()
-            stages.run("train:dagger", lambda finished=finished: None if finished else dagger(dagger_config, progress=False),
+            stages.run("train:dagger", lambda finished=finished: None if finished else dagger(dagger_config,
+                                                                                             progress=False),
                        done=finished)
         run_dir = Path(dagger_config.run_dir) if name == "dagger" else bc_dir
         if not (run_dir / "summary.json").is_file():
