@@ -25,6 +25,7 @@ Finished runs are reused (a killed benchmark resumes where it stopped), and ``--
     python benchmarks/bc_vs_scratch.py --preset few --arms bc        # BC arm: 3 x 65,536 frames
     python benchmarks/bc_vs_scratch.py --preset few --arms scratch   # then scratch, >= 3x BC's frames to tau
     python benchmarks/bc_vs_scratch.py --preset lead-few --arms bc   # the few protocol on the lead task, one seed
+    python benchmarks/bc_vs_scratch.py --preset lead-dagger --arms bc  # the lead task, BC + DAgger start, 3 seeds
     python benchmarks/bc_vs_scratch.py --preset gpu                  # 224x224, larger budgets, for a CUDA machine
     python benchmarks/bc_vs_scratch.py --preset few --arms bc --seeds 0 --precision bf16   # the encoder in bf16
 
@@ -45,12 +46,13 @@ import numpy as np
 from timing import describe_machine, provenance
 
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
-from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, FinetuneConfig
+from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, DAggerConfig, FinetuneConfig
 from robot_rl.finetune import trainer
 from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
 from robot_rl.precision import describe
+from robot_rl.pretrain import dagger
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
@@ -101,6 +103,17 @@ PRESETS = {
         "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
         "bc_frames": 65_536,
         "seeds": (0,),
+    },
+    "lead-dagger": {
+        # The lead task's few-demo start made to localize some of the time: the lead-few demos and BC, then DAgger
+        # rounds with the task's expert (rollouts of the current policy labelled by it), before PPO.
+        "demos": CollectConfig(out="data/bench-lead-few-demos", episodes=150, difficulty="easy", image_size=64,
+                               task="lead-inspect"),
+        "bc": BCConfig(run_dir="runs/bench-lead-dagger/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
+        "dagger": DAggerConfig(rounds=2, episodes_per_round=150, epochs_per_round=4, eval_episodes=50),
+        **CPU_PPO,
+        "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
+        "bc_frames": 65_536,
     },
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
@@ -314,13 +327,18 @@ def with_precision(preset: dict, precision: str) -> dict:
 
 
 def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
-    """The few-demo demonstrations and BC run of ``preset`` (reused when already there)."""
+    """The few-demo demonstrations and BC run of ``preset``, then its DAgger rounds if it has them (each reused when
+    already there); returns the run folder PPO starts from and the BC config."""
     demos = preset["demos"]
     if not (Path(demos.out) / "meta.json").is_file():
         collect_demos(demos, progress=False)
     bc_dir = Path(preset["bc"].run_dir)
     bc_config = replace(preset["bc"], data=demos.out, device=device)
     ensure_trained(bc_config, progress=False)
+    if "dagger" in preset:  # PPO then starts from the policy DAgger ends with
+        config = replace(preset["dagger"], init=str(bc_dir), run_dir=str(bc_dir.parent / "dagger"), device=device,
+                         precision=bc_config.precision)
+        bc_dir = dagger.final_policy_run(dagger.ensure_trained(config, progress=False))
     return bc_dir, bc_config
 
 

@@ -68,6 +68,7 @@ from robot_rl.run_folder import (
     RunFolder,
     RunLogger,
     StopOnInterrupt,
+    ensure_finished,
     load_checkpoint,
     policy_checkpoint,
     run_to_completion,
@@ -300,3 +301,14 @@ def resume(run_dir: str | Path, progress: bool = True) -> dict:
     """Continues the DAgger run in ``run_dir`` (wherever it now lives) with its stored options."""
     config = RunFolder(run_dir).config(DAggerConfig)
     return run_to_completion(DAggerRun, replace(config, run_dir=str(run_dir)), resume=True, progress=progress)
+
+
+def ensure_trained(config: DAggerConfig, progress: bool = True) -> dict:
+    """The finished run of ``config.run_dir``: reused, resumed or started (for benchmarks and scripts)."""
+    return ensure_finished(config.run_dir, "dagger", lambda: dagger(config, progress),
+                           lambda path: resume(path, progress))
+
+
+def final_policy_run(summary: dict) -> Path:
+    """The BC run folder of a finished DAgger run's last round: what ``finetune --init`` starts from."""
+    return Path(summary["policy"]).parent.parent

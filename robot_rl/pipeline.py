@@ -185,7 +185,7 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
         _train_stage("[3b/5] dagger", "dagger", dagger_dir, dagger.dagger, dagger.resume, lambda: replace(
             preset.dagger, init=str(bc_dir), run_dir=str(dagger_dir), device=device, precision=precision), progress,
             log)
-        start_dir = Path(RunFolder(dagger_dir).summary()["policy"]).parent.parent
+        start_dir = dagger.final_policy_run(RunFolder(dagger_dir).summary())
         timings["dagger"] = time.perf_counter() - start
 
     start = time.perf_counter()

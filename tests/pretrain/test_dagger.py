@@ -21,7 +21,7 @@ from robot_rl.configs import DAggerConfig
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.policy import load_actor
-from robot_rl.pretrain.dagger import AGGREGATE, dagger
+from robot_rl.pretrain.dagger import AGGREGATE, dagger, ensure_trained, final_policy_run
 from robot_rl.pretrain.dataset import DemoDataset
 
 
@@ -93,6 +93,13 @@ def test_beta_one_reproduces_expert_demos(bc_run_dir, demos_dir, tmp_path):
     assert torch.equal(frames.get(keys.VERDICT), frames.get(keys.EXPERT_VERDICT))
     expert_success = sum(e.success for e in demos.episodes) / len(demos.episodes)
     assert expert_success == 1.0 and all(e.success for e in aggregate.episodes)
+    # A finished run is read back, not redone, and its last round is a BC run folder PPO can start from.
+    summary = ensure_trained(tiny(bc_run_dir, tmp_path / "dagger", beta=1.0, beta_decay=1.0, include_demos=False),
+                             progress=False)
+    assert DemoDataset.open(tmp_path / "dagger" / AGGREGATE).frames == aggregate.frames
+    start = final_policy_run(summary)
+    assert start == tmp_path / "dagger" / "rounds" / "round-01" and (start / "checkpoints" / "last.pt").is_file()
+    assert load_actor(start)[1]["env"] == demos.meta["env"]
 
 
 def test_kill_9_mid_round_resumes_with_the_frames_recorded_so_far(bc_run_dir, tmp_path):
