@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import torch
-from timing import describe_machine
+from results_file import write_results
 
 from robot_rl.closed_loop import run_episodes
 from robot_rl.envs import keys
@@ -33,7 +33,6 @@ from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.tasks import DEFAULT_TASK, TASKS
 from robot_rl.envs.torchrl_env import InspectionEnv, make_env
 from robot_rl.episodes import aggregate, summarize_episode
-from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "arms.json"
@@ -119,12 +118,12 @@ def main(argv: list[str] | None = None) -> int:
                             "boards_at_least": 200, "met": met}
             print(f"target ({arm}, default): success >= {TARGET_SUCCESS:.0%}"
                   f"{', 0 collisions' if collisions is not None else ''}, >= 200 boards: {'met' if met else 'MISSED'}")
-    write_json(args.out, {"benchmark": "arms", "task": args.task, "machine": describe_machine(), "image_size": 84,
+    write_results("arms", {"task": args.task, "image_size": 84,
                           "first_seed": FIRST_SEED, "expert": expert,
                           "steps_per_s": {arm: round(rate, 1) for arm, rate in rates.items()},
                           "throughput": {"steps": args.steps, "repeats": args.repeats,
                                          "policy": "random pose, continue", "timing": "alternating, median"},
-                          "targets": targets, "wall_s": round(time.perf_counter() - start, 1)})
+                          "targets": targets, "wall_s": round(time.perf_counter() - start, 1)}, out=args.out)
     print(f"wrote {args.out}")
     return 0
 

@@ -21,11 +21,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from timing import describe_machine
+from results_file import write_results
 
 from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
 from robot_rl.evaluate import evaluate
-from robot_rl.io import write_json
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.tables import markdown_table
@@ -75,10 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                      "episode length": metrics["episode_length"], "BC seconds": round(train_s)})
         print(f"{name}: {metrics['success_rate']:.0%}", file=sys.stderr)
         # Written after every variant: an interrupted run keeps what it measured.
-        write_json(args.out, {"benchmark": "bc_loss_ablation", "machine": describe_machine(),
-                              "setting": {"collect": COLLECT, "pretrain": PRETRAIN, "seed": 0,
+        write_results("bc_loss_ablation", {"setting": {"collect": COLLECT, "pretrain": PRETRAIN, "seed": 0,
                                           "eval_seeds": [30_000_000, 30_000_000 + args.boards - 1]},
-                              "variants": results})
+                              "variants": results}, out=args.out)
     print(markdown_table(rows))
     print(f"wrote {args.out}")
     return 0

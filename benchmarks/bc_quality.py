@@ -22,12 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from timing import describe_machine, provenance
+from results_file import write_results
 
 from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, EvaluateConfig
 from robot_rl.episodes import wilson_interval
 from robot_rl.evaluate import evaluate
-from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
 from robot_rl.pretrain.bc import ensure_trained
@@ -123,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                      "episode length": metrics["episode_length"]})
     print(markdown_table(rows))
     val_episodes = max(1, round(len(dataset.episodes) * bc_config.val_fraction))
-    write_json(args.out, {
-        "benchmark": "bc_quality", **provenance(), "machine": describe_machine(),
+    write_results("bc_quality", {
         "precision": describe(args.precision, resolve_device(args.device)),
         "arm": dataset.meta.get("arm", "ur5e_like"), "task": dataset.meta["env"],
         "recipe": {"demos": len(dataset.episodes), "frames": dataset.frames, "difficulty": "default",
@@ -141,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                                                            "episode_length", "timed_out")}}
            for key, name in (("fresh_boards", "best"), ("fresh_boards_last", "last"))},
         "wall_s": {k: round(v, 1) for k, v in seconds.items()},
-    })
+    }, out=args.out)
     print(f"wrote {args.out}")
     return 0
 

@@ -25,9 +25,8 @@ from pathlib import Path
 
 import torch
 import torchvision
-from timing import describe_machine, provenance
+from results_file import write_results
 
-from robot_rl.io import write_json
 from robot_rl.precision import autocast, describe
 from robot_rl.tables import markdown_table
 
@@ -183,10 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     if memory:
         print()
         print(markdown_table(memory))
-    write_json(RESULTS, {"benchmark": "bc_throughput", **provenance(), "machine": describe_machine(),
-                         "precision": describe("auto", "cpu"), "batch": args.batch, "rounds": args.rounds,
+    write_results("bc_throughput", {"precision": describe("auto", "cpu"), "batch": args.batch, "rounds": args.rounds,
                          "throughput": rows, "bf16_speedup": speedups, "targets": targets, "memory": memory,
-                         "wall_s": round(time.perf_counter() - started, 1)})
+                         "wall_s": round(time.perf_counter() - started, 1)}, out=RESULTS)
     print(f"\nwrote {RESULTS}")
     return 0
 

@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 
 import torch
-from timing import describe_machine, median_rate
+from results_file import write_results
+from timing import median_rate
 
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune.collection import make_collector, push_weights
-from robot_rl.io import write_json
 from robot_rl.policy import make_actor
 from robot_rl.tables import markdown_table
 
@@ -74,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                          "speedup": rate / base, "efficiency": rate / (base * workers)})
             print(f"{backend} x{workers}: {rate:.0f} frames/s", file=sys.stderr)
     print(markdown_table(rows))
-    write_json(RESULTS, {"benchmark": "collector_scaling", "machine": describe_machine(), "rows": rows,
+    write_results("collector_scaling", {"rows": rows,
                          "envs_per_worker": args.envs_per_worker, "image_size": args.image_size,
-                         "policy": "ResNet18 actor on the collection side, CPU"})
+                         "policy": "ResNet18 actor on the collection side, CPU"}, out=RESULTS)
     print(f"\nwrote {RESULTS}")
     return 0
 

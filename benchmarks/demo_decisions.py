@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import torch
-from timing import describe_machine
+from results_file import write_results
 
 from robot_rl import keys
 from robot_rl.envs.tasks import get_task
-from robot_rl.io import write_json
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 
@@ -61,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(rows, ["arm", "task", "episodes", "frames_per_episode", "waiting_frames_per_episode",
                                 "verdict_frames_per_episode", "waiting_per_verdict", "median_speed_waiting",
                                 "median_speed_verdict"]))
-    write_json(args.out, {"benchmark": "demo_decisions", "machine": describe_machine(), "rows": rows})
+    write_results("demo_decisions", {"rows": rows}, out=args.out)
     print(f"wrote {args.out}")
     return 0
 

@@ -23,11 +23,11 @@ import sys
 from pathlib import Path
 
 import torch
-from timing import describe_machine, median_rate
+from results_file import write_results
+from timing import median_rate
 
 from robot_rl.envs import keys
 from robot_rl.envs.torchrl_env import InspectionEnv
-from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "env_throughput.json"
@@ -136,11 +136,12 @@ def main(argv: list[str] | None = None) -> int:
             slowdowns[r["image"]] = max(slowdowns.get(r["image"], 0.0), 1 - r["x_without_randomization"])
     best_84 = max((r["steps_per_s"] for r in rows if r["image"] == "84x84" and r["env"].startswith("pcb")),
                   default=None)
-    write_json(args.out, {"benchmark": "env_throughput", "machine": describe_machine(), "rows": rows,
+    write_results("env_throughput", {"rows": rows,
                           "target_steps_per_s_84": TARGET_STEPS_PER_S, "best_steps_per_s_84": best_84,
                           "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN,
                           "randomization_slowdown": slowdowns,
-                          "randomization_target_met_84": slowdowns.get("84x84", 1.0) <= MAX_RANDOMIZATION_SLOWDOWN})
+                          "randomization_target_met_84": slowdowns.get("84x84", 1.0) <= MAX_RANDOMIZATION_SLOWDOWN},
+                              out=args.out)
     print(f"\nwrote {args.out}")
     return 0
 

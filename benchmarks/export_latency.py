@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from timing import describe_machine
+from results_file import write_results
 
 from robot_rl.export import (
     DeployedPolicy,
@@ -29,7 +29,6 @@ from robot_rl.export import (
     export_program,
     export_torchscript,
 )
-from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "export_latency.json"
@@ -121,10 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                          f"batch{args.batch}_frames_per_s": float(args.batch / batched.mean())})
             print(f"{name}: p50 {rows[-1]['batch1_p50_ms']:.2f} ms", file=sys.stderr)
     print(markdown_table(rows))
-    write_json(args.out, {"benchmark": "export_latency", "machine": describe_machine(), "image_size": image_size,
+    write_results("export_latency", {"image_size": image_size,
                           "checkpoint": args.checkpoint or None, "threads": args.threads, "calls": args.calls,
                           "batch": args.batch, "rows": rows,
-                          "wall_s": round(time.perf_counter() - started, 1)})
+                          "wall_s": round(time.perf_counter() - started, 1)}, out=args.out)
     print(f"wrote {args.out}")
     return 0
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import mujoco
 import numpy as np
 import torch
 from bc_vs_scratch import PRESETS, RESULTS
-from timing import describe_machine
+from results_file import write_results
 
 from robot_rl import keys
 from robot_rl.closed_loop import held_out_seeds, run_episodes
@@ -29,7 +28,6 @@ from robot_rl.envs import make_env
 from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks.pcb_inspect.view import inspection_geometry
 from robot_rl.episodes import aggregate, summarize_episode
-from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import load_actor
 from robot_rl.pretrain.bc import ensure_trained
@@ -94,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
-    start = time.perf_counter()
     seeds = held_out_seeds(20_000_000, 50, set())  # the PPO benchmark's held-out boards (FinetuneConfig.eval_seed)
     rows, results = [], {}
     for name, (demos, bc) in SETTINGS.items():
@@ -113,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         print(rows[-1], file=sys.stderr)
     print(markdown_table(rows))
     out = RESULTS / "few_demo_bc.json"
-    write_json(out, {"settings": results, "table": rows, "eval_board_seeds": [seeds[0], seeds[-1]],
-                     "machine": describe_machine(), "wall_seconds": round(time.perf_counter() - start)})
+    write_results("few_demo_bc", {"settings": results, "table": rows,
+                                  "eval_board_seeds": [seeds[0], seeds[-1]]}, out=out)
     print(f"wrote {out}")
     return 0
 

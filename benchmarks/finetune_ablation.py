@@ -26,9 +26,8 @@ from bc_vs_scratch import (
     start_success,
     threshold_rule,
 )
-from timing import describe_machine
+from results_file import write_results
 
-from robot_rl.io import write_json
 from robot_rl.run_folder import read_scalar
 from robot_rl.tables import markdown_table
 
@@ -59,7 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     args = parser.parse_args(argv)
     preset = PRESETS["cpu"]
-    start = time.perf_counter()
     bc_dir, _ = prepare_bc(preset, args.device)
     root = Path(preset["bc"].run_dir).parent / "ablation"
     demos = preset["demos"]
@@ -95,10 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
     print(markdown_table(rows))
     out = RESULTS / "finetune_ablation.json"
-    write_json(out, {"threshold": threshold, "threshold_rule": "BC start + (1 - BC start) / 2",
+    write_results("finetune_ablation", {"threshold": threshold, "threshold_rule": "BC start + (1 - BC start) / 2",
                      "bc_start": start_metrics["success_rate"], "budget_frames": reference.total_frames,
-                     "variants": results, "table": rows, "machine": describe_machine(),
-                     "wall_seconds": round(time.perf_counter() - start)})
+                     "variants": results, "table": rows}, out=out)
     print(f"wrote {out}")
     return 0
 

@@ -42,12 +42,12 @@ from bc_vs_scratch import (
     start_success,
     threshold_rule,
 )
-from timing import describe_machine
+from results_file import write_results
+from timing import describe_machine, provenance
 
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs.torchrl_env import proof_env
-from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.policy import actor_network, checkpoint_policy_config, make_actor
 from robot_rl.run_folder import load_checkpoint, policy_checkpoint, read_scalar
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown_table(rows))
         steps = first_steps(bc_dir, Path(PRESET["bc"].run_dir).parent / "stability" / "first-steps", args.device)
         print(markdown_table(steps))
-        result["start"] = {"rows": rows, "first_adam_steps": steps, "machine": describe_machine(),
+        result["start"] = {"rows": rows, "first_adam_steps": steps, **provenance(), "machine": describe_machine(),
                            "wall_seconds": round(time.perf_counter() - start)}
     else:
         root = Path(PRESET["bc"].run_dir).parent / "stability"
@@ -219,9 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown_table([_row(r) for r in ordered]))
         result["ppo"] = {"threshold": threshold, "threshold_rule": "BC start + (1 - BC start) / 2, reached at the "
                          "first of two consecutive checks at or above it", "budget_frames": PRESET["bc_frames"],
-                         "runs": ordered, "table": [_row(r) for r in ordered], "machine": describe_machine(),
+                         "runs": ordered, "table": [_row(r) for r in ordered], **provenance(),
+                         "machine": describe_machine(),
                          "wall_seconds_last_invocation": round(time.perf_counter() - start)}
-    write_json(OUT, result)
+    # Each part keeps its own provenance; the file's top level is this invocation's.
+    write_results("finetune_stability", {part: result[part] for part in ("start", "ppo") if part in result}, out=OUT)
     print(f"wrote {OUT}")
     return 0
 

@@ -23,15 +23,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from results_file import write_results
 from tensordict import TensorDict
-from timing import describe_machine
 
 from robot_rl import keys
 from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune.critic import make_privileged_critic
-from robot_rl.io import write_json
 from robot_rl.policy import make_actor
 from robot_rl.pretrain.bc_loss import BehaviourCloningLoss, total_loss
 from robot_rl.tables import markdown_table
@@ -204,9 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table([{"image": f"{s}x{s}", **p} for s, p in parts.items()]))
     print(f"\nend-to-end fine-tuning at {args.sizes[0]}x{args.sizes[0]} with {args.workers} CPU env workers: "
           f"{end_to_end:.0f} frames/s")
-    write_json(args.out, {"benchmark": "gpu_benchmark", "machine": describe_machine(), "rows": rows,
+    write_results("gpu_benchmark", {"rows": rows,
                          "parts_ms_per_frame": parts, "end_to_end_frames_per_s": end_to_end,
-                         "end_to_end_workers": args.workers, "bc_target_224": 5000})
+                         "end_to_end_workers": args.workers, "bc_target_224": 5000}, out=args.out)
     print(f"wrote {args.out}")
     return 0
 

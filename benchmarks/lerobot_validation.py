@@ -28,11 +28,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from timing import describe_machine
+from results_file import write_results
 
 from robot_rl import keys
 from robot_rl.configs import CollectConfig
-from robot_rl.io import write_json
 from robot_rl.pretrain import lerobot_layout as layout
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
@@ -131,7 +130,6 @@ def main() -> int:
     parser.add_argument("--image-size", type=int, default=84)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="lerobot-validation-") as scratch:
         scratch = Path(scratch)
         venv = args.venv or scratch / "venv"
@@ -162,10 +160,10 @@ def main() -> int:
                                 "features_compared", "features_exact", "episode_boundaries_exact"]))
     all_ok = all(r.get("loaded") and r["frames_match"] and r["episodes_match"] and not r["features_not_exact"]
                  and r["episode_boundaries_exact"] for r in rows)
-    write_json(args.out, {"benchmark": "lerobot_validation", "machine": describe_machine(), "lerobot": LEROBOT,
+    write_results("lerobot_validation", {"lerobot": LEROBOT,
                           "episodes": args.episodes, "image_size": args.image_size, "source_frames": demos.frames,
-                          "rows": rows, "all_checks_pass": all_ok, "install_seconds": round(install_s, 1),
-                          "wall_seconds": round(time.perf_counter() - started, 1)})
+                          "rows": rows, "all_checks_pass": all_ok, "install_seconds": round(install_s, 1)},
+                              out=args.out)
     print(f"\nall checks pass: {all_ok}; {args.out}")
     return 0 if all_ok else 1
 

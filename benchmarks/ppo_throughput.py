@@ -35,11 +35,11 @@ from pathlib import Path
 import torch
 from bc_vs_scratch import PRESETS, RESULTS, ppo_config, prepare_bc
 from env_throughput import random_pose_continue
-from timing import describe_machine, median_rate, provenance
+from results_file import write_results
+from timing import median_rate
 
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune import trainer
-from robot_rl.io import write_json
 from robot_rl.precision import describe
 from robot_rl.run_folder import read_scalar
 from robot_rl.tables import markdown_table
@@ -115,7 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=3, help="timed PPO iterations per collector")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats of the env and policy rates")
     args = parser.parse_args(argv)
-    start = time.perf_counter()
     bc_dir, _ = prepare_bc(PRESET, "cpu")
     root = Path(PRESET["bc"].run_dir).parent / "throughput"
     shutil.rmtree(root, ignore_errors=True)
@@ -170,14 +169,14 @@ def main(argv: list[str] | None = None) -> int:
                           for k in profiles["fp32"]]))
     print(f"bf16 / fp32 PPO frames/s: {speedups}; targets {targets}")
     out = RESULTS / "ppo_throughput.json"
-    write_json(out, {"benchmark": "ppo_throughput", **provenance(), "precision": describe("auto", "cpu"),
+    write_results("ppo_throughput", {"precision": describe("auto", "cpu"),
                      "rows": rows, "bound_frames_per_s": bounds, "profile_direct_iteration": profiles,
                      "bf16_speedup": speedups, "targets": targets,
                      "target_fraction_of_bound": TARGET_FRACTION_OF_BOUND,
                      "settings": {"image_size": image_size, "num_envs": num_envs,
                                   "frames_per_batch": PRESET["ppo"]["frames_per_batch"],
-                                  "ppo_epochs": PRESET["ppo"]["ppo_epochs"], "encoder": "frozen (cached features)"},
-                     "machine": describe_machine(), "wall_seconds": round(time.perf_counter() - start)})
+                                  "ppo_epochs": PRESET["ppo"]["ppo_epochs"], "encoder": "frozen (cached features)"}},
+                                      out=out)
     print(f"wrote {out}")
     return 0
 

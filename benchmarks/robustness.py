@@ -26,11 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from timing import describe_machine
+from results_file import write_results
 
 from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
 from robot_rl.evaluate import evaluate
-from robot_rl.io import write_json
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.tables import markdown_table
@@ -124,11 +123,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{'met' if targets[arm]['nominal_met'] else 'missed'}; every shift >= {TARGET_SHIFT_SUCCESS:.0%}"
               f"{' but ' + ', '.join(excluded) if excluded else ''}: "
               f"missed on {', '.join(targets[arm]['shifts_missed']) or 'none'}")
-    write_json(args.out, {"benchmark": "robustness", "machine": describe_machine(),
-                          "recipe": {"demos": args.episodes, "difficulty": "default", "image_size": 84,
+    write_results("robustness", {"recipe": {"demos": args.episodes, "difficulty": "default", "image_size": 84,
                                      "epochs": args.epochs, "boards": args.boards, "checkpoint": "best.pt",
                                      "evaluation_seeds_from": 30_000_000},
-                          "arms": arms, "targets": targets or None})
+                          "arms": arms, "targets": targets or None}, out=args.out)
     print(f"wrote {args.out}")
     return 0
 

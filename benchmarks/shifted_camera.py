@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from timing import describe_machine
+from results_file import write_results
 
 from robot_rl.envs.randomization import describe, get_randomization
 from robot_rl.envs.scene import BOARD_TOP, CAMERA_SITE, WRIST_CAMERA
@@ -35,7 +35,6 @@ from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
 from robot_rl.envs.tasks.pcb_inspect.expert import ScriptedExpert
 from robot_rl.envs.tasks.pcb_inspect.view import inspection_geometry, is_localized
 from robot_rl.episodes import wilson_interval
-from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "shifted_camera.json"
@@ -138,14 +137,14 @@ def main(argv: list[str] | None = None) -> int:
           f"(of {config.image_size}); centre tolerance {config.centre_tolerance * 1000:.0f} mm")
     print(f"{args.shift}: {'unpassable' if unpassable else 'passable'} by a pixels-only policy "
           f"(best {best:.0%} vs the {TARGET:.0%} target)")
-    write_json(args.out, {
-        "benchmark": "shifted_camera", "machine": describe_machine(), "shift": args.shift,
+    write_results("shifted_camera", {
+        "shift": args.shift,
         "change": describe(get_randomization(args.shift)), "centre_tolerance_mm": config.centre_tolerance * 1000,
         "expert_reached_inspection": total, "boards": args.boards, "seeds_from": SEEDS_FROM, "target": TARGET,
         "image_offset_px": {"median": float(np.median(offsets)), "p90": float(np.percentile(offsets, 90)),
                             "max": float(offsets.max()), "image_size": config.image_size},
         **summary, "unpassable_shifts": [args.shift] if unpassable else [],
-        "wall_s": round(time.perf_counter() - start, 1)})
+        "wall_s": round(time.perf_counter() - start, 1)}, out=args.out)
     print(f"wrote {args.out}")
     return 0
 

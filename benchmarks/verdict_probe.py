@@ -25,13 +25,12 @@ import time
 from pathlib import Path
 
 import torch
-from timing import describe_machine
+from results_file import write_results
 
 from robot_rl import keys
 from robot_rl.closed_loop import run_episodes
 from robot_rl.envs import make_env
 from robot_rl.envs.tasks import get_task
-from robot_rl.io import write_json
 from robot_rl.policy import actor_network, load_actor
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
@@ -141,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                                 "median_speed_at_rest", *(["policy_median_p_answer_on_verdict_frames",
                                 "policy_median_p_answer_on_waiting_frames", "fresh_head_held_out_recall_verdict",
                                 "fresh_head_held_out_recall_waiting"] if args.data else [])]))
-    write_json(args.out, {"benchmark": "verdict_probe", "machine": describe_machine(), "rows": rows,
-                          "wall_s": round(time.perf_counter() - start, 1)})
+    write_results("verdict_probe", {"rows": rows,
+                          "wall_s": round(time.perf_counter() - start, 1)}, out=args.out)
     print(f"wrote {args.out}")
     return 0
 
