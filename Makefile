@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
-.PHONY: demo test test-slow bench bench-quality bench-bc-vs-scratch bench-arms-tasks lint sysdeps clean
+.PHONY: demo test test-slow docs docs-render bench bench-quality bench-bc-vs-scratch bench-arms-tasks lint sysdeps clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
@@ -31,6 +31,13 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The generated docs pages and README tables, from benchmarks/results/*.json and the code; then the site.
+docs-render: $(STAMP)
+	$(BIN)/python benchmarks/render_docs.py
+
+docs: docs-render
+	$(BIN)/mkdocs build --strict --site-dir site
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py
@@ -68,4 +75,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache site

@@ -1,0 +1,381 @@
+"""Renders the docs pages and README tables that hold figures or come from code, so none can drift from its source.
+
+From ``benchmarks/results/*.json``: the results pages (``docs/results/``), the history page and the README's
+quick-start and results-at-a-glance tables (between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``).
+From the code: the CLI reference (the ``robot-rl`` parser, built from the option dataclasses in
+``robot_rl/configs.py``) and the tasks reference (tasks, difficulty presets, randomization presets, perturbations).
+Each figure printed names its file, with the machine, date and commit the file records.
+
+    python benchmarks/render_docs.py           # rewrite every generated page (make docs-render)
+    python benchmarks/render_docs.py --check   # exit 1 naming the pages that differ from what would be rendered
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import jinja2
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+TEMPLATES = ROOT / "benchmarks" / "docs_templates"
+README = ROOT / "README.md"
+COMMAND = "make docs-render"  # or: python benchmarks/render_docs.py
+BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
+# Template -> page; every template is rendered with the same helpers.
+PAGES = {
+    "results/index.md": "docs/results/index.md",
+    "results/demo.md": "docs/results/demo.md",
+    "results/bc.md": "docs/results/bc.md",
+    "results/fine-tuning.md": "docs/results/fine-tuning.md",
+    "results/robustness.md": "docs/results/robustness.md",
+    "results/throughput.md": "docs/results/throughput.md",
+    "results/arms-tasks.md": "docs/results/arms-tasks.md",
+    "results/reliability.md": "docs/results/reliability.md",
+    "history.md": "docs/history.md",
+}
+
+
+# -- loading and provenance ------------------------------------------------------------------------------------
+def load_results(folder: Path = RESULTS_DIR) -> dict[str, dict]:
+    """Every results file by its stem."""
+    return {path.stem: json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))}
+
+
+def machine_text(machine: dict | None) -> str:
+    """The CPU (or GPU) as the file records it: 'AMD EPYC, 2 cores'."""
+    if not machine:
+        return "machine not recorded"
+    cpu = re.sub(r"\((R|TM)\)", "", machine.get("cpu") or "unknown CPU").replace(" Processor", "").strip()
+    text = f"{cpu}, {machine.get('logical_cpus', '?')} cores"
+    return text + (f", {machine['gpu']}" if machine.get("gpu") else "")
+
+
+def wall_text(data: dict) -> str:
+    """The file's wall time: seconds, or the sum of its parts' seconds."""
+    for key in ("wall_s", "wall_seconds", "wall_seconds_this_invocation"):
+        value = data.get(key)
+        if key == "wall_seconds_this_invocation" and isinstance(value, int | float):
+            return f"{value:,.0f} s (its last invocation; runs in parts)"
+        if isinstance(value, dict):
+            total = value.get("make_demo") or sum(v for v in value.values() if isinstance(v, int | float))
+            return f"{total:,.0f} s"
+        if isinstance(value, int | float):
+            return f"{value:,.0f} s"
+    arms = [a["wall_s"] for a in data.get("arms", {}).values() if isinstance(a, dict) and "wall_s" in a]
+    if arms and all(isinstance(a, dict) for a in arms):
+        return f"{sum(sum(a.values()) for a in arms):,.0f} s (its arms' stages)"
+    return "wall time not recorded"
+
+
+def provenance_line(name: str, data: dict) -> str:
+    """'`benchmarks/results/NAME.json`: AMD EPYC, 2 cores; 2026-12-02; commit bae2daf; 437 s' (and where the date
+    and commit came from, when git history)."""
+    date = (data.get("date") or "date not recorded")[:10]
+    commit = (data.get("commit") or "commit not recorded")[:7]
+    note = " (date and commit: the git commit that added the file)" if data.get("provenance_source") else ""
+    return (f"`benchmarks/results/{name}.json`: {machine_text(data.get('machine'))}; {date}; commit {commit}; "
+            f"{wall_text(data)}{note}")
+
+
+def command_text(data: dict) -> str:
+    argv = data.get("argv") or []
+    if argv and argv[0].endswith(("python", "python3")) or (argv and "/python" in argv[0]):
+        argv = argv[1:]
+    if argv and argv[0].endswith(".py"):
+        argv = ["python", "benchmarks/" + Path(argv[0]).name, *argv[1:]]
+    return " ".join(argv)
+
+
+# -- number formatting -----------------------------------------------------------------------------------------
+def pct(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value * 100:.{digits}f}%"
+
+
+def ci(pair, digits: int = 0) -> str:
+    return f"{pct(pair[0], digits)}-{pct(pair[1], digits)}"
+
+
+def rate_ci(metrics: dict, digits: int = 0) -> str:
+    """'74% (60%-84%)' from a metrics dict (success_rate + success_ci95, or rate + ci95)."""
+    rate = metrics.get("success_rate", metrics.get("rate"))
+    pair = metrics.get("success_ci95", metrics.get("ci95"))
+    return f"{pct(rate, digits)} ({ci(pair, digits)})"
+
+
+def num(value, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def cell(value) -> str:
+    """A stored table cell as text: CIs as percentages, floats to 3 significant digits, bools as yes / no."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, float) and 0 <= v <= 1 for v in value):
+        return ci(value)
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "-"
+    return "-" if value is None or value == "" else str(value).replace("|", "\\|")
+
+
+def table(rows, columns=None, headers=None) -> str:
+    """A Markdown table of dict rows; ``columns`` picks keys, ``headers`` renames them."""
+    rows = list(rows)
+    columns = list(columns or (rows[0].keys() if rows else []))
+    headers = list(headers or columns)
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
+    lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# -- tables used on several pages ------------------------------------------------------------------------------
+def metrics_row(label: str, m: dict, boards: bool = True) -> dict:
+    return {"what": label, "success (95% CI)": rate_ci(m),
+            "boards": m.get("episodes", m.get("boards")), "guesses": m.get("guesses"),
+            "collisions / episode": m.get("collisions_per_episode"), "episode length": m.get("episode_length")}
+
+
+def bc_checks_table(data: dict) -> str:
+    """A bc_quality file's checks, then its policies on fresh boards."""
+    rows = [metrics_row(f"epoch {c['epoch']} (held-out boards)", c) for c in data["checks"]]
+    for key in ("fresh_boards_last", "fresh_boards"):
+        if key in data:
+            m = data[key]
+            rows.append(metrics_row(f"`{m.get('checkpoint', 'best.pt')}` on fresh boards", m))
+    return table(rows)
+
+
+def suite_table(files: dict[str, dict]) -> str:
+    """Robustness suites side by side: one row per shift, one column per arm (label -> arm dict)."""
+    shifts: list[str] = []
+    for arm in files.values():
+        shifts += [s["shift"] for s in arm["suite"] if s["shift"] not in shifts]
+    rows = []
+    for shift in shifts:
+        row = {"shift": f"`{shift}`"}
+        for label, arm in files.items():
+            found = [s for s in arm["suite"] if s["shift"] == shift]
+            row[label] = (f"{rate_ci(found[0])}, {found[0]['guesses']} guesses" if found else "not measured")
+        rows.append(row)
+    return table(rows)
+
+
+def lead_inspect_rows(data: dict | None) -> list[dict]:
+    """One row per finished arm of ``lead_inspect.json`` (an absent file or unfinished arms give none)."""
+    if not data:
+        return []
+    rows = []
+    for name, arm in data.get("arms", {}).items():
+        if arm.get("status") != "done" or "final" not in arm:
+            continue
+        final = arm["final"]
+        rows.append({"arm": name, "last policy, fresh boards": rate_ci(final), "boards": final.get("episodes"),
+                     "collisions / episode": final.get("collisions_per_episode"), "guesses": final.get("guesses"),
+                     "wall time": f"{arm.get('wall_s', 0):,.0f} s",
+                     "target met": arm.get("targets", {}).get("met")})
+    return rows
+
+
+# -- the code-generated reference pages ------------------------------------------------------------------------
+def cli_reference() -> str:
+    """Every command's options, from the ``robot-rl`` parser (which the option dataclasses build)."""
+    from robot_rl.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    out = [_header("the `robot-rl` parser (`robot_rl/cli.py`), built from the option dataclasses in "
+                   "`robot_rl/configs.py`"),
+           "# CLI reference", "",
+           "Every command of `robot-rl`, every option with its default, as `--help` prints them. Options are "
+           "typed fields of dataclasses in `robot_rl/configs.py`; an invalid value ends in one line naming the "
+           "option, exit code 2. See [run folders and checkpoints](../start/concepts.md) for what the folders "
+           "hold.", ""]
+    for name, command in sub.choices.items():
+        out += [f"## `robot-rl {name}`", "", (helps.get(name) or command.description or "").rstrip(".") + ".", ""]
+        for group in command._action_groups:
+            actions = [a for a in group._group_actions if a.option_strings and a.dest != "help"]
+            if not actions:
+                continue
+            if group.title not in ("options", "optional arguments"):
+                out += [f"**{group.title}**", ""]
+            rows = []
+            for action in actions:
+                flags = ", ".join(f"`{flag}`" for flag in action.option_strings)
+                default = action.default
+                if action.choices:
+                    help_text = f"{action.help or ''} (choices: {', '.join(map(str, action.choices))})"
+                else:
+                    help_text = action.help or ""
+                rows.append({"option": flags, "default": _default_text(default),
+                             "meaning": help_text.replace("%(default)s", str(default))})
+            out += [table(rows), ""]
+    return "\n".join(out)
+
+
+def _default_text(default) -> str:
+    if default is None:
+        return "-"
+    return "`''`" if default == "" else f"`{default}`"
+
+
+def tasks_reference() -> str:
+    """Tasks, their difficulty presets, the randomization presets and the perturbation suite, from the code."""
+    import math
+    from dataclasses import fields
+
+    from robot_rl.envs import randomization as rnd
+    from robot_rl.envs.tasks import TASKS
+
+    out = [_header("the task registry (`robot_rl.envs.tasks.TASKS`), each task's difficulty presets and "
+                   "`robot_rl.envs.randomization`"),
+           "# Tasks, difficulty, randomization and perturbations", "",
+           "What each built-in task is, and the ranges every episode draws from; the tables are generated "
+           "from the code. How a task works and how to write your own: [your own task](../guides/own-task.md).",
+           "", "## Tasks", ""]
+    out += [table([{"task": f"`{name}`", "version": task.version, "class": f"`{task.__module__}.{task.__name__}`",
+                    "defect types": ", ".join(task.defect_types) or "-", "difficulties": ", ".join(task.difficulties)}
+                   for name, task in TASKS.items()]), ""]
+    for name, task in TASKS.items():
+        out += [f"## Difficulty presets of `{name}`", ""]
+        rows = []
+        for level in task.difficulties.values():
+            rows.append({"level": level.name, "board x (m)": f"{level.board_x[0]:.2f}-{level.board_x[1]:.2f}",
+                         "board y (m)": f"+-{level.board_y[1]:.2f}",
+                         "yaw": f"+-{math.degrees(level.board_max_yaw):.0f} deg",
+                         "posts": level.num_posts,
+                         "post height (m)": f"{level.post_height:.2f}" if level.num_posts else "-",
+                         "defect size": f"x{level.defect_scale:g}",
+                         "lighting jitter": f"+-{level.light_variation:.0%}" if level.light_variation else "0",
+                         "joint noise at reset (rad)": f"{level.init_joint_noise:g}"})
+        out += [table(rows), ""]
+    presets = [r for r in rnd.RANDOMIZATIONS.values() if r.name != "none"]
+    out += ["## Domain randomization presets", "",
+            "`randomization=` on the envs and `--randomization` on the commands; each value is drawn uniformly from "
+            "its range per episode (`none` draws nothing). Multipliers are `x`; a colour has one range per channel.",
+            ""]
+    rows = []
+    for f in fields(rnd.Randomization):
+        if f.name == "name":
+            continue
+        rows.append({"quantity": f"`{f.name}`", "meaning": RANDOMIZATION_MEANING.get(f.name, ""),
+                     **{f"`{r.name}`": _field_text(f.name, getattr(r, f.name)) for r in presets}})
+    out += [table(rows), "", "## Perturbation suite", "",
+            "`evaluate --perturbations` runs the evaluation's boards nominally and under each fixed shift "
+            "(`robot_rl.envs.randomization.PERTURBATIONS`), every one outside the `default` ranges:", ""]
+    out += [table([{"shift": f"`{p.name}`", "change from the nominal cell": rnd.describe(p)}
+                   for p in rnd.PERTURBATIONS.values()]), ""]
+    return "\n".join(out)
+
+
+# What each Randomization field varies (its unit), for the reference table.
+RANDOMIZATION_MEANING = {
+    "light_intensity": "light intensity, x nominal (diffuse and ambient)",
+    "light_colour": "light colour, x each channel",
+    "light_tilt": "horizontal offset of the light direction (z = -1), random heading",
+    "board_colour": "board colour, x the texture, each channel",
+    "board_gloss": "board finish, x specular and shininess",
+    "board_masks": "board solder mask (texture)",
+    "table_colour": "table colour (the wrist view's background), x each channel",
+    "table_hsv": "table colour drawn in HSV instead (then x `table_colour`)",
+    "table_marks": "distractor marks on the table, 55-180 mm from the board centre, 8-50 mm, any colour",
+    "fixture_colour": "clamp posts and floor colour, x each channel",
+    "camera_shift": "wrist camera offset from its mount (m), random direction",
+    "camera_tilt": "wrist camera tilt (deg), random axis",
+    "camera_fov": "wrist camera field of view change (deg; nominal 50)",
+    "pixel_noise": "Gaussian pixel noise, std (0-255 scale), per episode",
+}
+
+
+def _field_text(name: str, value) -> str:
+    if name == "board_masks":
+        return ", ".join(value)
+    if name == "table_hsv":
+        return "nominal" if value is None else "HSV " + ", ".join(
+            f"{c} {lo:g}-{hi:g}" for c, (lo, hi) in zip("hsv", value))
+    if name == "table_marks":
+        return "none" if value == (0, 0) else f"{value[0]}-{value[1]}"
+    if isinstance(value[0], tuple):
+        parts = {f"{lo:g}-{hi:g}" if lo != hi else f"{lo:g}" for lo, hi in value}
+        return "x" + parts.pop() if len(parts) == 1 else "x(" + ", ".join(
+            f"{lo:g}-{hi:g}" for lo, hi in value) + ")"
+    low, high = value
+    return f"{low:g}-{high:g}" if low != high else f"{low:g}"
+
+
+def _header(source: str) -> str:
+    return (f"<!-- Generated by benchmarks/render_docs.py from {source}. Do not edit: change the source, then run "
+            f"`{COMMAND}`. -->\n")
+
+
+# -- rendering -------------------------------------------------------------------------------------------------
+def environment(results: dict[str, dict]) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, table=table, metrics_row=metrics_row,
+                       bc_checks_table=bc_checks_table, suite_table=suite_table, lead_inspect_rows=lead_inspect_rows,
+                       prov=lambda name: provenance_line(name, results[name]),
+                       cmd=lambda name: command_text(results[name]), machine=machine_text)
+    return env
+
+
+def render_all(results: dict[str, dict] | None = None) -> dict[Path, str | bytes]:
+    """Every generated file (docs pages, the README with its blocks filled, the images) by path, as it should
+    read."""
+    results = load_results() if results is None else results
+    env = environment(results)
+    pages = {}
+    for template, page in PAGES.items():
+        text = env.get_template(template).render()
+        pages[ROOT / page] = _header(f"`benchmarks/results/*.json` through `benchmarks/docs_templates/{template}`") \
+            + text
+    pages[ROOT / "docs/reference/cli.md"] = cli_reference()
+    pages[ROOT / "docs/reference/tasks.md"] = tasks_reference()
+    pages[README] = render_readme(README.read_text(), env)
+    # The images the pages show, copied: MkDocs serves only what lies under docs/.
+    for image in [*sorted(RESULTS_DIR.glob("*.png")), *sorted((ROOT / "assets" / "readme").glob("*.png"))]:
+        pages[ROOT / "docs" / "assets" / image.name] = image.read_bytes()
+    return pages
+
+
+def render_readme(text: str, env: jinja2.Environment) -> str:
+    """The README with each generated block replaced by ``readme/NAME.md`` rendered."""
+    def fill(match: re.Match) -> str:
+        body = env.get_template(f"readme/{match['name']}.md").render()
+        return match.group(1) + body.rstrip("\n") + "\n" + match.group(4)
+
+    return BLOCK.sub(fill, text)
+
+
+def stale(pages: dict[Path, str | bytes]) -> list[Path]:
+    """The generated files whose committed content differs from ``pages``."""
+    return [path for path, content in pages.items() if not path.is_file()
+            or (path.read_bytes() if isinstance(content, bytes) else path.read_text()) != content]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report pages that differ; exit 1 if any")
+    args = parser.parse_args(argv)
+    pages = render_all()
+    differ = stale(pages)
+    if args.check:
+        for path in differ:
+            print(f"{path.relative_to(ROOT)} differs from its sources; run `{COMMAND}`", file=sys.stderr)
+        return 1 if differ else 0
+    for path in differ:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        content = pages[path]
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

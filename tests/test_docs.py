@@ -1,0 +1,134 @@
+"""The docs site builds strictly, its generated pages match their sources, and every docs link in the code, help
+texts and README points at a page and anchor that exist."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import render_docs  # noqa: E402  (benchmarks/ is not a package: its scripts import each other by name)
+from markdown.extensions.toc import slugify  # noqa: E402
+
+DOCS = ROOT / "docs"
+# A docs reference in code or the README: docs/PAGE.md or docs/PAGE.md#anchor.
+DOC_LINK = re.compile(r"docs/([\w/-]+\.md)(?:#([\w-]+))?")
+
+
+def anchors(page: Path) -> set[str]:
+    """The heading anchors MkDocs gives ``page`` (the toc extension's default slugs)."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {slugify(re.sub(r"[`*]", "", m), "-") for m in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+def test_generated_pages_match_their_sources():
+    differ = render_docs.stale(render_docs.render_all())
+    assert not differ, (f"generated docs differ from benchmarks/results/*.json or the code: "
+                        f"{', '.join(str(p.relative_to(ROOT)) for p in differ)}; run `make docs-render` "
+                        f"(python benchmarks/render_docs.py) and commit the result")
+
+
+def test_docs_build_strictly_offline(tmp_path):
+    """A broken link or anchor fails the build (strict), and the theme fetches no web fonts."""
+    config = (ROOT / "mkdocs.yml").read_text()
+    assert "strict: true" in config and "font: false" in config and "plugins" not in config
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, env={"NO_MKDOCS_2_WARNING": "1", "PATH": ""})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "results" / "index.html").is_file()
+    assert "fonts.googleapis" not in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_docs_links_in_code_and_readme_point_at_existing_anchors():
+    sources = [ROOT / "README.md", *[p for folder in ("robot_rl", "envs", "pretrain", "benchmarks")
+                                     for p in (ROOT / folder).rglob("*.py")]]
+    checked = 0
+    for source in sources:
+        for page, anchor in DOC_LINK.findall(source.read_text()):
+            target = DOCS / page
+            assert target.is_file(), f"{source.relative_to(ROOT)} links docs/{page}, which does not exist"
+            if anchor:
+                assert anchor in anchors(target), \
+                    f"{source.relative_to(ROOT)} links docs/{page}#{anchor}: no such anchor"
+            checked += 1
+    assert checked >= 10  # the README alone links a dozen pages
+
+
+def test_every_results_file_records_provenance():
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        data = json.loads(path.read_text())
+        for key in ("date", "commit", "argv"):
+            assert data.get(key), f"{path.name} has no {key}"
+        assert "machine" in data, f"{path.name} has no machine"
+        assert any(k in data for k in ("wall_s", "wall_seconds", "wall_seconds_this_invocation")), \
+            f"{path.name} has no wall time"
+        assert render_docs.machine_text(data["machine"]).split(",")[0] in ("Intel Xeon", "AMD EPYC")
+
+
+def test_write_results_adds_provenance(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["benchmarks/example.py", "--fast"])
+    from results_file import write_results
+
+    path = write_results("example", {"rows": [1, 2], "commit": "measured-elsewhere"}, out=tmp_path / "x.json")
+    data = json.loads(path.read_text())
+    assert data["benchmark"] == "example" and data["rows"] == [1, 2]
+    assert data["commit"] == "measured-elsewhere"  # the payload's own fields win
+    assert data["argv"] == ["benchmarks/example.py", "--fast"] and data["date"] and data["machine"]["cpu"]
+    assert isinstance(data["wall_s"], float)
+
+
+def test_each_figure_names_the_machine_its_file_records():
+    results = render_docs.load_results()
+    for name in ("quick_demo", "robustness_12_epochs"):
+        line = render_docs.provenance_line(name, results[name])
+        assert render_docs.machine_text(results[name]["machine"]) in line and results[name]["commit"][:7] in line
+
+
+@pytest.mark.parametrize("arms", [None, {}, {"recipe": {"status": "not run yet"}}])
+def test_lead_inspect_results_render_without_finished_arms(arms):
+    results = render_docs.load_results()
+    if arms is None:
+        results.pop("lead_inspect", None)
+    else:
+        results["lead_inspect"] = _lead_inspect(arms)
+    text = " ".join(render_docs.environment(results).get_template("results/arms-tasks.md").render().split())
+    assert "has no finished arm in a committed results file yet" in text
+
+
+def test_lead_inspect_results_render_a_row_per_finished_arm():
+    results = render_docs.load_results()
+    final = {"episodes": 100, "success_rate": 0.91, "success_ci95": [0.84, 0.95], "guesses": 1,
+             "collisions_per_episode": 0.05}
+    results["lead_inspect"] = _lead_inspect({
+        "recipe": {"status": "done", "final": final, "wall_s": 1234.0, "targets": {"met": True}},
+        "dagger": {"status": "not run yet"}})
+    pages = {name: render_docs.environment(results).get_template(name).render()
+             for name in ("results/arms-tasks.md", "results/index.md")}
+    assert "| recipe | 91% (84%-95%) | 100 | 0.05 | 1 | 1,234 s | yes |" in pages["results/arms-tasks.md"]
+    assert "Not run yet: dagger." in pages["results/arms-tasks.md"]
+    assert "`lead-inspect`, arm recipe" in pages["results/index.md"]
+
+
+def _lead_inspect(arms: dict) -> dict:
+    return {"benchmark": "lead_inspect", "date": "2026-12-03T00:00:00+00:00", "commit": "0" * 40,
+            "argv": ["benchmarks/lead_inspect.py"], "machine": {"cpu": "AMD EPYC", "logical_cpus": 2},
+            "targets": {"last_policy_success_min": 0.9, "collisions_per_episode_max": 0.1, "fresh_boards": 100},
+            "arms": arms, "stage_seconds": {}}
+
+
+def test_own_task_example_runs(tmp_path):
+    """The guide's complete task example, as written: the module, then the expert on it."""
+    text = (DOCS / "guides" / "own-task.md").read_text()
+    blocks = dict(re.findall(r"<!-- example: (\S+) -->\n```python\n(.*?)```", text, flags=re.S))
+    (tmp_path / "my_tasks.py").write_text(blocks["my_tasks.py"])
+    done = subprocess.run([sys.executable, "-c", blocks["run"]], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "expert success: True" in done.stdout
