@@ -59,22 +59,37 @@ FINAL_METRICS = ("episodes", "success_rate", "success_ci95", "guesses", "verdict
 class Stages:
     """Each stage's measured seconds, kept across the parts of the benchmark (``stages.json`` in the work folder).
 
-    A stage that finished in an earlier part keeps the seconds measured then; ``run`` times only what runs now."""
+    A stage may run in several parts (stopped by Ctrl-C or SIGTERM, resumed by the next invocation): each part's
+    seconds and the machine's load average at its end are kept, and the stage's seconds are their sum. A part
+    killed with kill -9 leaves no record (its work is kept by the run folder, its time is lost). A stage that
+    finished in an earlier part keeps the seconds measured then."""
 
     def __init__(self, path: Path):
         self.path = path
-        self.seconds = json.loads(path.read_text()) if path.is_file() else {}
+        self.stages = json.loads(path.read_text()) if path.is_file() else {}
+
+    def seconds(self, name: str) -> float:
+        return self.stages[name]["seconds"]
 
     def run(self, name: str, work, done: bool):
-        """Runs ``work()`` (reusing a finished folder is cheap); records its seconds unless ``done`` before."""
-        start = time.perf_counter()
-        result = work()
-        if not done or name not in self.seconds:
-            self.seconds[name] = round(time.perf_counter() - start, 1)
+        """Runs ``work()`` (reusing a finished folder is cheap); records the part unless the stage was ``done``
+        and timed before."""
+        if done and self.stages.get(name, {}).get("finished"):
+            return work()
+        start, finished = time.perf_counter(), False
+        try:
+            result = work()
+            finished = True
+            return result
+        finally:
+            stage = self.stages.setdefault(name, {"seconds": 0.0, "parts": []})
             # Another load on the machine slows a stage: its load average is kept beside its seconds.
-            self.seconds[f"{name}:load_average_1min"] = round(os.getloadavg()[0], 2)
-            write_json(self.path, self.seconds)
-        return result
+            stage["parts"].append({"seconds": round(time.perf_counter() - start, 1), "finished": finished,
+                                   "load_average_1min": round(os.getloadavg()[0], 2),
+                                   "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            stage["seconds"] = round(sum(part["seconds"] for part in stage["parts"]), 1)
+            stage["finished"] = finished
+            write_json(self.path, self.stages)
 
 
 def bc_config(data: Path, run_dir: Path, epochs: int, eval_every: int, boards: int, device: str,
@@ -181,14 +196,14 @@ def main(argv: list[str] | None = None) -> int:
         final = stages.run(f"evaluate:{name}", lambda run_dir=run_dir, checkpoint=checkpoint:
                            last_on_fresh_boards(run_dir, checkpoint, args.boards, args.device, args.precision),
                            done=(run_dir / "eval-fresh-last" / "report.json").is_file())
-        bc_seconds = stages.seconds[f"train:{bc_dir.name}"]
-        start = stages.seconds["collect"]
+        bc_seconds = stages.seconds(f"train:{bc_dir.name}")
+        start = stages.seconds("collect")
         bc_summary = json.loads((bc_dir / "summary.json").read_text())
         curve = [{**c, "wall_s": round(start + bc_seconds * c["epoch"] / bc_summary["epochs"], 1)}
                  for c in closed_loop_checks(bc_dir, bc_summary["steps"] // bc_summary["epochs"])]
         train_s = bc_seconds
         if name == "dagger":
-            dagger_s, rounds = stages.seconds["train:dagger"], summary["rounds"]
+            dagger_s, rounds = stages.seconds("train:dagger"), summary["rounds"]
             train_s += dagger_s
             curve += [{"round": r["round"], **{k: r[k] for k in ("success_rate", "success_ci95", "episodes",
                                                                   "guesses", "collisions_per_episode")},
@@ -197,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                       for r in rounds[1:]]
         arms[name] = {"status": "done", "curve": curve, "final": final, "targets": verdict_on_targets(final),
                       "seconds": {"collect": start, "train": round(train_s, 1),
-                                  "evaluate": stages.seconds[f"evaluate:{name}"]},
+                                  "evaluate": stages.seconds(f"evaluate:{name}")},
                       "wall_s": round(start + train_s, 1)}
     arms["recipe"]["config"] = {"epochs": RECIPE_EPOCHS, "eval_every": 2}
     arms["bc-longer"]["config"] = {"epochs": LONGER_EPOCHS, "eval_every": 6}
@@ -214,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "lead_inspect", **provenance(), "machine": describe_machine(),
         "precision": describe(args.precision, device), "task": TASK, "arm": ARM, "difficulty": DIFFICULTY,
         "image_size": IMAGE_SIZE, "demos": {"episodes": len(dataset.episodes), "frames": dataset.frames},
-        "targets": TARGETS, "arms": arms, "stage_seconds": stages.seconds,
+        "targets": TARGETS, "arms": arms, "stages": stages.stages,
         "note": "checks are placed on the wall-clock axis by epoch (BC) or round (DAgger) within their stage's "
                 "measured seconds; the final points are measured",
     })
