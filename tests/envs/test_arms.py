@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -17,6 +18,7 @@ from robot_rl.envs.arms import ARM_PREFIX, ARMS, CAMERA_SITE, HOME_CAMERA_POS, A
 from robot_rl.envs.gym_env import InspectionGymEnv
 from robot_rl.envs.scene import ArmScene
 from robot_rl.envs.task import TaskConfig
+from robot_rl.envs.tasks.lead_inspect import LeadInspectTask
 from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
 from robot_rl.envs.tasks.pcb_inspect.expert import ScriptedExpert
 from robot_rl.envs.torchrl_env import InspectionEnv
@@ -244,3 +246,38 @@ def test_an_arm_files_package_mjcf_is_located_without_importing_the_package(tmp_
     with pytest.raises(ArmError, match="no package 'no_such_pack'"):
         ArmScene(0, get_arm(str(arm_file)))
     assert not marker.exists()
+
+
+def test_the_pandas_camera_looks_from_past_its_fingertips():
+    pytest.importorskip("gymnasium_robotics", reason="the [panda] extra is not installed")
+    scene = ArmScene(0, "panda")
+    scene.reset(scene.home)
+    scene.forward()
+    model, data = scene.model, scene.data
+    flange = model.body(ARM_PREFIX + "panda0_link7").id
+    origin, axis = data.xpos[flange], data.xmat[flange].reshape(3, 3)[:, 2]
+    camera_reach = (scene.camera_pose()[0] - origin) @ axis
+    fingers = [g for g in range(model.ngeom) if "finger" in model.body(model.geom_bodyid[g]).name
+               and model.geom_conaffinity[g]]
+    assert fingers
+    for geom in fingers:
+        # How far the geom reaches along the flange axis: its centre plus its half-extent along that axis.
+        frame = data.geom_xmat[geom].reshape(3, 3)
+        size = model.geom_size[geom]
+        if model.geom_type[geom] == mujoco.mjtGeom.mjGEOM_CAPSULE:
+            extent = size[0] + size[1] * abs(frame[:, 2] @ axis)
+        else:
+            extent = np.abs(frame.T @ axis) @ size
+        assert (data.geom_xpos[geom] - origin) @ axis + extent < camera_reach, model.geom(geom).name
+    # The view is tilted 50 degrees off the flange axis (the lead view's angle from straight down).
+    view = -scene.camera_pose()[1][:, 2]
+    assert np.degrees(np.arccos(view @ axis)) == pytest.approx(50.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("difficulty, seeds", [("easy", (0, 1, 2)), ("default", (0, 10, 20)), ("hard", (7, 17, 30))])
+def test_the_panda_reaches_the_lead_view_where_its_flange_camera_did_not(difficulty, seeds):
+    # Boards of arms.py's first 40 where the Panda's expert failed (or collided) with the camera looking along the
+    # flange beside the fingers; easy ones have the connector's open side facing the base.
+    pytest.importorskip("gymnasium_robotics", reason="the [panda] extra is not installed")
+    task = LeadInspectTask(difficulty, TaskConfig(image_size=32), arm="panda")
+    expert_inspects_without_collisions(task, [40_000_000 + seed for seed in seeds])
