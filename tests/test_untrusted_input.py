@@ -37,7 +37,10 @@ def _one_line(capsys) -> str:
 
 
 def _checkpoint_naming(bc_run_dir, path, **env) -> str:
+    """The BC run's checkpoint with ``env`` entries replaced; its arm digest is dropped unless ``env`` gives one
+    (an artefact from before digests were recorded)."""
     state = load_checkpoint(policy_checkpoint(bc_run_dir))
+    state["env"].pop("arm_sha256", None)
     state["env"].update(env)
     torch.save(state, path)
     return str(path)

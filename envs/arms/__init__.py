@@ -4,8 +4,8 @@
 path of a JSON file holding an ``ArmSpec``'s fields (a user's own arm; a relative ``mjcf`` is read from beside the
 JSON file).
 
-Datasets, checkpoints and exports record an arm file by its path and by ``arm_digest``, a hash of its content, so a
-file edited since (a camera or base pose moved) is refused where the recorded artefact is loaded (``check_arm``).
+Datasets, checkpoints and exports record an arm by its name or path and by ``arm_digest``, a hash of its content, so
+an arm changed since (a camera or base pose moved) is refused where the recorded artefact is loaded (``check_arm``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from robot_rl.envs.arms.panda import PANDA
@@ -64,31 +65,38 @@ def get_arm(arm: str | ArmSpec) -> ArmSpec:
     raise ArmError(f"unknown arm {arm!r}; choose one of {', '.join(ARMS)} or give an ArmSpec .json file")
 
 
-def arm_digest(arm: str) -> str | None:
-    """sha256 (hex) of an arm file's content: its ArmSpec fields as canonical JSON (the ``mjcf`` location left
-    out), then the bytes of the MJCF file it names. None for a registered arm, which is code of this install and
-    compared by name.
+def arm_digest(arm: str) -> str:
+    """sha256 (hex) of an arm's content: its ArmSpec fields as canonical JSON (the ``mjcf`` location and builder
+    left out), then, for an arm file, the bytes of the MJCF file it names.
 
-    Why these bytes: the fields hold what an edit moves (camera pose, base pose, joints, gains, home) and the MJCF
-    the kinematics; canonical JSON ignores formatting and key order, and leaving the location out lets a dataset
-    and its arm move to another folder or machine together. Files the MJCF includes (meshes) are not hashed."""
-    if arm in ARMS or not arm.endswith(".json"):
-        return None
+    Why these bytes: the fields hold what an edit moves (camera pose, base pose, joints, gains, home, revision) and
+    the MJCF the kinematics; canonical JSON ignores formatting and key order, and leaving the location out lets a
+    dataset and its arm move to another folder or machine together. A registered arm's MJCF is code of this
+    install (or of the package that ships it) and is not hashed; nor are files an MJCF includes (meshes)."""
     spec = get_arm(arm)
-    fields = spec.to_dict()
-    del fields["mjcf"]
+    fields = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(spec).items()
+              if k not in ("mjcf", "mjcf_builder")}
+    if fields["revision"] == 1:
+        del fields["revision"]  # the digests recorded before arms had a revision stay valid
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode())
-    digest.update(mjcf_path(spec).read_bytes())
+    if arm not in ARMS:
+        digest.update(mjcf_path(spec).read_bytes())
     return digest.hexdigest()
 
 
-def check_arm(arm: str, recorded: str | None, source: str) -> str | None:
+def check_arm(arm: str, recorded: str | None, source: str) -> str:
     """The arm's digest now, checked against the one ``source`` (an artefact) recorded: a mismatch is an ArmError
-    naming both; an artefact from before digests were recorded loads with a one-line warning on stderr."""
+    naming both. An artefact from before digests were recorded loads (an arm file's with a one-line warning on
+    stderr), unless it names a registered arm whose ``revision`` has been raised since: then ArmError."""
     current = arm_digest(arm)
-    if current is None or recorded == current:
+    if recorded == current:
         return current
     if recorded is None:
+        if arm in ARMS:
+            if ARMS[arm].revision > 1:
+                raise ArmError(f"{source}: recorded with arm {arm} before its revision {ARMS[arm].revision} "
+                               f"(no {DIGEST_KEY}); collect and train again with this arm")
+            return current
         print(f"warning: {source}: records arm {arm} by path only (no {DIGEST_KEY}); using the file as it is now",
               file=sys.stderr)
         return current

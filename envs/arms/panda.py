@@ -92,4 +92,5 @@ PANDA = ArmSpec(
     camera_body="panda0_link7", camera_pos=_CAMERA_POS, camera_quat=_CAMERA_QUAT, camera_fovy=50.0,
     max_joint_speed=2.61 * 2,  # twice Franka's fastest joint speed limit (2.61 rad/s)
     posture_cost=1e-2,
+    revision=2,  # the camera moved past the fingertips and tilted: images of revision 1 are another arm's
 )

@@ -52,7 +52,9 @@ class ArmSpec:
     only names the source. ``posture_cost``: weight of a posture task in the control IK pulling towards home (a
     redundant arm needs it to keep its elbow sane). ``geom_group``: MuJoCo group given to every arm geom (the wrist
     camera skips group 1: the arm is behind its image plane, and software GL is faster without it); None keeps
-    the file's groups.
+    the file's groups. ``revision``: raised when a registered arm changes what its artefacts hold (a moved camera
+    changes every image): artefacts recorded before content hashes were, which name the arm only, are then
+    refused instead of loading with the new arm.
     """
 
     name: str
@@ -71,6 +73,7 @@ class ArmSpec:
     posture_cost: float = 0.0
     geom_group: int | None = 1
     mjcf_builder: Callable[[], str] | None = None
+    revision: int = 1
 
     def __post_init__(self) -> None:
         culprit = f"arm {self.name!r}"

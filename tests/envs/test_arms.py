@@ -281,3 +281,18 @@ def test_the_panda_reaches_the_lead_view_where_its_flange_camera_did_not(difficu
     pytest.importorskip("gymnasium_robotics", reason="the [panda] extra is not installed")
     task = LeadInspectTask(difficulty, TaskConfig(image_size=32), arm="panda")
     expert_inspects_without_collisions(task, [40_000_000 + seed for seed in seeds])
+
+
+def test_registered_arms_are_recorded_by_content_and_a_raised_revision_refuses_older_artefacts():
+    from robot_rl.envs.arms import ARMS, ArmError, arm_digest, check_arm
+
+    ur5e = arm_digest("ur5e_like")
+    assert len(ur5e) == 64 and ur5e != arm_digest("panda")
+    assert check_arm("ur5e_like", ur5e, "data.json") == ur5e
+    # Artefacts from before registered arms were hashed name the arm only: revision 1 loads them as it always did.
+    assert ARMS["ur5e_like"].revision == 1 and check_arm("ur5e_like", None, "old.json") == ur5e
+    # The Panda's camera moved (revision 2): its older artefacts hold another arm's images.
+    with pytest.raises(ArmError, match=r"old\.pt: recorded with arm panda before its revision 2"):
+        check_arm("panda", None, "old.pt")
+    with pytest.raises(ArmError, match="arm ur5e_like changed since it was recorded"):
+        check_arm("ur5e_like", "0" * 64, "edited.json")
