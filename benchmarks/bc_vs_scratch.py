@@ -208,7 +208,7 @@ def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, devi
     options = {**preset["ppo"], "total_frames": frames or preset["bc_frames"], "seed": seed, "device": device,
                "run_dir": str(root / f"{arm}-seed{seed}"), **overrides}
     if arm == "bc":
-        return FinetuneConfig(**options, init=str(bc_dir))
+        return FinetuneConfig(**options, init=str(bc_dir), checkpoint_kind="best")  # as measured: BC's best.pt
     demos = preset["demos"]
     return FinetuneConfig(**{**options, **preset["scratch"]}, from_scratch=True, anchor_weight=0.0,
                           difficulty=demos.difficulty, image_size=demos.image_size, task=demos.task)
@@ -222,7 +222,7 @@ def run_ppo(config: FinetuneConfig) -> dict:
 def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:
     """The BC policy on the PPO runs' held-out boards, before any PPO frame (what tau is computed from)."""
     device = resolve_device(device)
-    actor, env, _ = load_actor(bc_dir, device, precision=ppo.precision)
+    actor, env, _ = load_actor(bc_dir, device, precision=ppo.precision, checkpoint_kind=ppo.checkpoint_kind)
     seeds = held_out_seeds(ppo.eval_seed, ppo.eval_episodes, set())
     metrics, _ = evaluate_policy(actor, seeds, difficulty=difficulty, image_size=image_size, num_envs=8,
                                  device=device, task=env["env"])

@@ -207,7 +207,8 @@ class RunFolder:
         anything for a new run."""
         if not self.started:
             return False
-        stored = json.loads((self.path / CONFIG_FILE).read_text())
+        # The stored options as this version reads them (what an older run predates filled in as it ran).
+        stored = json.loads(json.dumps(dataclasses.asdict(load_config(self.path / CONFIG_FILE, type(config)))))
         given = json.loads(json.dumps(dataclasses.asdict(config)))
         stored["run_dir"] = given.get("run_dir")  # the folder may have moved since it was stored
         if not self.finished and stored == given:
