@@ -1,4 +1,4 @@
-"""The ``robot-rl`` command line: one subcommand per pipeline stage.
+"""The robot-rl command line: one subcommand per pipeline stage, plus info (what a folder holds) and list (names).
 
 Each subcommand imports its stage lazily, so ``robot-rl --help`` stays fast. ``main`` is the one exception
 boundary: bad input (an option value, a path that is a file, too long, not writable) ends with a one-line error

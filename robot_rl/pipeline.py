@@ -200,7 +200,8 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
         timings["dagger"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    _train_stage("[4/5] finetune", "finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
+    _train_stage(f"[4/5] finetune from {policy_checkpoint(start_dir, preset.finetune.checkpoint_kind)}", "finetune",
+                 ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
         preset.finetune, init=str(start_dir), run_dir=str(ppo_dir), device=device, precision=precision), progress,
         log)
     timings["finetune"] = time.perf_counter() - start

@@ -82,7 +82,9 @@ def load_pretrained(run_dir: str | Path, checkpoint_kind: str = "last") -> dict:
     """The checkpoint a behaviour-cloning run folder (or file) means under ``run_folder.policy_checkpoint``'s rule."""
     path = policy_checkpoint(run_dir, checkpoint_kind)
     if not path.is_file():
-        raise UsageError(f"--policy {run_dir}: no {path.name} (not a pretrain run folder?)")
+        missing = (f"no {path.relative_to(run_dir)} (not a pretrain run folder?)" if Path(run_dir).is_dir()
+                   else "no such run folder or checkpoint")
+        raise UsageError(f"--policy {run_dir}: {missing}")
     state = load_checkpoint(path)
     if state.get("kind") != "bc":
         raise UsageError(f"{path}: not a behaviour-cloning checkpoint (kind={state.get('kind')!r})")
