@@ -84,8 +84,10 @@ def describe_training_run(run_dir: Path, config: dict) -> Lines:
     folder = RunFolder(run_dir)
     state = load_checkpoint(folder.checkpoint("last")) if folder.checkpoint("last").is_file() else {}
     finished = (run_dir / SUMMARY_FILE).is_file()
+    # The checkpoint of --policy it started from (runs from before the rule recorded none: they took best.pt).
+    start = f"from {config.get('init')}, its {config.get('checkpoint_kind', 'best')}.pt"
     if "total_frames" in config:
-        stage = "finetune (PPO" + (", from scratch)" if config.get("from_scratch") else f", from {config['init']})")
+        stage = "finetune (PPO, " + ("from scratch)" if config.get("from_scratch") else f"{start})")
         iterations = config["total_frames"] // config["frames_per_batch"]
         progress = (f"iteration {state.get('iteration', 0)} of {iterations}, {state.get('frames', 0)} of "
                     f"{config['total_frames']} frames")
@@ -94,7 +96,7 @@ def describe_training_run(run_dir: Path, config: dict) -> Lines:
                  f"{_rate(curve[-1]['success_rate'], curve[-1].get('success_ci95'))} success at iteration "
                  f"{curve[-1]['iteration']}")
     else:
-        stage = "pretrain (behaviour cloning" + (f", from {config['init']})" if config.get("init") else ")")
+        stage = "pretrain (behaviour cloning" + (f", {start})" if config.get("init") else ")")
         progress = f"epoch {state.get('epoch', 0)} of {config['epochs']}, step {state.get('step', 0)}"
         check = _last_check_bc(run_dir)
     return [("stage", stage), *_env_lines(state.get("env") or {}),
@@ -110,7 +112,8 @@ def describe_dagger(run_dir: Path, config: dict) -> Lines:
     meta_path = run_dir / "aggregate" / "meta.json"
     env = _json(meta_path) if meta_path.is_file() else {}
     done = max(0, len(checks) - 1)  # round-00 is the init policy's check
-    return [("stage", f"dagger (from {config.get('init')})"), *_env_lines(env),
+    start = f"from {config.get('init')}, its {config.get('checkpoint_kind', 'best')}.pt"
+    return [("stage", f"dagger ({start})"), *_env_lines(env),
             ("progress", f"round {done} of {config.get('rounds')}"
                          + ("; finished" if finished else "; unfinished: --resume continues it")),
             ("last check", "none yet" if last is None else
