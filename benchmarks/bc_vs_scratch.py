@@ -110,7 +110,8 @@ PRESETS = {
         "demos": CollectConfig(out="data/bench-lead-few-demos", episodes=150, difficulty="easy", image_size=64,
                                task="lead-inspect"),
         "bc": BCConfig(run_dir="runs/bench-lead-dagger/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
-        "dagger": DAggerConfig(rounds=2, episodes_per_round=150, epochs_per_round=4, eval_episodes=50),
+        "dagger": DAggerConfig(rounds=2, episodes_per_round=150, epochs_per_round=4, eval_episodes=50,
+                               checkpoint_kind="best"),  # from BC's best.pt, as the other presets' PPO
         **CPU_PPO,
         "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
         "bc_frames": 65_536,

@@ -310,5 +310,5 @@ def ensure_trained(config: DAggerConfig, progress: bool = True) -> dict:
 
 
 def final_policy_run(summary: dict) -> Path:
-    """The BC run folder of a finished DAgger run's last round: what ``finetune --init`` starts from."""
+    """The BC run folder of a finished DAgger run's last round: what ``finetune --policy`` starts from."""
     return Path(summary["policy"]).parent.parent

@@ -27,7 +27,8 @@ DEFAULT_ARM = "ur5e_like"
 DEFAULT_TASK = "pcb-inspect"
 TASK_HELP = ("what the camera inspects: pcb-inspect (a board's components, from straight above), lead-inspect "
              "(a connector's pins, from its open side: the view must tilt), or your own task as module:Class (a "
-             "Task subclass in an importable module, imported to run it: README 'Tasks'); robot-rl list shows them")
+             "Task subclass in an importable module, imported to run it: docs/guides/own-task.md); robot-rl list "
+             "shows them")
 ARM_HELP = "the arm carrying the camera: a registered name (ur5e_like, panda) or an ArmSpec .json file"
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
 MAX_HIDDEN, MAX_KEYPOINTS = 4096, 512  # architecture bounds, also where checkpoints and exports are read
