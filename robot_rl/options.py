@@ -22,7 +22,7 @@ from typing import Any
 from robot_rl.errors import UsageError
 
 
-def option(default: Any, help: str, *, choices: tuple[str, ...] = (), flag: str = "",  # noqa: A002 - argparse's
+def option(default: Any, help: str, *, choices: tuple[str, ...] = (), flag: str = "",  # noqa: A002 - argparse's name
            old_flags: tuple[str, ...] = ()) -> Any:
     """A dataclass field with its command-line help; ``flag`` names its option (default: the field's name),
     ``old_flags`` its deprecated names, ``choices`` the values ``--help`` lists."""
@@ -112,6 +112,8 @@ def add_options(parser: argparse.ArgumentParser, config_cls: type, groups: dict[
         help_text, flag = field.metadata.get("help", ""), flag_of(field)
         choices = field.metadata.get("choices", ())
         if base is bool:
+            if field.metadata.get("old_flags"):
+                raise TypeError(f"{config_cls.__name__}.{field.name}: a --x/--no-x option keeps its name")
             section.add_argument(flag, dest=field.name, action=_StoreBool, default=field.default, help=help_text)
             continue
         metavar = "{" + ",".join(choices) + "}" if choices else flag[2:].replace("-", "_").upper()
