@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         ensure_trained(replace(PRETRAIN, **VARIANTS[name], data=str(root / "demos"), run_dir=str(run_dir),
                                seed=0), progress=False)
         train_s = time.perf_counter() - start
-        metrics = evaluate(EvaluateConfig(checkpoint=str(run_dir), episodes=args.boards, videos=0,
-                                          failure_videos=0, out=str(run_dir / "eval-fresh")),
+        metrics = evaluate(EvaluateConfig(checkpoint=str(run_dir), checkpoint_kind="best", episodes=args.boards,
+                                          videos=0, failure_videos=0, out=str(run_dir / "eval-fresh")),
                            progress=False)["metrics"]
         lo, hi = metrics["success_ci95"]
         results[name] = {"options": VARIANTS[name], "train_s": round(train_s, 1),

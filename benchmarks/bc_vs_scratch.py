@@ -110,7 +110,8 @@ PRESETS = {
         "demos": CollectConfig(out="data/bench-lead-few-demos", episodes=150, difficulty="easy", image_size=64,
                                task="lead-inspect"),
         "bc": BCConfig(run_dir="runs/bench-lead-dagger/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
-        "dagger": DAggerConfig(rounds=2, episodes_per_round=150, epochs_per_round=4, eval_episodes=50),
+        "dagger": DAggerConfig(rounds=2, episodes_per_round=150, epochs_per_round=4, eval_episodes=50,
+                               checkpoint_kind="best"),  # from BC's best.pt, as the other presets' PPO
         **CPU_PPO,
         "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
         "bc_frames": 65_536,
@@ -208,7 +209,7 @@ def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, devi
     options = {**preset["ppo"], "total_frames": frames or preset["bc_frames"], "seed": seed, "device": device,
                "run_dir": str(root / f"{arm}-seed{seed}"), **overrides}
     if arm == "bc":
-        return FinetuneConfig(**options, init=str(bc_dir))
+        return FinetuneConfig(**options, init=str(bc_dir), checkpoint_kind="best")  # as measured: BC's best.pt
     demos = preset["demos"]
     return FinetuneConfig(**{**options, **preset["scratch"]}, from_scratch=True, anchor_weight=0.0,
                           difficulty=demos.difficulty, image_size=demos.image_size, task=demos.task)
@@ -222,7 +223,7 @@ def run_ppo(config: FinetuneConfig) -> dict:
 def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:
     """The BC policy on the PPO runs' held-out boards, before any PPO frame (what tau is computed from)."""
     device = resolve_device(device)
-    actor, env, _ = load_actor(bc_dir, device, precision=ppo.precision)
+    actor, env, _ = load_actor(bc_dir, device, precision=ppo.precision, checkpoint_kind=ppo.checkpoint_kind)
     seeds = held_out_seeds(ppo.eval_seed, ppo.eval_episodes, set())
     metrics, _ = evaluate_policy(actor, seeds, difficulty=difficulty, image_size=image_size, num_envs=8,
                                  device=device, task=env["env"])

@@ -58,7 +58,7 @@ def _camera_error(step) -> dict:
 
 def breakdown(run_dir: str, difficulty: str, image_size: int, seeds: list[int], device) -> dict:
     """The BC policy on ``seeds``: aggregate metrics plus an error breakdown."""
-    actor, _, _ = load_actor(run_dir, device)
+    actor, _, _ = load_actor(run_dir, device, checkpoint_kind="best")
     env = make_env(num_envs=8, difficulty=difficulty, image_size=image_size, parallel=False, episode_seeds=seeds,
                    device=device)
     with torch.no_grad():

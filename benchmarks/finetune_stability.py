@@ -84,7 +84,7 @@ DIAGNOSTICS = ("kl_approx", "clip_fraction", "anchor_weight", "anchor_kl", "entr
 
 def sampled_start(bc_dir: Path, boards: int, device: str) -> list[dict]:
     """The BC policy on ``boards`` fresh boards: deterministic, then sampled under each ``VERDICT_SAMPLING``."""
-    state = load_checkpoint(policy_checkpoint(bc_dir))
+    state = load_checkpoint(policy_checkpoint(bc_dir, "best"))  # the BC policy PPO starts from here
     demos = PRESET["demos"]
     proof = proof_env(demos.difficulty, demos.image_size)
     seeds = held_out_seeds(FRESH_BOARDS_SEED, boards, set())

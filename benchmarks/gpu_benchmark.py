@@ -159,7 +159,8 @@ def end_to_end_frames_per_s(size: int, workers: int, iterations: int, device: st
     config = FinetuneConfig(from_scratch=True, anchor_weight=0.0, image_size=size, run_dir=str(run_dir / "run"),
                             num_envs=workers * 4, workers=workers, frames_per_batch=workers * 4 * 64,
                             total_frames=workers * 4 * 64 * (iterations + 1), minibatch_size=128, ppo_epochs=2,
-                            eval_every=0, eval_episodes=1, critic_warmup=0, checkpoint_every=1000, device=device)
+                            eval_every=0, eval_episodes=1, critic_warmup=0, checkpoint_every=1000, device=device,
+                            shaping=0.0)
     run = PPORun(config)
     try:
         run.run(progress=False, until_iteration=1)  # warm-up: workers, renderers, cuDNN autotuning

@@ -51,9 +51,9 @@ RESULTS = Path(__file__).parent / "results"
 CLI = [sys.executable, "-m", "robot_rl.cli"]
 TINY_PPO = ["--total-frames", "256", "--frames-per-batch", "64", "--num-envs", "2", "--minibatch-size", "32",
             "--ppo-epochs", "2", "--eval-every", "2", "--eval-episodes", "2", "--checkpoint-every", "2",
-            "--critic-hidden", "32"]
+            "--critic-hidden", "32", "--critic-warmup", "3", "--shaping", "0"]
 TINY_BC = ["--epochs", "2", "--batch-size", "16", "--steps-per-epoch", "12", "--eval-every", "1",
-           "--eval-episodes", "2", "--eval-envs", "2", "--hidden", "32"]
+           "--eval-episodes", "2", "--num-envs", "2", "--hidden", "32"]
 DEMO_EPISODES = 24
 EVAL_EPISODES = 6
 # The pipeline at its quick preset's wiring on tiny budgets (the same as its end-to-end test).
@@ -79,17 +79,17 @@ def commands(work: Path, trial: str) -> dict[str, dict]:
         "collect-demos": {"argv": CLI + ["collect-demos", "--out", str(root / "demos"), "--episodes",
                                          str(DEMO_EPISODES), "--difficulty", "easy", "--image-size", "48",
                                          "--num-envs", "2", "--episodes-per-commit", "4", "--seed", "7"]},
-        "pretrain": {"argv": CLI + ["pretrain", "--data", str(base / "demos"), "--run-dir", str(root / "bc"),
+        "pretrain": {"argv": CLI + ["pretrain", "--data", str(base / "demos"), "--out", str(root / "bc"),
                                     *TINY_BC], "run_dir": root / "bc"},
-        "finetune (direct)": {"argv": CLI + ["finetune", "--init", str(base / "bc"), "--run-dir", str(root / "ppo"),
+        "finetune (direct)": {"argv": CLI + ["finetune", "--policy", str(base / "bc"), "--out", str(root / "ppo"),
                                              *TINY_PPO], "run_dir": root / "ppo"},
-        "finetune (process)": {"argv": CLI + ["finetune", "--init", str(base / "bc"), "--run-dir", str(root / "ppo"),
+        "finetune (process)": {"argv": CLI + ["finetune", "--policy", str(base / "bc"), "--out", str(root / "ppo"),
                                               *TINY_PPO, "--collector", "process", "--workers", "2"],
                                "run_dir": root / "ppo"},
-        "evaluate": {"argv": CLI + ["evaluate", "--checkpoint", str(base / "bc"), "--out", str(root / "eval"),
+        "evaluate": {"argv": CLI + ["evaluate", "--policy", str(base / "bc"), "--out", str(root / "eval"),
                                     "--episodes", str(EVAL_EPISODES), "--num-envs", "2", "--videos", "1",
                                     "--failure-videos", "1", "--video-height", "64", "--video-quality", "fast"]},
-        "export": {"argv": CLI + ["export", "--checkpoint", str(base / "bc"), "--out", str(root / "export"),
+        "export": {"argv": CLI + ["export", "--policy", str(base / "bc"), "--out", str(root / "export"),
                                   "--format", "torchscript"]},
         "pipeline": {"argv": [sys.executable, "-c", PIPELINE, str(root / "pipe")]},
     }
@@ -525,22 +525,22 @@ def bad_inputs(work: Path) -> list[tuple[str, list[str], str]]:
     demos, bc = str(base / "demos"), str(base / "bc")
     tiny_collect = ["--episodes", "2", "--difficulty", "easy", "--image-size", "48", "--num-envs", "1"]
     return [
-        ("negative seed", ["finetune", "--seed", "-5", "--from-scratch", "--run-dir", str(root / "neg")], "--seed"),
-        ("run dir is a regular file", ["pretrain", "--data", demos, "--run-dir", str(regular)], str(regular)),
-        ("run dir under a regular file", ["pretrain", "--data", demos, "--run-dir", str(regular / "run")],
+        ("negative seed", ["finetune", "--seed", "-5", "--from-scratch", "--out", str(root / "neg")], "--seed"),
+        ("run dir is a regular file", ["pretrain", "--data", demos, "--out", str(regular)], str(regular)),
+        ("run dir under a regular file", ["pretrain", "--data", demos, "--out", str(regular / "run")],
          str(regular)),
         ("resume a regular file", ["pretrain", "--resume", str(regular)], str(regular)),
         ("300-character dataset name", ["collect-demos", "--out", str(root / long), *tiny_collect], long),
-        ("300-character folder in a run dir", ["finetune", "--init", bc, "--run-dir", str(root / long / "ppo")],
+        ("300-character folder in a run dir", ["finetune", "--policy", bc, "--out", str(root / long / "ppo")],
          long),
-        ("300-character data path", ["pretrain", "--data", str(root / long), "--run-dir", str(root / "bc")], long),
+        ("300-character data path", ["pretrain", "--data", str(root / long), "--out", str(root / "bc")], long),
         ("unwritable dataset folder", ["collect-demos", "--out", str(unwritable / "demos"), *tiny_collect],
          str(unwritable)),
-        ("unwritable run folder", ["pretrain", "--data", demos, "--run-dir", str(unwritable / "bc")],
+        ("unwritable run folder", ["pretrain", "--data", demos, "--out", str(unwritable / "bc")],
          str(unwritable)),
         ("collect with an unknown arm", ["collect-demos", "--out", str(root / "armless"), "--arm", "no-such-arm",
                                          *tiny_collect], "no-such-arm"),
-        ("export into a regular file", ["export", "--checkpoint", bc, "--out", str(regular)], str(regular)),
+        ("export into a regular file", ["export", "--policy", bc, "--out", str(regular)], str(regular)),
         ("dataset is a regular file", ["collect-demos", "--out", str(regular), *tiny_collect], str(regular)),
     ]
 
@@ -606,7 +606,7 @@ def disk_full_trial(work: Path) -> dict:
     checkpoint = (work / "base" / "bc" / "checkpoints" / "last.pt").stat().st_size
     collect = ["collect-demos", "--out", "{TMPFS}/demos", "--episodes", str(DEMO_EPISODES), "--difficulty", "easy",
                "--image-size", "48", "--num-envs", "2", "--episodes-per-commit", "4", "--seed", "7"]
-    pretrain = ["pretrain", "--data", str(work / "base" / "demos"), "--run-dir", "{TMPFS}/bc", *TINY_BC]
+    pretrain = ["pretrain", "--data", str(work / "base" / "demos"), "--out", "{TMPFS}/bc", *TINY_BC]
     trials = [
         _disk_full_case(work, "collect-demos", collect, 2 * 2**20, collect,
                         lambda mount: dataset_problems(mount / "demos", DEMO_EPISODES)),

@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     recipe = bc_config(args.data, args.root / "recipe", RECIPE_EPOCHS, 2, args.boards, args.device, args.precision)
     longer = bc_config(args.data, args.root / "bc-longer", LONGER_EPOCHS, 6, args.boards, args.device,
                        args.precision)
-    dagger_config = DAggerConfig(init=recipe.run_dir, run_dir=str(args.root / "dagger"), eval_episodes=args.boards,
+    dagger_config = DAggerConfig(init=recipe.run_dir, checkpoint_kind="best", run_dir=str(args.root / "dagger"),
+                                 eval_episodes=args.boards,
                                  device=args.device, precision=args.precision, **DAGGER)
     arms: dict[str, dict] = {}
     for name in ARMS:

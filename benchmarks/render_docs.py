@@ -200,7 +200,9 @@ def cli_reference() -> str:
     for name, command in sub.choices.items():
         out += [f"## `robot-rl {name}`", "", (helps.get(name) or command.description or "").rstrip(".") + ".", ""]
         for group in command._action_groups:
-            actions = [a for a in group._group_actions if a.option_strings and a.dest != "help"]
+            # Deprecated names are hidden from --help (argparse.SUPPRESS), and from here.
+            actions = [a for a in group._group_actions
+                       if a.option_strings and a.dest != "help" and a.help != argparse.SUPPRESS]
             if not actions:
                 continue
             if group.title not in ("options", "optional arguments"):
@@ -209,8 +211,10 @@ def cli_reference() -> str:
             for action in actions:
                 flags = ", ".join(f"`{flag}`" for flag in action.option_strings)
                 default = action.default
-                if action.choices:
-                    help_text = f"{action.help or ''} (choices: {', '.join(map(str, action.choices))})"
+                choices = action.choices or (action.metavar[1:-1].split(",")
+                                             if str(action.metavar).startswith("{") else None)
+                if choices:
+                    help_text = f"{action.help or ''} (choices: {', '.join(map(str, choices))})"
                 else:
                     help_text = action.help or ""
                 rows.append({"option": flags, "default": _default_text(default),

@@ -150,15 +150,16 @@ class BCRun:
     def _start_from(self, source: str) -> None:
         """Loads the actor weights (joint scaling included) of the policy at ``source``, which must have been
         trained for the same task, arm and image size with the same architecture."""
-        actor, env_info, path = load_actor(source, trust_code=self.config.trust_code)
+        actor, env_info, path = load_actor(source, trust_code=self.config.trust_code,
+                                           checkpoint_kind=self.config.checkpoint_kind)
         for name in ("env", "arm", "image_size"):
             if env_info.get(name) != self.env_info[name]:
-                raise UsageError(f"--init {path}: a policy for {name} {env_info.get(name)!r}, the demos have "
+                raise UsageError(f"--policy {path}: a policy for {name} {env_info.get(name)!r}, the demos have "
                                  f"{self.env_info[name]!r}")
         try:
             self.actor.load_state_dict(actor.state_dict())
         except RuntimeError:
-            raise UsageError(f"--init {path}: its architecture differs from this run's options (use the options "
+            raise UsageError(f"--policy {path}: its architecture differs from this run's options (use the options "
                              f"it was trained with)") from None
 
     # -- checkpoints ------------------------------------------------------------------------------------------

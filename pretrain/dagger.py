@@ -110,10 +110,10 @@ def _init_run(config: DAggerConfig) -> tuple[BCConfig, Path, Path]:
     """The init BC run's config, its policy checkpoint and its demo folder; one-line errors for anything else."""
     folder = RunFolder(config.init)
     if not (folder.path / CONFIG_FILE).is_file():
-        raise UsageError(f"--init {config.init}: not a BC run folder (no {CONFIG_FILE})")
-    checkpoint = policy_checkpoint(folder.path)
+        raise UsageError(f"--policy {config.init}: not a BC run folder (no {CONFIG_FILE})")
+    checkpoint = policy_checkpoint(folder.path, config.checkpoint_kind)
     if load_checkpoint(checkpoint).get("kind") != "bc":
-        raise UsageError(f"--init {config.init}: not a BC run (DAgger continues behaviour cloning)")
+        raise UsageError(f"--policy {config.init}: not a BC run (DAgger continues behaviour cloning)")
     bc_config = folder.config(BCConfig)
     imported = folder.path / IMPORTED_DEMOS  # a LeRobot source, read into the BC run folder
     demos = imported if (imported / META_FILE).is_file() else Path(bc_config.data)
@@ -310,5 +310,5 @@ def ensure_trained(config: DAggerConfig, progress: bool = True) -> dict:
 
 
 def final_policy_run(summary: dict) -> Path:
-    """The BC run folder of a finished DAgger run's last round: what ``finetune --init`` starts from."""
+    """The BC run folder of a finished DAgger run's last round: what ``finetune --policy`` starts from."""
     return Path(summary["policy"]).parent.parent

@@ -1,4 +1,4 @@
-"""The ``robot-rl`` command line: one subcommand per pipeline stage.
+"""The robot-rl command line: one subcommand per pipeline stage, plus info (what a folder holds) and list (names).
 
 Each subcommand imports its stage lazily, so ``robot-rl --help`` stays fast. ``main`` is the one exception
 boundary: bad input (an option value, a path that is a file, too long, not writable) ends with a one-line error
@@ -15,6 +15,7 @@ import errno
 import os
 import signal
 import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,21 +25,50 @@ from robot_rl.io import DISK_FULL
 from robot_rl.locks import waiting_for_locks
 
 
+def _print_policy(source: str, kind: str) -> None:
+    """Prints which checkpoint ``source`` means (``run_folder.policy_checkpoint``, the one rule)."""
+    from robot_rl.policy import WEIGHTS_FILE
+    from robot_rl.run_folder import describe_policy
+
+    weights = Path(source) / WEIGHTS_FILE
+    print(f"policy: {weights} (exported weights)" if weights.is_file() else describe_policy(source, kind),
+          flush=True)
+
+
+def _print_recipe(command: str, config, recipe: str) -> None:
+    """Says which recipe a training run runs: the measured one (the defaults) or which options differ from it."""
+    import dataclasses
+
+    from robot_rl.configs import NOT_RECIPE, OPTION_GROUPS
+    from robot_rl.options import flag_of
+
+    excluded = {"seed", "eval_seed", *(name for title in NOT_RECIPE for name in OPTION_GROUPS[title])}
+    changed = [f"{flag_of(f)} {getattr(config, f.name)}" for f in dataclasses.fields(config)
+               if f.name not in excluded and getattr(config, f.name) != f.default]
+    print(f"robot-rl {command}: {recipe}" + (f", except {', '.join(changed)}" if changed else ""), flush=True)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from robot_rl.configs import DemoConfig
     from robot_rl.demo import run_expert_demo
+    from robot_rl.io import write_json
     from robot_rl.options import config_from_args
     from robot_rl.tables import markdown_table
 
     config = config_from_args(DemoConfig, args)
+    _output_folder(config.out)
     summaries = run_expert_demo(config.out, episodes=config.episodes, difficulty=config.difficulty,
                                 image_size=config.image_size, seed=config.seed, frames_per_episode=config.frames,
                                 arm=config.arm, task=config.task)
     columns = ["episode", "episode_seed", "defect", "verdict", "success", "steps", "return", "collision_steps",
                "steps_to_localize"]
-    print(markdown_table(summaries, columns))
     successes = sum(s["success"] for s in summaries)
-    print(f"\nexpert success {successes}/{len(summaries)}; frames in {config.out}/frames/")
+    metrics = Path(config.out) / "metrics.json"
+    write_json(metrics, {"task": config.task, "arm": config.arm, "difficulty": config.difficulty,
+                         "image_size": config.image_size, "board_seed": config.seed,
+                         "expert_success": successes / len(summaries), "episodes": summaries})
+    print(markdown_table(summaries, columns))
+    print(f"\nexpert success {successes}/{len(summaries)}; frames in {config.out}/frames/, metrics in {metrics}")
     return 0
 
 
@@ -55,18 +85,23 @@ def _cmd_collect_demos(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_command(args: argparse.Namespace, command: str, config_cls: type, start, resume) -> dict | None:
-    """A pretrain or finetune run, new or ``--resume``d; its summary, or None when it stopped on a failure
-    (printed as one line; the caller exits 1). Ctrl-C or SIGTERM raises RunStopped (exit 130 or 143)."""
+def _train_command(args: argparse.Namespace, command: str, config_cls: type, start, resume,
+                   recipe: str = "") -> dict | None:
+    """A pretrain, dagger or finetune run, new or ``--resume``d; its summary, or None when it stopped on a failure
+    (printed as one line; the caller exits 1). Ctrl-C or SIGTERM raises RunStopped (exit 130 or 143). Prints the
+    policy it starts from and, for a recipe, the options that differ from it."""
     from robot_rl.options import check_resume_options, config_from_args
     from robot_rl.run_folder import RunFolder
 
+    config = RunFolder(args.resume).config(config_cls) if args.resume else config_from_args(config_cls, args)
+    if args.resume:
+        check_resume_options(config, args, args.resume)
+    if config.init:
+        _print_policy(config.init, config.checkpoint_kind)
+    if recipe:
+        _print_recipe(command, config, recipe)
     try:
-        if args.resume:
-            check_resume_options(RunFolder(args.resume).config(config_cls), args, args.resume)
-            summary = resume(args.resume)
-        else:
-            summary = start(config_from_args(config_cls, args))
+        summary = resume(args.resume) if args.resume else start(config)
     except TrainingStopped as err:
         print(f"robot-rl {command}: stopped: {err}", file=sys.stderr)
         return None
@@ -81,7 +116,8 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
     from robot_rl.configs import BCConfig
     from robot_rl.pretrain import bc
 
-    summary = _train_command(args, "pretrain", BCConfig, bc.pretrain, bc.resume)
+    summary = _train_command(args, "pretrain", BCConfig, bc.pretrain, bc.resume,
+                             recipe="the README's measured BC recipe (benchmarks/bc_quality.py)")
     if summary is None:
         return 1
     final = summary["final_eval"] or {}
@@ -114,7 +150,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     from robot_rl.configs import FinetuneConfig
     from robot_rl.finetune import trainer
 
-    summary = _train_command(args, "finetune", FinetuneConfig, trainer.finetune, trainer.resume)
+    summary = _train_command(args, "finetune", FinetuneConfig, trainer.finetune, trainer.resume,
+                             recipe="the README's measured fine-tuning design (the pipeline's quick preset)")
     if summary is None:
         return 1
     curve = summary["curve"]
@@ -139,8 +176,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from robot_rl.evaluate import evaluate
     from robot_rl.options import config_from_args
 
-    _output_folder(args.out)
-    result = evaluate(config_from_args(EvaluateConfig, args))
+    config = config_from_args(EvaluateConfig, args)
+    _output_folder(config.out)
+    _print_policy(config.checkpoint, config.checkpoint_kind)
+    result = evaluate(config)
     print((Path(result["out_dir"]) / "report.md").read_text())
     print(f"report and {len(result['videos'])} videos in {result['out_dir']}")
     return 0
@@ -151,8 +190,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from robot_rl.export import export
     from robot_rl.options import config_from_args
 
-    _output_folder(args.out)
-    for name, path in export(config_from_args(ExportConfig, args)).items():
+    config = config_from_args(ExportConfig, args)
+    _output_folder(config.out)
+    _print_policy(config.checkpoint, config.checkpoint_kind)
+    for name, path in export(config).items():
         print(f"{name}: {path}")
     return 0
 
@@ -173,12 +214,12 @@ def _cmd_export_dataset(args: argparse.Namespace) -> int:
 def _cmd_pipeline(args: argparse.Namespace) -> int:
     from robot_rl.configs import DEFAULT_ARM, DEFAULT_TASK, PipelineConfig
     from robot_rl.options import config_from_args
-    from robot_rl.pipeline import PRESETS, result_table, run_pipeline
+    from robot_rl.pipeline import PRESETS, result_table, run_pipeline, with_checkpoint_kind
 
     config = config_from_args(PipelineConfig, args)
-    preset = PRESETS[config.preset]
+    preset = with_checkpoint_kind(PRESETS[config.preset], config.checkpoint_kind)
     root = config.root or f"runs/pipeline-{config.preset}"
-    # Recorded in the root's preset.json: a root of another task or arm is refused.
+    # Recorded in the root's preset.json: a root of another task, arm or checkpoint kind is refused.
     if config.task != DEFAULT_TASK:
         preset = preset.updated(collect={"task": config.task})
         root = f"{root}-{config.task}"
@@ -191,16 +232,68 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_command(commands, name: str, help_text: str, config_cls: type, func, resumable: bool = False,
-                 writes: bool = False) -> None:
-    """A subcommand whose options are the fields of ``config_cls`` (plus ``--resume RUN_DIR``, and ``--wait-lock``
-    for a command that holds its output folder's lock)."""
-    from robot_rl.options import add_options
+def _cmd_info(args: argparse.Namespace) -> int:
+    from robot_rl.info import describe, format_lines
 
-    command = commands.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_options(command, config_cls)
+    print(format_lines(describe(args.path)))
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from robot_rl.info import catalog
+
+    for title, rows in catalog().items():
+        print(f"{title}:")
+        width = max(len(name) for name, _ in rows)
+        for name, text in rows:
+            print(f"  {name:<{width}}  {text}".rstrip())
+        print()
+    return 0
+
+
+# name: (one-line help, example, the title of the command's own options)
+COMMANDS = {
+    "demo": ("roll out the scripted expert: PNG frames and each episode's metrics (metrics.json)",
+             "robot-rl demo --episodes 3 --out runs/demo", "demo"),
+    "collect-demos": ("record scripted-expert demonstrations to a dataset",
+                      "robot-rl collect-demos --out data/demos --episodes 1200", "collection"),
+    "pretrain": ("behaviour-clone the vision policy on demonstrations; the defaults are the README's measured recipe",
+                 "robot-rl pretrain --data data/demos --out runs/bc", "behaviour cloning"),
+    "dagger": ("DAgger: roll out the BC policy, label with the task's expert, train again",
+               "robot-rl dagger --policy runs/bc --out runs/dagger", "DAgger"),
+    "finetune": ("fine-tune the policy with PPO (from BC or from scratch); the defaults are the measured design",
+                 "robot-rl finetune --policy runs/bc --out runs/ppo", "PPO"),
+    "evaluate": ("run a policy on inspection episodes: metrics, report and videos",
+                 "robot-rl evaluate --policy runs/ppo --episodes 100", "evaluation"),
+    "export": ("export the actor as TorchScript / torch.export / ONNX / safetensors",
+               "robot-rl export --policy runs/ppo --format onnx", "export"),
+    "export-dataset": ("write a demo dataset as a LeRobot dataset (v3.0: parquet + MP4)",
+                       "robot-rl export-dataset --data data/demos --out data/demos-lerobot", "export"),
+    "pipeline": ("collect-demos -> pretrain -> finetune -> evaluate, each stage feeding the next",
+                 "robot-rl pipeline --preset quick", "pipeline"),
+}
+POLICY_RULE = ("A run folder given as --policy means its checkpoints/last.pt, the policy the run ended with "
+               "(--checkpoint-kind best: its best.pt); the command prints which file it took.")
+
+
+def _add_command(commands, name: str, config_cls: type, func, resumable: bool = False, writes: bool = False) -> None:
+    """A subcommand whose options are the fields of ``config_cls``, in argument groups (plus ``--resume RUN_DIR``,
+    and ``--wait-lock`` for a command that holds its output folder's lock), with a description and an example."""
+    import dataclasses
+
+    from robot_rl.configs import OPTION_GROUPS
+    from robot_rl.options import HelpFormatter, add_options
+
+    help_text, example, title = COMMANDS[name]
+    reads_policy = any(f.name == "checkpoint_kind" for f in dataclasses.fields(config_cls))
+    paragraphs = [help_text[0].upper() + help_text[1:] + ".", *([POLICY_RULE] if reads_policy else [])]
+    description = "\n\n".join(textwrap.fill(paragraph, 100) for paragraph in paragraphs)
+    command = commands.add_parser(name, help=help_text, description=description, formatter_class=HelpFormatter,
+                                  epilog=f"example:\n  {example}")
+    add_options(command, config_cls, OPTION_GROUPS, main_group=f"{title} options")
     if resumable:
-        command.add_argument("--resume", metavar="RUN_DIR", default="", help="continue the run in RUN_DIR")
+        command.add_argument("--resume", metavar="RUN_DIR", default="",
+                             help="continue the run in RUN_DIR with its stored options")
     if writes:
         command.add_argument("--wait-lock", action="store_true",
                              help="wait for another process writing the same output folder to end, instead of "
@@ -209,6 +302,7 @@ def _add_command(commands, name: str, help_text: str, config_cls: type, func, re
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from robot_rl import __version__
     from robot_rl.configs import (
         BCConfig,
         CollectConfig,
@@ -220,28 +314,35 @@ def build_parser() -> argparse.ArgumentParser:
         FinetuneConfig,
         PipelineConfig,
     )
+    from robot_rl.options import HelpFormatter
 
     parser = argparse.ArgumentParser(prog="robot-rl", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=HelpFormatter,
+                                     epilog="example:\n  robot-rl pipeline --preset quick\n\n"
+                                            "robot-rl COMMAND --help lists a command's options and defaults.")
+    parser.add_argument("--version", action="version", version=f"robot-rl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_command(commands, "demo", "roll out the scripted expert: PNG frames and episode metrics", DemoConfig,
-                 _cmd_demo)
-    _add_command(commands, "collect-demos", "record scripted-expert demonstrations to a dataset", CollectConfig,
-                 _cmd_collect_demos, writes=True)
-    _add_command(commands, "pretrain", "behaviour-clone the vision policy on demonstrations", BCConfig,
-                 _cmd_pretrain, resumable=True, writes=True)
-    _add_command(commands, "dagger", "DAgger: roll out the BC policy, label with the task's expert, train again",
-                 DAggerConfig, _cmd_dagger, resumable=True, writes=True)
-    _add_command(commands, "finetune", "fine-tune the policy with PPO (from BC or from scratch)", FinetuneConfig,
-                 _cmd_finetune, resumable=True, writes=True)
-    _add_command(commands, "evaluate", "run a policy on inspection episodes: metrics and videos", EvaluateConfig,
-                 _cmd_evaluate, writes=True)
-    _add_command(commands, "export", "export the actor as TorchScript / torch.export / ONNX", ExportConfig,
-                 _cmd_export)
-    _add_command(commands, "export-dataset", "write a demo dataset as a LeRobot dataset (v3.0: parquet + MP4)",
-                 ExportDatasetConfig, _cmd_export_dataset)
-    _add_command(commands, "pipeline", "collect-demos -> pretrain -> finetune -> evaluate", PipelineConfig,
-                 _cmd_pipeline, writes=True)
+    _add_command(commands, "demo", DemoConfig, _cmd_demo)
+    _add_command(commands, "collect-demos", CollectConfig, _cmd_collect_demos, writes=True)
+    _add_command(commands, "pretrain", BCConfig, _cmd_pretrain, resumable=True, writes=True)
+    _add_command(commands, "dagger", DAggerConfig, _cmd_dagger, resumable=True, writes=True)
+    _add_command(commands, "finetune", FinetuneConfig, _cmd_finetune, resumable=True, writes=True)
+    _add_command(commands, "evaluate", EvaluateConfig, _cmd_evaluate, writes=True)
+    _add_command(commands, "export", ExportConfig, _cmd_export)
+    _add_command(commands, "export-dataset", ExportDatasetConfig, _cmd_export_dataset)
+    _add_command(commands, "pipeline", PipelineConfig, _cmd_pipeline, writes=True)
+    info = commands.add_parser("info", help="what a run folder, dataset, report or export holds",
+                               description="What PATH holds: its stage, task, arm, randomization, progress, last "
+                                           "check, and which checkpoint evaluate would take.",
+                               formatter_class=HelpFormatter, epilog="example:\n  robot-rl info runs/ppo")
+    info.add_argument("path", metavar="PATH", help="a run folder, demo dataset, pipeline root, evaluation report "
+                                                   "folder, export folder or checkpoint .pt file")
+    info.set_defaults(func=_cmd_info)
+    listing = commands.add_parser("list", help="tasks, arms, difficulties, randomization presets, perturbations",
+                                  description="The names --task, --arm, --difficulty, --randomization and evaluate "
+                                              "--perturbations take, each with what it means.",
+                                  formatter_class=HelpFormatter, epilog="example:\n  robot-rl list")
+    listing.set_defaults(func=_cmd_list)
     return parser
 
 

@@ -7,7 +7,7 @@ into an argparse parser; the pipeline's presets (``robot_rl.pipeline.PRESETS``) 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from robot_rl.options import option, validate
 
@@ -25,9 +25,11 @@ DEFAULT_ARM = "ur5e_like"
 # Tasks likewise (the names kept in step with robot_rl.envs.tasks.TASKS by a test; a user's task registered in
 # Python is checked where the env is built).
 DEFAULT_TASK = "pcb-inspect"
-TASK_HELP = ("what the camera inspects: pcb-inspect (a board's components, from straight above) or lead-inspect "
-             "(a connector's pins, from its open side: the view must tilt)")
-ARM_HELP = "the arm carrying the camera: a registered name (ur5e_like) or an ArmSpec .json file"
+TASK_HELP = ("what the camera inspects: pcb-inspect (a board's components, from straight above), lead-inspect "
+             "(a connector's pins, from its open side: the view must tilt), or your own task as module:Class (a "
+             "Task subclass in an importable module, imported to run it: docs/guides/own-task.md); robot-rl list "
+             "shows them")
+ARM_HELP = "the arm carrying the camera: a registered name (ur5e_like, panda) or an ArmSpec .json file"
 IMAGE_SIZES = (32, 224)  # smallest and largest wrist camera image side
 MAX_HIDDEN, MAX_KEYPOINTS = 4096, 512  # architecture bounds, also where checkpoints and exports are read
 COLLECTORS = ("direct", "process", "ray")
@@ -42,12 +44,56 @@ PRECISION_HELP = ("compute precision of the image encoder: auto (bf16 where the 
                   "fp32), fp32 or bf16; weights, optimizer state, checkpoints and exports stay fp32")
 TRUST_CODE_HELP = ("import the task module (module:Class) that a dataset, checkpoint or export names: importing runs "
                    "its code, so only for files you trust (--task module:Class also allows that one)")
+CHECKPOINT_KINDS = ("last", "best")  # robot_rl.run_folder.policy_checkpoint: which checkpoint a run folder means
+CHECKPOINT_KIND_HELP = ("which checkpoint a run folder given as --policy means: last (checkpoints/last.pt, the policy "
+                        "the run ended with, which the project reports) or best (best.pt, its best held-out check); "
+                        "a .pt file means itself")
 LOGGER_HELP = ("where scalars go besides the run folder's CSV log (always written): csv (nothing more), tensorboard, "
                "wandb (offline, under the run folder) or mlflow (a file store under the run folder)")
 
 
 def _one_of(names) -> str:
     return f"one of {', '.join(names)}"
+
+
+# --help's argument groups: title -> field names (a command's other options come first, under its own title).
+OPTION_GROUPS = {
+    "input and output": ("data", "init", "checkpoint", "checkpoint_kind", "from_scratch", "run_dir", "out", "root",
+                         "format", "video_codec", "crf"),
+    "task and environment": ("task", "arm", "difficulty", "image_size", "randomization", "pose_noise",
+                             "perturbations"),
+    "policy architecture": ("hidden", "min_scale", "keypoints", "joint_velocities", "continue_head",
+                            "encoder_weights", "critic_hidden"),
+    "closed-loop checks (held-out boards)": ("eval_every", "eval_episodes", "eval_seed", "eval_envs"),
+    "videos": ("videos", "failure_videos", "video_height", "video_quality", "video_slowdown"),
+    "compute": ("device", "precision", "compile", "threads", "num_envs", "workers", "collector", "ray_address",
+                "worker_device", "episodes_per_commit"),
+    "logs and checkpoints": ("logger", "checkpoint_every"),
+    "trust": ("trust_code",),
+}
+# The groups that are not part of a training recipe (what pretrain and finetune say they differ from).
+NOT_RECIPE = ("input and output", "task and environment", "compute", "logs and checkpoints", "trust")
+
+
+def policy_option(default: str, help_text: str, old_flag: str) -> Any:
+    """The field of the policy a command reads or starts from: ``--policy`` everywhere (formerly ``--old_flag``)."""
+    return option(default, help_text, flag="policy", old_flags=(old_flag,))
+
+
+def output_option(default: str, help_text: str, old_flag: str) -> Any:
+    """The field of the folder a command writes: ``--out`` everywhere (formerly ``--old_flag``)."""
+    return option(default, help_text, flag="out", old_flags=(old_flag,))
+
+
+def checkpoint_kind_option() -> Any:
+    return option("last", CHECKPOINT_KIND_HELP, choices=CHECKPOINT_KINDS)
+
+
+def eval_board_seed_option(default: int) -> Any:
+    """The first board seed of a training run's closed-loop checks: ``--eval-board-seed`` (formerly
+    ``--eval-seed``)."""
+    return option(default, "first board seed of the closed-loop checks (check k inspects boards seed ... seed + "
+                  "episodes - 1)", flag="eval-board-seed", old_flags=("eval-seed",))
 
 
 # -- the actor's architecture: its one home ---------------------------------------------------------------------
@@ -61,9 +107,9 @@ class ActorArchitecture:
     min_scale: float = option(0.3, "lower bound of the pose distribution's scale (pre-tanh)")
     keypoints: int = option(32, "spatial-softmax keypoints on ResNet18's layer2 beside the pooled image feature "
                             "(0 = none)")
-    joint_velocities: bool = option(False, "the policy reads the joint velocities too (default: angles only)")
+    joint_velocities: bool = option(False, "the policy reads the joint velocities too, not only the angles")
     continue_head: bool = option(False, "when to answer from an MLP of its own (p(answer now) = its sigmoid); pass "
-                                 "vs rework stay with the pose's MLP (default: one MLP writes all)")
+                                 "vs rework stay with the pose's MLP (off: one MLP writes all)")
     encoder_weights: str = option("", "local ResNet18 state dict to start from (e.g. ImageNet); '' = random")
 
     def architecture_checks(self) -> list[tuple[str, bool, str]]:
@@ -82,13 +128,14 @@ class DemoConfig:
     """Options of ``robot-rl demo``."""
 
     task: str = option(DEFAULT_TASK, TASK_HELP)
-    difficulty: str = option("default", "task difficulty")
+    difficulty: str = option("default", "task difficulty", choices=DIFFICULTY_NAMES)
     image_size: int = option(84, "wrist camera image side (pixels, 32-224)")
     arm: str = option(DEFAULT_ARM, ARM_HELP)
-    seed: int = option(0, "seed of the episode stream")
+    seed: int = option(0, "first board seed: episode k inspects board seed + k", flag="board-seed",
+                       old_flags=("seed",))
     episodes: int = option(3, "episodes to run")
     frames: int = option(4, "PNG frames written per episode")
-    out: str = option("runs/demo", "output folder")
+    out: str = option("runs/demo", "output folder: frames/ and metrics.json (each episode's metrics)")
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -106,12 +153,13 @@ class CollectConfig:
     out: str = option("data/demos", "dataset folder (created, or appended to)")
     episodes: int = option(200, "episodes this run adds")
     task: str = option(DEFAULT_TASK, TASK_HELP + "; a dataset holds one task")
-    difficulty: str = option("default", "task difficulty: easy, default or hard")
+    difficulty: str = option("default", "task difficulty", choices=DIFFICULTY_NAMES)
     image_size: int = option(84, "wrist camera image side, pixels (32-224)")
-    randomization: str = option("none", RANDOMIZATION_HELP)
+    randomization: str = option("none", RANDOMIZATION_HELP, choices=RANDOMIZATION_NAMES)
     arm: str = option(DEFAULT_ARM, ARM_HELP)
     pose_noise: float = option(0.1, "std of Gaussian noise on the executed pose (the clean pose is the label)")
-    seed: int = option(-1, "run seed; -1 resumes an interrupted run or takes the next unused seed")
+    seed: int = option(-1, "seed of this collection run (its boards and pose noise); -1 resumes an interrupted run "
+                       "or takes the next unused seed")
     num_envs: int = option(0, "envs collecting in parallel (0 = one per CPU core)")
     episodes_per_commit: int = option(8, "whole episodes written and committed together")
 
@@ -129,15 +177,20 @@ class CollectConfig:
 class BCConfig(ActorArchitecture):
     """Options of ``robot-rl pretrain`` (the architecture options first, from ``ActorArchitecture``)."""
 
-    # What an option added later means in a config stored before it existed (``run_folder.load_config``).
-    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"precision": "fp32", "init": ""}
+    # What an option added later means in a config stored before it existed (``run_folder.load_config``), and
+    # the defaults from before the measured recipe became the default, so an older run resumes as it started.
+    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"precision": "fp32", "init": "", "checkpoint_kind": "best",
+                                              "epochs": 20, "eval_every": 5, "eval_episodes": 50}
 
     data: str = option("data/demos", "demonstration dataset folder: from collect-demos, or a LeRobot v3.0 dataset "
                        "(read once into the run folder)")
-    run_dir: str = option("runs/bc", "output folder: config, checkpoints, logs")
-    init: str = option("", "policy to start from: a BC run folder (its best.pt, else last.pt) or checkpoint of the "
-                       "same architecture, task, arm and image size ('' = fresh weights)")
-    epochs: int = option(20, "passes over the training frames")
+    run_dir: str = output_option("runs/bc", "run folder to write: config, checkpoints, logs", "run-dir")
+    init: str = policy_option("", "policy to start from: a BC run folder or checkpoint of the same architecture, "
+                              "task, arm and image size ('' = fresh weights)", "init")
+    checkpoint_kind: str = checkpoint_kind_option()
+    # The defaults are the recipe the README measures (benchmarks/bc_quality.py: 1,200 demos, 6 epochs, batch 64,
+    # a 100-board check every 2 epochs).
+    epochs: int = option(6, "passes over the training frames")
     batch_size: int = option(64, "frames per gradient step")
     lr: float = option(3e-4, "AdamW peak learning rate (cosine decay to 0)")
     weight_decay: float = option(1e-4, "AdamW weight decay")
@@ -150,26 +203,28 @@ class BCConfig(ActorArchitecture):
     mode_weight: float = option(10.0, "weight of the squared error of the deterministic pose (0 = likelihood only)")
     timing_weight: float = option(0.0, "weight of the balanced answer-now-or-wait loss on close views of the "
                                   "board (0 = off: when to answer is learned from the verdict loss alone)")
-    eval_every: int = option(5, "closed-loop check every N epochs (0 = only at the end)")
-    eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
-    eval_seed: int = option(10_000_000, "first board seed of the closed-loop checks")
-    eval_envs: int = option(0, "envs stepped together in a check (0 = one per CPU core)")
+    eval_every: int = option(2, "closed-loop check every N epochs (0 = only at the end)")
+    eval_episodes: int = option(100, "episodes per closed-loop check (held-out boards)")
+    eval_seed: int = eval_board_seed_option(10_000_000)
+    eval_envs: int = option(0, "envs stepped together in a check (0 = one per CPU core)", flag="num-envs",
+                            old_flags=("eval-envs",))
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP)
+    precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
     compile: bool = option(False, "torch.compile the actor's image encoder (the heads stay eager)")
-    seed: int = option(0, "seed of sampling, augmentation and initialization")
+    seed: int = option(0, "training seed: sampling, augmentation and initialization")
     image_size: int = option(0, "expected image side in pixels; 0 = the dataset's")
     randomization: str = option("", "expected domain randomization of the demos (and of the closed-loop checks); "
-                                "'' = the dataset's")
+                                "'' = the dataset's", choices=RANDOMIZATION_NAMES)
     steps_per_epoch: int = option(0, "cap on gradient steps per epoch (0 = a full pass)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
-    logger: str = option("csv", LOGGER_HELP)
-    joint_scaling: str = option("bounds", "how the policy scales the joint state it reads: 'bounds' (the env "
-                                "spec's) or 'demos' (the training frames' mean and std)")
+    logger: str = option("csv", LOGGER_HELP, choices=LOGGERS)
+    joint_scaling: str = option("bounds", "how the policy scales the joint state it reads: bounds (the env spec's) "
+                                "or demos (the training frames' mean and std)", choices=JOINT_SCALINGS)
     trust_code: bool = option(False, TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
 
     def __post_init__(self) -> None:
         validate(self, [
+            ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
             ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
             ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
             ("joint_scaling", self.joint_scaling in JOINT_SCALINGS, _one_of(JOINT_SCALINGS)),
@@ -201,9 +256,13 @@ class DAggerConfig:
     """Options of ``robot-rl dagger``: rounds of rollouts of the current policy labelled by the task's expert,
     aggregated with the demos, each followed by BC continued on the aggregate (the init run's BC options)."""
 
-    init: str = option("runs/bc", "BC run folder to start from (its best.pt, else last.pt); its demos and BC options "
-                       "are reused")
-    run_dir: str = option("runs/dagger", "output folder: config, the aggregate dataset, one BC run per round")
+    # What an option added later means in a config stored before it existed (``run_folder.load_config``).
+    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"checkpoint_kind": "best"}
+
+    init: str = policy_option("runs/bc", "BC run folder to start from; its demos and BC options are reused", "init")
+    checkpoint_kind: str = checkpoint_kind_option()
+    run_dir: str = output_option("runs/dagger", "run folder to write: config, the aggregate dataset, one BC run per "
+                                 "round", "run-dir")
     rounds: int = option(4, "DAgger rounds (rollouts, labels, BC on the aggregate, a check)")
     episodes_per_round: int = option(100, "rollout episodes per round, on fresh training boards")
     epochs_per_round: int = option(2, "BC epochs on the aggregate after each round's rollouts")
@@ -213,14 +272,15 @@ class DAggerConfig:
     include_demos: bool = option(True, "the aggregate starts with the init run's demos (DAgger's D0)")
     num_envs: int = option(0, "envs rolling out together, each in its own process (0 = one per CPU core)")
     eval_episodes: int = option(50, "episodes of each round's closed-loop check (held-out boards)")
-    eval_seed: int = option(10_000_000, "first board seed of the checks")
+    eval_seed: int = eval_board_seed_option(10_000_000)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP)
-    seed: int = option(0, "seed of the rollout boards, the beta draws and each round's BC")
+    precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
+    seed: int = option(0, "training seed: the rollout boards, the beta draws and each round's BC")
     trust_code: bool = option(False, TRUST_CODE_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
+            ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
             ("init", bool(self.init), "a BC run folder"), ("rounds", self.rounds >= 1, ">= 1"),
             ("episodes_per_round", self.episodes_per_round >= 1, ">= 1"),
             ("epochs_per_round", self.epochs_per_round >= 1, ">= 1"),
@@ -241,34 +301,44 @@ class FinetuneConfig:
     """PPO fine-tuning: every field is one ``--option``."""
 
     # What an option added later means in a config stored before it existed: the behaviour of that time
-    # (``run_folder.load_config``), so a resumed older run keeps the design it started with.
+    # (``run_folder.load_config``), so a resumed older run keeps the design it started with; likewise the defaults
+    # from before the measured recipe became the default.
     ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"target_kl": 0.0, "answer_temperature": 1.0, "continue_floor": 0.0,
-                                              "anchor_floor": 0.0, "guess_penalty": 0.0, "precision": "fp32"}
+                                              "anchor_floor": 0.0, "guess_penalty": 0.0, "precision": "fp32",
+                                              "checkpoint_kind": "best", "total_frames": 200_000, "num_envs": 4,
+                                              "ppo_epochs": 4, "minibatch_size": 128, "critic_warmup": 3,
+                                              "shaping": 0.0, "eval_every": 5, "checkpoint_every": 5}
     # Options renamed since: a stored config's old name -> the new one (``run_folder.load_config``).
     RENAMED: ClassVar[dict] = {"hidden": "critic_hidden"}  # it also set --from-scratch's actor width then
 
-    init: str = option("", "BC run folder to start the actor from (its best.pt); '' with --from-scratch")
+    init: str = policy_option("", "BC run folder (or checkpoint) to start the actor from; '' with --from-scratch",
+                              "init")
+    checkpoint_kind: str = checkpoint_kind_option()
     from_scratch: bool = option(False, "start from random weights, same architecture")
-    run_dir: str = option("runs/ppo", "output folder: config, checkpoints, logs")
-    difficulty: str = option("", "task difficulty; '' = the BC run's (default for --from-scratch)")
+    run_dir: str = output_option("runs/ppo", "run folder to write: config, checkpoints, logs", "run-dir")
+    difficulty: str = option("", "task difficulty; '' = the BC run's (default for --from-scratch)",
+                             choices=DIFFICULTY_NAMES)
     image_size: int = option(0, "image side in pixels; 0 = the BC run's (84 for --from-scratch)")
-    randomization: str = option("", "domain randomization: none, default, wide, surfaces or strong; '' = the BC run's "
-                                "(none for --from-scratch)")
+    randomization: str = option("", "domain randomization; '' = the BC run's (none for --from-scratch)",
+                                choices=RANDOMIZATION_NAMES)
     arm: str = option("", f"{ARM_HELP}; '' = the BC run's ({DEFAULT_ARM} for --from-scratch); another arm than the "
                       "BC run's is refused")
     task: str = option("", f"{TASK_HELP}; '' = the BC run's ({DEFAULT_TASK} for --from-scratch); another task than "
                        "the BC run's is refused")
-    total_frames: int = option(200_000, "environment frames to collect")
+    # The defaults are the design the README measures (benchmarks/bc_vs_scratch.py's few preset, the pipeline's
+    # quick preset): 64 iterations of 1,024 frames from 8 envs, 8 PPO epochs of 256-frame minibatches, 2 critic
+    # warm-up iterations, shaping 1, a 50-board check every 4 iterations.
+    total_frames: int = option(65_536, "environment frames to collect")
     frames_per_batch: int = option(1024, "frames collected per PPO iteration")
-    num_envs: int = option(4, "envs collecting together (per learner rank)")
+    num_envs: int = option(8, "envs collecting together (per learner rank)")
     collector: str = option("direct", "collection backend: direct (this process), process (worker processes, "
-                            "MultiSyncCollector) or ray (Ray actors, local or on a cluster)")
+                            "MultiSyncCollector) or ray (Ray actors, local or on a cluster)", choices=COLLECTORS)
     workers: int = option(0, "direct: ParallelEnv processes stepping num_envs / workers envs each (0 = step "
                           "them here); process/ray: collector workers, each with its envs and a policy copy")
     ray_address: str = option("", "ray: cluster address ('' starts a local Ray instance)")
     worker_device: str = option("cpu", "process/ray: device of the workers' policy copies")
-    ppo_epochs: int = option(4, "passes over each batch")
-    minibatch_size: int = option(128, "frames per gradient step")
+    ppo_epochs: int = option(8, "passes over each batch")
+    minibatch_size: int = option(256, "frames per gradient step")
     lr: float = option(3e-5, "learning rate of the actor's heads (one Adam step at 1e-4 moved most of a batch's "
                        "actions outside PPO's clip range)")
     encoder_lr: float = option(0.0, "learning rate of the actor's image encoder; 0 = frozen: features computed once "
@@ -282,7 +352,7 @@ class FinetuneConfig:
     gamma: float = option(0.99, "discount")
     gae_lambda: float = option(0.95, "GAE lambda")
     grad_clip: float = option(1.0, "max gradient norm (actor and critic separately)")
-    critic_warmup: int = option(3, "first iterations update only the critic (actor frozen)")
+    critic_warmup: int = option(2, "first iterations update only the critic (actor frozen)")
     anchor_weight: float = option(0.0, "weight of KL(pretrained || current) at the first actor update (0 = off: an "
                                   "anchor to an imperfect BC policy caps the lift, README 'Fine-tuning design')")
     anchor_decay: float = option(0.95, "per-iteration decay of the anchor weight (DAPG's 0.95^k)")
@@ -302,26 +372,28 @@ class FinetuneConfig:
                                   "early episodes last long enough to explore; 0 = leave the head as initialized")
     pose_min_scale: float = option(0.1, "lower bound of the pose TanhNormal's scale while fine-tuning (pre-tanh); "
                                    "0 = the policy's own (BC's 0.3 makes most sampled episodes fail)")
-    shaping: float = option(0.0, "weight of the env's potential-based shaping term")
+    shaping: float = option(1.0, "weight of the env's potential-based shaping term (0 = off)")
     guess_penalty: float = option(1.0, "subtracted from the reward of a verdict given while the board is not "
                                   "localized, so the reward agrees with success (0 = the env's reward: a lucky "
                                   "guess pays as much as an inspection)")
-    eval_every: int = option(5, "closed-loop check every N iterations (0 = only at the end)")
+    eval_every: int = option(4, "closed-loop check every N iterations (0 = only at the end)")
     eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
-    eval_seed: int = option(20_000_000, "first board seed of the closed-loop checks")
-    checkpoint_every: int = option(5, "checkpoint every N iterations (and on Ctrl-C)")
+    eval_seed: int = eval_board_seed_option(20_000_000)
+    checkpoint_every: int = option(4, "checkpoint every N iterations (and on Ctrl-C)")
     device: str = option("auto", "learner device: auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP + "; collection workers follow their own device")
+    precision: str = option("auto", PRECISION_HELP + "; collection workers follow their own device",
+                            choices=PRECISIONS)
     compile: bool = option(False, "torch.compile the actor's image encoder (the heads and critic stay eager)")
-    seed: int = option(0, "seed of collection, sampling and initialization")
+    seed: int = option(0, "training seed: collection, sampling and initialization")
     critic_hidden: int = option(256, "MLP width of the critic (the actor's architecture is the BC run's, or "
                                 "ActorArchitecture's defaults with --from-scratch)")
     threads: int = option(0, "torch CPU threads (0 = torch's default)")
-    logger: str = option("csv", LOGGER_HELP)
+    logger: str = option("csv", LOGGER_HELP, choices=LOGGERS)
     trust_code: bool = option(False, TRUST_CODE_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
+            ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
             ("init", bool(self.init) != self.from_scratch, "a BC run folder, or '' with --from-scratch"),
             ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
             ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
@@ -382,15 +454,18 @@ class FinetuneConfig:
 class EvaluateConfig:
     """Options of ``robot-rl evaluate``."""
 
-    checkpoint: str = option("", "run folder (its best.pt, else last.pt) or a checkpoint .pt file")
-    out: str = option("", "report folder; '' = <checkpoint's run folder>/eval")
+    checkpoint: str = policy_option("", "the policy: a run folder, a checkpoint .pt file or exported weights "
+                                    "(model.safetensors or its folder)", "checkpoint")
+    checkpoint_kind: str = checkpoint_kind_option()
+    out: str = option("", "report folder; '' = <the policy's run folder>/eval")
     episodes: int = option(100, "episodes, one per board seed")
-    seed: int = option(30_000_000, "first board seed; episode k inspects board seed + k")
-    difficulty: str = option("", "task difficulty; '' = the checkpoint's")
-    randomization: str = option("", "domain randomization: none, default, wide, surfaces or strong; '' = the "
-                                "checkpoint's")
-    arm: str = option("", "'' = the checkpoint's arm; another arm is refused (a policy knows one arm's joints)")
-    task: str = option("", "'' = the checkpoint's task; another task is refused (a policy learned one task)")
+    seed: int = option(30_000_000, "first board seed: episode k inspects board seed + k", flag="board-seed",
+                       old_flags=("seed",))
+    difficulty: str = option("", "task difficulty; '' = the policy's", choices=DIFFICULTY_NAMES)
+    randomization: str = option("", "domain randomization; '' = the policy's", choices=RANDOMIZATION_NAMES)
+    arm: str = option("", "'' = the policy's arm; another arm is refused (a policy knows one arm's joints)")
+    task: str = option("", "'' = the policy's task; another task is refused (a policy learned one task); naming "
+                       "its module:Class allows importing it")
     perturbations: bool = option(False, "also run the same boards under each shift of the perturbation suite "
                                  "(success per shift next to nominal, one failure video each)")
     num_envs: int = option(8, "envs stepped together (in this process)")
@@ -398,14 +473,16 @@ class EvaluateConfig:
     videos: int = option(4, "MP4s of the first N episodes (every failed episode gets one too)")
     failure_videos: int = option(50, "cap on the MP4s of failed episodes")
     video_height: int = option(240, "third-person camera height in video frames, pixels (width = 4/3 x)")
-    video_quality: str = option("pretty", "pretty (shadows, ~60 ms a frame in software GL) or fast (no shadows)")
+    video_quality: str = option("pretty", "pretty (shadows, ~60 ms a frame in software GL) or fast (no shadows)",
+                                choices=VIDEO_QUALITIES)
     video_slowdown: float = option(2.0, "videos play this many times slower than real time (1 = real time)")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP)
+    precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
     trust_code: bool = option(False, TRUST_CODE_HELP)
 
     def __post_init__(self) -> None:
         validate(self, [
+            ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
             ("checkpoint", bool(self.checkpoint), "a run folder or checkpoint file"),
             ("episodes", self.episodes >= 1, ">= 1"), ("seed", self.seed >= 0, ">= 0"),
             ("difficulty", self.difficulty in ("", *DIFFICULTY_NAMES), f"'' or one of {', '.join(DIFFICULTY_NAMES)}"),
@@ -424,14 +501,16 @@ class EvaluateConfig:
 class ExportConfig:
     """Options of ``robot-rl export``."""
 
-    checkpoint: str = option("", "run folder (its best.pt, else last.pt) or a checkpoint .pt file")
-    out: str = option("", "output folder; '' = <checkpoint's run folder>/export")
+    checkpoint: str = policy_option("", "the policy: a run folder or a checkpoint .pt file", "checkpoint")
+    checkpoint_kind: str = checkpoint_kind_option()
+    out: str = option("", "output folder; '' = <the policy's run folder>/export")
     format: str = option("all", "torchscript, export (torch.export), onnx, safetensors (weights + config.json, for "
-                         "load_actor), or all that are available")
+                         "load_actor), or all that are available", choices=EXPORT_FORMATS)
     trust_code: bool = option(False, TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
 
     def __post_init__(self) -> None:
         validate(self, [
+            ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
             ("checkpoint", bool(self.checkpoint), "a run folder or checkpoint file"),
             ("format", self.format in EXPORT_FORMATS, f"one of {', '.join(EXPORT_FORMATS)}"),
         ])
@@ -444,7 +523,8 @@ class ExportDatasetConfig:
     data: str = option("data/demos", "robot_rl demo dataset folder (from collect-demos)")
     out: str = option("", "LeRobot dataset folder to create; '' = DATA-lerobot")
     video_codec: str = option("h264", "wrist camera MP4 codec: h264 (plays in browsers), libsvtav1 (LeRobot's "
-                              "default, smaller) or none (PNG frames in the parquet files: pixels exact, larger)")
+                              "default, smaller) or none (PNG frames in the parquet files: pixels exact, larger)",
+                              choices=VIDEO_CODECS)
     crf: int = option(18, "video quality (constant rate factor: lower = closer to the stored pixels, larger files)")
 
     def __post_init__(self) -> None:
@@ -459,14 +539,18 @@ class ExportDatasetConfig:
 class PipelineConfig:
     """Options of ``robot-rl pipeline``."""
 
-    preset: str = option("quick", "quick: minutes on 2 CPU cores; full: sized for a GPU")
-    root: str = option("", "output folder ('' = runs/pipeline-PRESET, plus -TASK and -ARM for another task than "
-                       "pcb-inspect or another arm than ur5e_like)")
+    preset: str = option("quick", "quick: minutes on 2 CPU cores; full: sized for a GPU", choices=PIPELINE_PRESETS)
+    root: str = output_option("", "folder of every stage's output ('' = runs/pipeline-PRESET, plus -TASK and -ARM "
+                              "for another task than pcb-inspect or another arm than ur5e_like)", "root")
+    checkpoint_kind: str = option("last", "which checkpoint of the BC and PPO runs the pipeline fine-tunes and "
+                                  "evaluates: last (the policy each run ended with) or best (its best held-out "
+                                  "check)", choices=CHECKPOINT_KINDS)
     task: str = option(DEFAULT_TASK, TASK_HELP)
     arm: str = option(DEFAULT_ARM, ARM_HELP)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP + " (every stage)")
+    precision: str = option("auto", PRECISION_HELP + " (every stage)", choices=PRECISIONS)
 
     def __post_init__(self) -> None:
         validate(self, [("preset", self.preset in PIPELINE_PRESETS, _one_of(PIPELINE_PRESETS)),
+                        ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
                         ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS))])

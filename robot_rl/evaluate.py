@@ -128,7 +128,8 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     ``--perturbations``, the suite under perturbations/); returns the metrics."""
     device = resolve_device(config.device)
     actor, env_info, checkpoint = load_actor(config.checkpoint, device=device, trust_code=config.trust_code,
-                                             task=config.task, precision=config.precision)
+                                             task=config.task, precision=config.precision,
+                                             checkpoint_kind=config.checkpoint_kind)
     precision = resolve_precision(config.precision, device)  # what ran, for the report
     if config.arm and config.arm != env_info["arm"]:
         raise UsageError(f"--arm {config.arm}: {checkpoint} was trained on arm {env_info['arm']!r}")
@@ -140,7 +141,8 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
         seeds = list(range(config.seed, config.seed + config.episodes))
         metrics, summaries, videos = _run_boards(actor, env_info, config, out_dir, difficulty, randomization, device,
                                                  progress)
-        info = {"checkpoint": str(checkpoint), "difficulty": difficulty, "image_size": env_info["image_size"],
+        info = {"checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind, "difficulty": difficulty,
+                "image_size": env_info["image_size"],
                 "randomization": randomization, "arm": env_info["arm"], "task": env_info["env"],
                 "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": precision,
                 "defect_types": list(get_task(env_info["env"]).defect_types)}

@@ -96,7 +96,8 @@ def export_onnx(policy: DeployedPolicy, inputs, path: Path) -> None:
 
 def export(config: ExportConfig) -> dict:
     """Writes the requested formats and ``policy.json``; returns {format: path} of what was written."""
-    actor, env_info, checkpoint = load_actor(config.checkpoint, trust_code=config.trust_code)
+    actor, env_info, checkpoint = load_actor(config.checkpoint, trust_code=config.trust_code,
+                                             checkpoint_kind=config.checkpoint_kind)
     policy = deploy(actor)
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "export"
@@ -129,7 +130,8 @@ def _write_exports(actor, policy: DeployedPolicy, env_info: dict, checkpoint: Pa
         written[name] = str(path)
     size = env_info["image_size"]
     write_json(out_dir / "policy.json", {
-        "checkpoint": str(checkpoint), "env": env_info, "files": {k: Path(v).name for k, v in written.items()},
+        "checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind, "env": env_info,
+        "files": {k: Path(v).name for k, v in written.items()},
         "inputs": {"pixels": f"uint8 [B, {size}, {size}, 3], RGB, wrist camera",
                    "joint_state": f"float32 [B, {2 * joints}]: {joints} joint angles (rad), {joints} joint velocities "
                                   f"(rad/s), arm {env_info['arm']}"},

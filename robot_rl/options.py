@@ -4,12 +4,17 @@ Why not tyro (CleanRL's and nerfstudio's choice): our configs are flat dataclass
 layer maps to argparse in ~40 lines, and two things here tyro does not do: invalid values end in one line naming
 the option with exit code 2 (tyro prints a multi-line panel), and ``--resume`` refuses options that contradict
 the stored run (``check_resume_options``), which needs to know which options were given on the command line.
+
+A field's option is ``--field-name`` unless its ``flag`` says otherwise (the name stored in a run's config stays the
+field's, so older runs keep loading); ``old_flags`` are earlier names, still accepted with a one-line deprecation
+note on stderr. ``choices`` are listed in ``--help`` (checked by the config itself, which names the option).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import typing
 from pathlib import Path
 from typing import Any
@@ -17,20 +22,30 @@ from typing import Any
 from robot_rl.errors import UsageError
 
 
-def option(default: Any, help: str) -> Any:  # noqa: A002 - mirrors argparse's name
-    """A dataclass field with its command-line help."""
-    return dataclasses.field(default=default, metadata={"help": help})
+def option(default: Any, help: str, *, choices: tuple[str, ...] = (), flag: str = "",  # noqa: A002 - argparse's name
+           old_flags: tuple[str, ...] = ()) -> Any:
+    """A dataclass field with its command-line help; ``flag`` names its option (default: the field's name),
+    ``old_flags`` its deprecated names, ``choices`` the values ``--help`` lists."""
+    metadata = {"help": help, "choices": tuple(choices), "flag": flag, "old_flags": tuple(old_flags)}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def flag_of(field: dataclasses.Field) -> str:
+    """The option of a config field, e.g. ``--out`` for ``run_dir``."""
+    return "--" + (field.metadata.get("flag") or field.name.replace("_", "-"))
+
+
+def option_name(config: Any, name: str) -> str:
+    """The option of field ``name`` of a config (class or instance)."""
+    field = {f.name: f for f in dataclasses.fields(config)}.get(name)
+    return flag_of(field) if field is not None else "--" + name.replace("_", "-")
 
 
 def validate(config: Any, checks: list[tuple[str, bool, str]]) -> None:
     """Raises ValueError naming the first failing option; ``checks`` are (field name, passed, rule) triples."""
     for name, passed, rule in checks:
         if not passed:
-            raise ValueError(f"{_flag(name)} must be {rule}, got {getattr(config, name)!r}")
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+            raise ValueError(f"{option_name(config, name)} must be {rule}, got {getattr(config, name)!r}")
 
 
 GIVEN = "given_options"  # attribute of the parsed namespace: the fields given on the command line
@@ -52,21 +67,61 @@ class _StoreBool(argparse.BooleanOptionalAction):
         namespace.__dict__.setdefault(GIVEN, set()).add(self.dest)
 
 
-def add_options(parser: argparse.ArgumentParser, config_cls: type, skip: tuple[str, ...] = ()) -> None:
-    """Adds one ``--option`` per field of ``config_cls`` (bools become ``--x/--no-x``); the parsed namespace's
-    ``given_options`` names the ones given on the command line."""
+class _Renamed(argparse.Action):
+    """An option's earlier name: stores as the option does, with a one-line deprecation note on stderr."""
+
+    def __init__(self, option_strings, dest, new_flag: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new_flag = new_flag
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: {option_string} is deprecated, use {self.new_flag} (the old name goes in a later "
+              f"release)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+        namespace.__dict__.setdefault(GIVEN, set()).add(self.dest)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """``--help`` as written (descriptions and examples keep their lines), with each option's default once, at the
+    end of its help ('' shown as '')."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = (action.help or "").replace(" (default: %(default)s)", "")  # BooleanOptionalAction adds its own
+        if not action.option_strings or action.default in (None, argparse.SUPPRESS):
+            return text
+        shown = "''" if action.default == "" else "%(default)s"
+        return f"{text} (default: {shown})"
+
+
+def add_options(parser: argparse.ArgumentParser, config_cls: type, groups: dict[str, tuple[str, ...]] | None = None,
+                main_group: str = "options", skip: tuple[str, ...] = ()) -> None:
+    """Adds one option per field of ``config_cls`` (bools become ``--x/--no-x``), in argument groups: ``groups``
+    maps a title to field names, listed in that order, with ``main_group`` (the fields no group names) second. The
+    parsed namespace's ``given_options`` names the fields given on the command line, by any of their names."""
     hints = typing.get_type_hints(config_cls)
-    for field in dataclasses.fields(config_cls):
-        if field.name in skip:
-            continue
+    fields = [f for f in dataclasses.fields(config_cls) if f.name not in skip]
+    titles = {name: title for title, names in (groups or {}).items() for name in names}
+    order = list(groups or {})
+    order.insert(min(1, len(order)), main_group)
+    sections = {title: parser.add_argument_group(title)
+                for title in order if any(titles.get(f.name, main_group) == title for f in fields)}
+    for field in fields:
+        section = sections[titles.get(field.name, main_group)]
         kind = hints[field.name]
-        base = [t for t in typing.get_args(kind) if t is not type(None)] or [kind]
-        help_text = field.metadata.get("help", "")
-        if base[0] is bool:
-            parser.add_argument(_flag(field.name), action=_StoreBool, default=field.default, help=help_text)
-        else:
-            parser.add_argument(_flag(field.name), action=_Store, type=base[0], default=field.default,
-                                help=help_text, metavar=field.name.upper())
+        base = ([t for t in typing.get_args(kind) if t is not type(None)] or [kind])[0]
+        help_text, flag = field.metadata.get("help", ""), flag_of(field)
+        choices = field.metadata.get("choices", ())
+        if base is bool:
+            if field.metadata.get("old_flags"):
+                raise TypeError(f"{config_cls.__name__}.{field.name}: a --x/--no-x option keeps its name")
+            section.add_argument(flag, dest=field.name, action=_StoreBool, default=field.default, help=help_text)
+            continue
+        metavar = "{" + ",".join(choices) + "}" if choices else flag[2:].replace("-", "_").upper()
+        section.add_argument(flag, dest=field.name, action=_Store, type=base, default=field.default,
+                             help=help_text, metavar=metavar)
+        for old in field.metadata.get("old_flags", ()):
+            parser.add_argument("--" + old, dest=field.name, action=_Renamed, new_flag=flag, type=base,
+                                default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def config_from_args(config_cls: type, args: argparse.Namespace, **overrides) -> Any:
@@ -88,7 +143,7 @@ def check_resume_options(config: Any, args: argparse.Namespace, run_dir: str | P
             continue
         given, stored = getattr(args, field.name), getattr(config, field.name)
         if given != stored:
-            conflicts.append(f"{_flag(field.name)} {given} (run has {stored})")
+            conflicts.append(f"{flag_of(field)} {given} (run has {stored})")
     if conflicts:
         raise UsageError(f"{run_dir}: --resume continues the stored config; conflicting options: "
                          + ", ".join(conflicts))

@@ -6,7 +6,8 @@ root another pipeline is running in (``robot_rl.locks``). Presets:
 ``quick`` (the README's first command, about a quarter of an hour on two CPU cores: easy boards, 64x64 images,
 150 demos and 8 BC epochs, which leave the policy partly working, then 65,536 PPO frames that lift it) and
 ``full`` (default difficulty at 84x84, sized for a GPU). The BC policy and the fine-tuned one are evaluated on the
-same held-out boards, for the closing table.
+same held-out boards, for the closing table. Which checkpoint of the BC and PPO runs is fine-tuned and evaluated
+follows the one rule of ``run_folder.policy_checkpoint``: ``last.pt`` (``--checkpoint-kind best``: ``best.pt``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from robot_rl.locks import exclusive
 from robot_rl.pretrain import bc, dagger
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_folder import RunFolder, ensure_finished
+from robot_rl.run_folder import RunFolder, ensure_finished, policy_checkpoint
 from robot_rl.tables import markdown_table
 
 # Where each stage writes, under the pipeline's root; the stages are linked through these.
@@ -83,10 +84,19 @@ PRESETS = {
                               randomization="default"),
         pretrain=BCConfig(data=DEMOS, run_dir=BC, epochs=12, batch_size=64, eval_every=3, eval_episodes=100),
         finetune=FinetuneConfig(init=BC, run_dir=PPO, total_frames=500_000, frames_per_batch=4096, num_envs=16,
-                                workers=16, ppo_epochs=4, minibatch_size=256, eval_every=5, eval_episodes=100),
+                                workers=16, ppo_epochs=4, minibatch_size=256, eval_every=5, eval_episodes=100,
+                                critic_warmup=3, checkpoint_every=5, shaping=0.0),
         evaluate=EvaluateConfig(checkpoint=PPO, out=EVAL, episodes=200, num_envs=8, videos=8),
     ),
 }
+
+
+def with_checkpoint_kind(preset: Preset, kind: str) -> Preset:
+    """``preset`` with every stage that reads a run folder's policy taking ``kind`` ("last" or "best")."""
+    stages = {"finetune": {"checkpoint_kind": kind}, "evaluate": {"checkpoint_kind": kind}}
+    if preset.dagger is not None:
+        stages["dagger"] = {"checkpoint_kind": kind}
+    return preset.updated(**stages)
 
 
 PRESET_FILE = "preset.json"
@@ -111,7 +121,7 @@ def _check_preset(root: Path, preset: Preset) -> None:
                if stored.get(stage, {}).get(name) != options.get(name)]
     if changed:
         raise UsageError(f"{root} holds a pipeline run made with other options ({'; '.join(changed)}); "
-                         f"remove it or choose another --root")
+                         f"remove it or choose another --out")
 
 
 def _train_stage(label: str, command: str, run_dir: Path, start, resume, make_config, progress: bool, log) -> None:
@@ -126,14 +136,15 @@ def _train_stage(label: str, command: str, run_dir: Path, start, resume, make_co
 
 def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: EvaluateConfig, device: str,
                     precision: str, progress: bool, log) -> dict:
-    """Evaluates ``checkpoint`` into ``out_dir`` unless its report exists; returns the metrics."""
+    """Evaluates ``checkpoint`` (a run folder: its ``options.checkpoint_kind`` checkpoint) into ``out_dir`` unless
+    its report exists; returns the metrics."""
     from robot_rl.evaluate import evaluate
 
     report = out_dir / "report.json"
     if report.is_file():
         log(f"{label}: {report} exists, skipped")
         return json.loads(report.read_text())["metrics"]
-    log(f"{label} -> {out_dir}")
+    log(f"{label}: {policy_checkpoint(checkpoint, options.checkpoint_kind)} -> {out_dir}")
     config = replace(options, checkpoint=str(checkpoint), out=str(out_dir), device=device, precision=precision)
     return evaluate(config, progress=progress)["metrics"]
 
@@ -189,19 +200,22 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
         timings["dagger"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    _train_stage("[4/5] finetune", "finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
+    _train_stage(f"[4/5] finetune from {policy_checkpoint(start_dir, preset.finetune.checkpoint_kind)}", "finetune",
+                 ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
         preset.finetune, init=str(start_dir), run_dir=str(ppo_dir), device=device, precision=precision), progress,
         log)
     timings["finetune"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    # The policy PPO ended with (last.pt), as fine-tuning is designed to end (README, "Fine-tuning design");
-    # best.pt, the best of PPO's own held-out checks, stays beside it.
-    after_ppo = _evaluate_stage("[5/5] evaluate", RunFolder(ppo_dir).checkpoint("last"), eval_dir, preset.evaluate,
-                                device, precision, progress, log)
+    # By default the policy PPO ended with (last.pt), as fine-tuning is designed to end (README, "Fine-tuning
+    # design"); best.pt, the best of PPO's own held-out checks, stays beside it.
+    after_ppo = _evaluate_stage("[5/5] evaluate", ppo_dir, eval_dir, preset.evaluate, device, precision, progress,
+                                log)
     timings["evaluate"] = time.perf_counter() - start
+    kind = preset.evaluate.checkpoint_kind
     result = {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
-              "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo,
+              "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo, "checkpoint_kind": kind,
+              "policies": {"bc": str(policy_checkpoint(bc_dir, kind)), "ppo": str(policy_checkpoint(ppo_dir, kind))},
               "ppo_best": (RunFolder(ppo_dir).summary() or {}).get("best"),
               "seconds": {k: round(v, 1) for k, v in timings.items()}}
     write_json(root / RESULT_FILE, result)
@@ -211,8 +225,9 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
 def result_table(result: dict) -> str:
     """The pipeline's closing lines: success (Wilson 95% CI), guesses, collisions and episode length after BC
     and after PPO on the same boards, then where the report, videos and contact sheet are."""
-    rows, best = [], result.get("ppo_best")
-    for stage, metrics in (("after BC", result["after_bc"]), ("after PPO (last.pt)", result["metrics"])):
+    kind = result.get("checkpoint_kind", "last")
+    rows, best = [], result.get("ppo_best") if kind == "last" else None
+    for stage, metrics in (("after BC", result["after_bc"]), (f"after PPO ({kind}.pt)", result["metrics"])):
         lo, hi = metrics["success_ci95"]
         rows.append({"policy": stage,
                      "success (95% CI)": f"{metrics['success_rate']:.0%} ({lo:.0%}-{hi:.0%}), "
@@ -224,7 +239,7 @@ def result_table(result: dict) -> str:
     note = [] if best is None else [
         f"best.pt beside it: iteration {best['iteration']}, the best of PPO's own held-out checks"
         + ("" if best["iteration"] else " (none beat the BC start)")
-        + f"; robot-rl evaluate --checkpoint {Path(result['finetune']) / 'checkpoints' / 'best.pt'}", ""]
+        + f"; robot-rl evaluate --policy {result['finetune']} --checkpoint-kind best", ""]
     return "\n".join([markdown_table(rows), "", *note,
                       f"report:        {report / 'report.md'} (BC: {Path(result['bc_report']) / 'report.md'})",
                       f"videos:        {report / 'videos'}/",

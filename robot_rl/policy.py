@@ -302,12 +302,14 @@ def _weights_of(source: Path) -> Path | None:
 
 
 def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_code: bool = False,
-               task: str = "", precision: str = "fp32") -> tuple[ProbabilisticActor, dict, Path]:
-    """The actor of a BC or PPO checkpoint, or of exported weights: ``source`` is a run folder (its best.pt, else
-    last.pt), a .pt file, or ``model.safetensors`` (or its folder) with ``config.json`` beside it, read without
-    pickle. A ``module:Class`` task it names is imported only with ``trust_code`` or when ``task`` (the user's
-    --task) names it too; another ``task`` than the recorded one is refused. Its encoder runs in ``precision``
-    (``auto``, ``fp32`` or ``bf16``, resolved for ``device``: ``robot_rl.precision``); the weights stay fp32.
+               task: str = "", precision: str = "fp32",
+               checkpoint_kind: str = "last") -> tuple[ProbabilisticActor, dict, Path]:
+    """The actor of a BC or PPO checkpoint, or of exported weights: ``source`` is a run folder (its ``last.pt``, or
+    ``best.pt`` with ``checkpoint_kind`` "best": ``run_folder.policy_checkpoint``), a .pt file, or
+    ``model.safetensors`` (or its folder) with ``config.json`` beside it, read without pickle. A ``module:Class``
+    task it names is imported only with ``trust_code`` or when ``task`` (the user's --task) names it too; another
+    ``task`` than the recorded one is refused. Its encoder runs in ``precision`` (``auto``, ``fp32`` or ``bf16``,
+    resolved for ``device``: ``robot_rl.precision``); the weights stay fp32.
 
     Returns (actor in eval mode, the env info it was trained on {env (the task), difficulty, image_size, arm, ...},
     its path).
@@ -323,7 +325,7 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_cod
         path, state = weights, _read_weights(weights)
         recorded_in = weights.parent / WEIGHTS_CONFIG  # where the env is written: the culprit of a bad one
     else:
-        path = policy_checkpoint(source)
+        path = policy_checkpoint(source, checkpoint_kind)
         state = load_checkpoint(path)
         if state.get("kind") not in ("bc", "ppo") or not {"actor", "env", "policy_config"} <= set(state):
             raise UsageError(f"{path}: not a robot_rl policy checkpoint")

@@ -11,16 +11,17 @@
       demos/                 BC on a LeRobot dataset: the demos read into robot_rl's format (reused on resume)
       summary.json           written when the run has finished; a folder without it is unfinished
 
-A folder given where a policy is expected (``evaluate``, ``export``, ``finetune --init``) means its ``best.pt``,
-else its ``last.pt``. A new run refuses a folder that already holds another one; the same command again on a
-folder whose run it started and did not finish continues that run (as ``--resume`` does). ``--resume DIR`` works
-on DIR wherever it now lives (a copied or moved folder: the ``run_dir`` stored in its config is replaced by DIR,
-and nothing is written to the stored path); resuming a finished run changes nothing. The first Ctrl-C or SIGTERM
-(what Slurm, Kubernetes, systemd and Ray send before they kill) lets the current step finish and checkpoint
-(``last.pt``), then stops without ``summary.json``; a second one aborts at once. One process at a time writes a
-run folder (``robot_rl.locks``). Every file is written to a temporary name and renamed, and a new run writes
-``last.pt`` before ``config.json``, so a killed run, at any moment, leaves a folder that is either unclaimed or
-resumable.
+A folder given where a policy is expected (``evaluate``, ``export``, ``--policy`` of ``pretrain``, ``dagger`` and
+``finetune``, the pipeline) means its ``last.pt``, the policy the run ended with, or with ``--checkpoint-kind best``
+its ``best.pt`` (``policy_checkpoint``, the one rule). A new run refuses a folder that already holds another one;
+the same command again on a folder whose run it started and did not finish continues that run (as ``--resume``
+does). ``--resume DIR`` works on DIR wherever it now lives (a copied or moved folder: the ``run_dir`` stored in its
+config is replaced by DIR, and nothing is written to the stored path); resuming a finished run changes nothing. The
+first Ctrl-C or SIGTERM (what Slurm, Kubernetes, systemd and Ray send before they kill) lets the current step finish
+and checkpoint (``last.pt``), then stops without ``summary.json``; a second one aborts at once. One process at a
+time writes a run folder (``robot_rl.locks``). Every file is written to a temporary name and renamed, and a new run
+writes ``last.pt`` before ``config.json``, so a killed run, at any moment, leaves a folder that is either unclaimed
+or resumable.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ import torch
 from torchrl.record.loggers import CSVLogger, Logger
 from tqdm import tqdm
 
+from robot_rl.configs import CHECKPOINT_KINDS
 from robot_rl.errors import Interrupted, NoSpaceLeft, RunStopped, UsageError
 from robot_rl.io import atomic_path, check_space, remove_orphaned_temporaries, write_json
 from robot_rl.locks import exclusive
@@ -54,6 +56,7 @@ IMPORTED_DEMOS = "demos"
 CHECKPOINT_DIR = "checkpoints"
 SUMMARY_FILE = "summary.json"
 LOGS = "logs"
+DAGGER_ROUNDS = "rounds"  # a DAgger run folder holds one BC run folder per round here (robot_rl.pretrain.dagger)
 
 
 # -- checkpoints ------------------------------------------------------------------------------------------------
@@ -126,13 +129,33 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return state
 
 
-def policy_checkpoint(source: str | Path) -> Path:
-    """The checkpoint a run folder stands for (``best.pt``, else ``last.pt``); a file stands for itself."""
+def policy_checkpoint(source: str | Path, kind: str = "last") -> Path:
+    """The one rule for which checkpoint a run folder means, wherever a policy is read (``evaluate``, ``export``,
+    ``pretrain``/``dagger``/``finetune --policy``, the pipeline): ``kind`` "last" (the default) is
+    ``checkpoints/last.pt``, the policy the run ended with, which the project reports; "best" is ``best.pt``, the
+    policy of its best held-out check (``last.pt`` while the run has none). A DAgger run folder means its last
+    round's run folder; a file means itself, whatever ``kind``."""
+    if kind not in CHECKPOINT_KINDS:
+        raise UsageError(f"--checkpoint-kind must be one of {', '.join(CHECKPOINT_KINDS)}, got {kind!r}")
     path = Path(source)
+    if path.is_dir() and not (path / CHECKPOINT_DIR).is_dir():
+        rounds = sorted(p for p in (path / DAGGER_ROUNDS).glob("round-*") if (p / CHECKPOINT_DIR).is_dir())
+        path = rounds[-1] if rounds else path
     if path.is_dir():
         folder = path / CHECKPOINT_DIR
-        path = folder / "best.pt" if (folder / "best.pt").is_file() else folder / "last.pt"
+        path = folder / "best.pt" if kind == "best" and (folder / "best.pt").is_file() else folder / "last.pt"
     return path
+
+
+def describe_policy(source: str | Path, kind: str = "last") -> str:
+    """One line saying which checkpoint ``source`` means under ``policy_checkpoint``'s rule, for commands to print."""
+    path = policy_checkpoint(source, kind)
+    if not Path(source).is_dir():
+        return f"policy: {path}"
+    if path.name == "best.pt":
+        return f"policy: {path} (--checkpoint-kind best: the run's best held-out check)"
+    why = "the run has no best.pt yet" if kind == "best" else "--checkpoint-kind best takes best.pt"
+    return f"policy: {path} (the policy the run ended with; {why})"
 
 
 def run_folder_of(checkpoint: str | Path) -> Path:
@@ -184,20 +207,21 @@ class RunFolder:
         anything for a new run."""
         if not self.started:
             return False
-        stored = json.loads((self.path / CONFIG_FILE).read_text())
+        # The stored options as this version reads them (what an older run predates filled in as it ran).
+        stored = json.loads(json.dumps(dataclasses.asdict(load_config(self.path / CONFIG_FILE, type(config)))))
         given = json.loads(json.dumps(dataclasses.asdict(config)))
         stored["run_dir"] = given.get("run_dir")  # the folder may have moved since it was stored
         if not self.finished and stored == given:
             tqdm.write(f"{self.path}: continuing its unfinished run (the same options)")
             return True
         raise UsageError(f"{self.path} already holds a {'finished' if self.finished else 'different'} run; "
-                         f"use --resume {self.path} or another --run-dir")
+                         f"use --resume {self.path} or another --out")
 
     def start(self, config: Any, checkpoint: dict) -> None:
         """Claims the folder for a new run: ``last.pt`` (the run before its first step), then ``config.json``,
         so a folder with a config always has a checkpoint to resume from."""
         if self.started:
-            raise UsageError(f"{self.path} already holds a run; use --resume {self.path} or another --run-dir")
+            raise UsageError(f"{self.path} already holds a run; use --resume {self.path} or another --out")
         self.save(checkpoint)
         save_config(self.path / CONFIG_FILE, config)
 

@@ -82,17 +82,17 @@ def _bad_inputs(tmp_path, demos_dir, bc_run_dir):
     unwritable = _unwritable(tmp_path)
     collect = ["--episodes", "2", "--difficulty", "easy", "--image-size", "48", "--num-envs", "1"]
     return [
-        (["finetune", "--seed", "-5", "--from-scratch", "--run-dir", str(tmp_path / "neg")], "--seed"),
-        (["pretrain", "--data", str(demos_dir), "--run-dir", str(regular)], str(regular)),
-        (["pretrain", "--data", str(demos_dir), "--run-dir", str(regular / "run")], str(regular)),
+        (["finetune", "--seed", "-5", "--from-scratch", "--out", str(tmp_path / "neg")], "--seed"),
+        (["pretrain", "--data", str(demos_dir), "--out", str(regular)], str(regular)),
+        (["pretrain", "--data", str(demos_dir), "--out", str(regular / "run")], str(regular)),
         (["pretrain", "--resume", str(regular)], str(regular)),
         (["collect-demos", "--out", str(tmp_path / long / "demos"), *collect], long),
         (["collect-demos", "--out", str(regular), *collect], str(regular)),
         (["collect-demos", "--out", str(tmp_path / "armless"), "--arm", "no-such-arm", *collect], "no-such-arm"),
         (["collect-demos", "--out", str(unwritable / "demos"), *collect], str(unwritable)),
-        (["pretrain", "--data", str(tmp_path / long), "--run-dir", str(tmp_path / "bc")], long),
-        (["finetune", "--init", str(bc_run_dir), "--run-dir", str(tmp_path / long / "ppo")], long),
-        (["export", "--checkpoint", str(bc_run_dir), "--out", str(regular)], str(regular)),
+        (["pretrain", "--data", str(tmp_path / long), "--out", str(tmp_path / "bc")], long),
+        (["finetune", "--policy", str(bc_run_dir), "--out", str(tmp_path / long / "ppo")], long),
+        (["export", "--policy", str(bc_run_dir), "--out", str(regular)], str(regular)),
     ]
 
 

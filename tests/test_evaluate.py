@@ -166,6 +166,11 @@ def test_pipeline_runs_end_to_end_and_skips_finished_stages(tmp_path, capsys):
     ppo_report = json.loads((tmp_path / "pipe" / "eval" / "report.json").read_text())
     assert [e["episode_seed"] for e in bc_report["episodes"]] == [e["episode_seed"] for e in ppo_report["episodes"]]
     assert json.loads((tmp_path / "pipe" / "pipeline.json").read_text())["after_bc"] == result["after_bc"]
+    # The one checkpoint rule: each run folder's last.pt, recorded in pipeline.json and in each report.
+    assert result["checkpoint_kind"] == "last"
+    assert result["policies"] == {"bc": str(tmp_path / "pipe" / "bc" / "checkpoints" / "last.pt"),
+                                  "ppo": str(tmp_path / "pipe" / "ppo" / "checkpoints" / "last.pt")}
+    assert [bc_report["info"]["checkpoint"], ppo_report["info"]["checkpoint"]] == list(result["policies"].values())
     table = result_table(result).splitlines()
     bc_row, ppo_row = table[2], table[3]
     assert bc_row.startswith("| after BC") and ppo_row.startswith("| after PPO")
@@ -194,7 +199,7 @@ def test_every_command_documents_its_defaults():
 
 
 def test_evaluate_rejects_a_missing_checkpoint(tmp_path, capsys):
-    assert main(["evaluate", "--checkpoint", str(tmp_path / "nothing")]) == 2
+    assert main(["evaluate", "--policy", str(tmp_path / "nothing")]) == 2
     assert "no such checkpoint" in capsys.readouterr().err
 
 

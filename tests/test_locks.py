@@ -76,7 +76,7 @@ def test_a_pretrain_on_a_run_folder_in_use_is_refused_before_any_work(demos_dir,
     run_dir = tmp_path / "run"
     first = _holding(run_dir)
     try:
-        assert main(["pretrain", "--data", str(demos_dir), "--run-dir", str(run_dir)]) == 2
+        assert main(["pretrain", "--data", str(demos_dir), "--out", str(run_dir)]) == 2
     finally:
         first.kill()
         first.wait()
@@ -142,7 +142,7 @@ def test_a_holder_killed_with_sigkill_leaves_the_lock_free(tmp_path, sig):
 def test_an_export_into_a_folder_in_use_is_refused_naming_the_holder(bc_run_dir, demos_dir, tmp_path, capsys,
                                                                      command):
     out = tmp_path / "out"
-    argv = (["export", "--checkpoint", str(bc_run_dir), "--format", "safetensors", "--out", str(out)]
+    argv = (["export", "--policy", str(bc_run_dir), "--format", "safetensors", "--out", str(out)]
             if command == "export" else ["export-dataset", "--data", str(demos_dir), "--out", str(out)])
     first = _holding(out)
     try:

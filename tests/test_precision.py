@@ -54,7 +54,7 @@ def test_the_precision_option_is_checked_and_defaults_to_auto(config_cls, extra)
 
 
 def test_a_bad_precision_is_one_line_and_exit_2(tmp_path, capsys):
-    assert main(["pretrain", "--data", str(tmp_path), "--run-dir", str(tmp_path / "r"), "--precision", "fp8"]) == 2
+    assert main(["pretrain", "--data", str(tmp_path), "--out", str(tmp_path / "r"), "--precision", "fp8"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--precision" in err
 
@@ -105,7 +105,7 @@ def test_a_bf16_bc_run_has_finite_losses_and_writes_an_fp32_checkpoint_and_expor
     # The export is the fp32 policy: it matches the loaded actor as an fp32 export of an fp32 run does.
     actor, env_info, _ = load_actor(tmp_path / "run")
     assert actor_encoder(actor).image.precision == "fp32"
-    assert main(["export", "--checkpoint", str(tmp_path / "run"), "--format", "torchscript",
+    assert main(["export", "--policy", str(tmp_path / "run"), "--format", "torchscript",
                  "--out", str(tmp_path / "export")]) == 0
     program = torch.jit.load(str(tmp_path / "export" / FILES["torchscript"]))
     inputs = example_inputs(env_info["image_size"], batch=3)

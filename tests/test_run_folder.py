@@ -29,13 +29,20 @@ from tests.finetune.test_trainer import tiny
 from tests.pretrain.test_bc import small_config
 
 
-def test_a_folder_means_its_best_checkpoint_else_its_last(tmp_path):
+def test_a_folder_means_its_last_checkpoint_or_with_kind_best_its_best(tmp_path):
     folder = RunFolder(tmp_path / "run")
     save_checkpoint(folder.checkpoint("last"), {"which": "last"})
-    assert policy_checkpoint(folder.path) == folder.checkpoint("last")
+    assert policy_checkpoint(folder.path) == policy_checkpoint(folder.path, "best") == folder.checkpoint("last")
     save_checkpoint(folder.checkpoint("best"), {"which": "best"})
-    assert policy_checkpoint(folder.path) == folder.checkpoint("best")
-    assert policy_checkpoint(folder.checkpoint("last")) == folder.checkpoint("last")  # a file means itself
+    assert policy_checkpoint(folder.path) == folder.checkpoint("last")
+    assert policy_checkpoint(folder.path, "best") == folder.checkpoint("best")
+    assert policy_checkpoint(folder.checkpoint("last"), "best") == folder.checkpoint("last")  # a file means itself
+    dagger = tmp_path / "dagger"  # a DAgger run folder means its last round's run folder
+    for round_dir in ("round-01", "round-02"):
+        save_checkpoint(dagger / "rounds" / round_dir / "checkpoints" / "last.pt", {"which": round_dir})
+    assert policy_checkpoint(dagger) == dagger / "rounds" / "round-02" / "checkpoints" / "last.pt"
+    with pytest.raises(UsageError, match="--checkpoint-kind must be one of last, best"):
+        policy_checkpoint(folder.path, "first")
     assert run_folder_of(folder.checkpoint("best")) == folder.path
     assert run_folder_of(tmp_path / "elsewhere" / "policy.pt") == tmp_path / "elsewhere"
     with pytest.raises(UsageError, match="no such checkpoint"):
@@ -105,8 +112,8 @@ def _killed_before_its_first_checkpoint(argv: list[str], run_dir: Path) -> None:
 
 def test_a_pretrain_killed_before_its_first_checkpoint_comes_back_with_the_same_command(demos_dir, tmp_path):
     run_dir = tmp_path / "run"
-    argv = ["pretrain", "--data", str(demos_dir), "--run-dir", str(run_dir), "--epochs", "1", "--batch-size", "8",
-            "--steps-per-epoch", "40", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]
+    argv = ["pretrain", "--data", str(demos_dir), "--out", str(run_dir), "--epochs", "1", "--batch-size", "8",
+            "--steps-per-epoch", "40", "--eval-episodes", "1", "--num-envs", "1", "--hidden", "16"]
     _killed_before_its_first_checkpoint(argv, run_dir)
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 0  # written before the first step
     result = subprocess.run([sys.executable, "-m", "robot_rl.cli", *argv], capture_output=True, text=True,
@@ -118,7 +125,7 @@ def test_a_pretrain_killed_before_its_first_checkpoint_comes_back_with_the_same_
 
 def test_a_finetune_killed_before_its_first_checkpoint_comes_back_with_resume(bc_run_dir, tmp_path):
     run_dir = tmp_path / "ppo"
-    argv = ["finetune", "--init", str(bc_run_dir), "--run-dir", str(run_dir), "--total-frames", "64",
+    argv = ["finetune", "--policy", str(bc_run_dir), "--out", str(run_dir), "--total-frames", "64",
             "--frames-per-batch", "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1",
             "--eval-every", "0", "--eval-episodes", "1", "--checkpoint-every", "5", "--critic-hidden", "16"]
     _killed_before_its_first_checkpoint(argv, run_dir)
@@ -224,7 +231,7 @@ def test_a_stopped_command_exits_130_with_the_resume_command(tmp_path, monkeypat
     from robot_rl.cli import main
 
     monkeypatch.setattr(bc, "pretrain", lambda config: {"finished": False})
-    assert main(["pretrain", "--run-dir", str(tmp_path / "run")]) == 130
+    assert main(["pretrain", "--out", str(tmp_path / "run")]) == 130
     assert f"continue with robot-rl pretrain --resume {tmp_path / 'run'}" in capsys.readouterr().err
 
 
@@ -352,8 +359,8 @@ def _check_stopped_then_resumed(stopped: subprocess.CompletedProcess, command: s
 
 def test_sigterm_stops_a_pretrain_mid_epoch_with_exit_143_and_resume_finishes_it(demos_dir, tmp_path):
     run_dir = tmp_path / "run"
-    argv = ["pretrain", "--data", str(demos_dir), "--run-dir", str(run_dir), "--epochs", "2", "--batch-size", "8",
-            "--steps-per-epoch", "30", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]
+    argv = ["pretrain", "--data", str(demos_dir), "--out", str(run_dir), "--epochs", "2", "--batch-size", "8",
+            "--steps-per-epoch", "30", "--eval-episodes", "1", "--num-envs", "1", "--hidden", "16"]
     stopped = _stopped_by_sigterm(argv, run_dir / "config.json", after=1.0)
     _check_stopped_then_resumed(stopped, "pretrain", run_dir)
 
@@ -362,7 +369,7 @@ def test_sigterm_stops_a_pretrain_mid_epoch_with_exit_143_and_resume_finishes_it
 def test_sigterm_to_the_group_stops_a_finetune_with_exit_143_and_resume_finishes_it(bc_run_dir, tmp_path,
                                                                                     collector):
     run_dir = tmp_path / "ppo"
-    argv = ["finetune", "--init", str(bc_run_dir), "--run-dir", str(run_dir), "--total-frames", "512",
+    argv = ["finetune", "--policy", str(bc_run_dir), "--out", str(run_dir), "--total-frames", "512",
             "--frames-per-batch", "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1",
             "--eval-every", "0", "--eval-episodes", "1", "--checkpoint-every", "5", "--critic-hidden", "16",
             "--collector", collector, "--workers", "2" if collector == "process" else "0"]
@@ -386,8 +393,8 @@ def test_a_disk_that_fills_up_mid_run_stops_pretrain_in_one_line_and_resume_fini
         checks.append(path)
         return real(path) if len(checks) == 1 else usage(2**30, 2**30 - 4096, 4096)
 
-    argv = ["pretrain", "--data", str(demos_dir), "--run-dir", str(run_dir), "--epochs", "2", "--batch-size", "8",
-            "--steps-per-epoch", "2", "--eval-every", "0", "--eval-episodes", "1", "--eval-envs", "1",
+    argv = ["pretrain", "--data", str(demos_dir), "--out", str(run_dir), "--epochs", "2", "--batch-size", "8",
+            "--steps-per-epoch", "2", "--eval-every", "0", "--eval-episodes", "1", "--num-envs", "1",
             "--hidden", "16"]
     with monkeypatch.context() as patch:
         patch.setattr(shutil, "disk_usage", filling_up)

@@ -67,7 +67,7 @@ def test_a_dataset_naming_a_task_module_is_not_imported_without_trust_code(demos
                                                                           capsys):
     meta = json.loads((demos_copy / "meta.json").read_text())
     (demos_copy / "meta.json").write_text(json.dumps({**meta, "env": EVIL}))
-    pretrain = ["pretrain", "--data", str(demos_copy), "--run-dir", str(tmp_path / "bc")]
+    pretrain = ["pretrain", "--data", str(demos_copy), "--out", str(tmp_path / "bc")]
     assert main(pretrain) == 2
     err = _one_line(capsys)
     assert f"meta.json: task '{EVIL}' is code to import" in err and "--trust-code" in err
@@ -79,18 +79,18 @@ def test_a_dataset_naming_a_task_module_is_not_imported_without_trust_code(demos
 def test_a_checkpoint_naming_a_task_module_is_not_imported_by_evaluate_export_or_finetune(
         bc_run_dir, tmp_path, evil_module, capsys):
     checkpoint = _checkpoint_naming(bc_run_dir, tmp_path / "named.pt", env=EVIL)
-    for argv in (["evaluate", "--checkpoint", checkpoint, "--out", str(tmp_path / "eval")],
-                 ["export", "--checkpoint", checkpoint, "--out", str(tmp_path / "export")]):
+    for argv in (["evaluate", "--policy", checkpoint, "--out", str(tmp_path / "eval")],
+                 ["export", "--policy", checkpoint, "--out", str(tmp_path / "export")]):
         assert main(argv) == 2, argv
         assert f"task '{EVIL}' is code to import" in _one_line(capsys)
     (tmp_path / "bc" / "checkpoints").mkdir(parents=True)
-    shutil.copy(checkpoint, tmp_path / "bc" / "checkpoints" / "best.pt")
-    assert main(["finetune", "--init", str(tmp_path / "bc"), "--run-dir", str(tmp_path / "ppo")]) == 2
+    shutil.copy(checkpoint, tmp_path / "bc" / "checkpoints" / "last.pt")
+    assert main(["finetune", "--policy", str(tmp_path / "bc"), "--out", str(tmp_path / "ppo")]) == 2
     assert f"task '{EVIL}' is code to import" in _one_line(capsys)
-    assert main(["evaluate", "--checkpoint", checkpoint, "--task", "pcb-inspect"]) == 2
+    assert main(["evaluate", "--policy", checkpoint, "--task", "pcb-inspect"]) == 2
     assert f"was trained on task '{EVIL}'" in _one_line(capsys)
     assert not evil_module.exists()
-    assert main(["evaluate", "--checkpoint", checkpoint, "--task", EVIL]) == 2  # named by the user: imported
+    assert main(["evaluate", "--policy", checkpoint, "--task", EVIL]) == 2  # named by the user: imported
     assert evil_module.exists() and "cannot import it" in _one_line(capsys)
 
 
@@ -136,7 +136,7 @@ def test_a_checkpoint_refuses_an_arm_file_edited_since_and_an_old_one_warns(bc_r
     load_actor(checkpoint)
     _move_camera(arm_file)
     now = arm_digest(str(arm_file))
-    assert main(["evaluate", "--checkpoint", checkpoint, "--episodes", "1", "--videos", "0"]) == 2
+    assert main(["evaluate", "--policy", checkpoint, "--episodes", "1", "--videos", "0"]) == 2
     err = _one_line(capsys)
     assert "arm.pt: arm" in err and f"arm_sha256 {recorded} recorded, {now} now" in err
     old = _checkpoint_naming(bc_run_dir, tmp_path / "old.pt", arm=str(arm_file))  # from before hashes
@@ -154,7 +154,7 @@ def test_datasets_record_their_arm_files_content_and_refuse_it_edited(arm_file, 
     recorded = json.loads((data / "meta.json").read_text())["arm_sha256"]
     assert recorded == arm_digest(str(arm_file))
     _move_camera(arm_file)
-    assert main(["pretrain", "--data", str(data), "--run-dir", str(tmp_path / "bc")]) == 2
+    assert main(["pretrain", "--data", str(data), "--out", str(tmp_path / "bc")]) == 2
     assert f"arm_sha256 {recorded} recorded" in _one_line(capsys)
     assert main(["collect-demos", "--out", str(data), "--episodes", "1", "--image-size", "32", "--difficulty",
                  "easy", "--num-envs", "1", "--arm", str(arm_file)]) == 2
@@ -187,25 +187,25 @@ def test_pickled_encoder_weights_and_checkpoints_get_one_line_and_never_run(demo
     marker = tmp_path / "code-ran"
     evil = tmp_path / "evil.pt"
     torch.save({"conv1.weight": _CreatesMarker(marker)}, evil)
-    assert main(["pretrain", "--data", str(demos_dir), "--run-dir", str(tmp_path / "bc"), "--encoder-weights",
+    assert main(["pretrain", "--data", str(demos_dir), "--out", str(tmp_path / "bc"), "--encoder-weights",
                  str(evil)]) == 2
     err = _one_line(capsys)
     assert f"{evil}: not a plain tensor file (refusing pickled objects)" in err and "weights_only" not in err
-    assert main(["evaluate", "--checkpoint", str(evil)]) == 2
+    assert main(["evaluate", "--policy", str(evil)]) == 2
     err = _one_line(capsys)
     assert f"{evil}: not a plain checkpoint (refusing pickled objects)" in err and "weights_only" not in err
     assert not marker.exists()
     torch.save(torch.zeros(3), tmp_path / "tensor.pt")
-    assert main(["evaluate", "--checkpoint", str(tmp_path / "tensor.pt")]) == 2
+    assert main(["evaluate", "--policy", str(tmp_path / "tensor.pt")]) == 2
     assert "tensor.pt: not a robot_rl checkpoint (it holds a Tensor, not a dict)" in _one_line(capsys)
-    assert main(["pretrain", "--data", str(demos_dir), "--run-dir", str(tmp_path / "bc"), "--encoder-weights",
+    assert main(["pretrain", "--data", str(demos_dir), "--out", str(tmp_path / "bc"), "--encoder-weights",
                  str(tmp_path / "tensor.pt")]) == 2
     assert "tensor.pt: not a ResNet18 state dict (holds a Tensor)" in _one_line(capsys)
     huge = _checkpoint_naming(bc_run_dir, tmp_path / "huge.pt")
     state = torch.load(huge, weights_only=True)
     state["policy_config"]["hidden"] = 10**9
     torch.save(state, huge)
-    assert main(["evaluate", "--checkpoint", huge]) == 2
+    assert main(["evaluate", "--policy", huge]) == 2
     assert "huge.pt: policy_config hidden must be an integer in [1, 4096], got 1000000000" in _one_line(capsys)
 
 
@@ -221,7 +221,7 @@ def test_pickled_encoder_weights_and_checkpoints_get_one_line_and_never_run(demo
 ])
 def test_an_export_config_outside_its_schema_gets_one_line_naming_it(exported, tmp_path, capsys, edit, message):
     folder = _export_naming(exported, tmp_path, edit)
-    assert main(["evaluate", "--checkpoint", folder, "--out", str(tmp_path / "eval")]) == 2
+    assert main(["evaluate", "--policy", folder, "--out", str(tmp_path / "eval")]) == 2
     err = _one_line(capsys)
     assert f"{folder}/config.json: " in err and message in err, err
 
@@ -235,10 +235,10 @@ def test_safetensors_with_wrong_shapes_get_one_line(exported, tmp_path, capsys):
     name = next(k for k, v in tensors.items() if v.dim() == 2)
     tensors[name] = torch.zeros(3, 5)
     save_file(tensors, str(folder / "model.safetensors"))
-    assert main(["evaluate", "--checkpoint", str(folder)]) == 2
+    assert main(["evaluate", "--policy", str(folder)]) == 2
     err = _one_line(capsys)
     assert "model.safetensors: weights do not fit this robot_rl's policy" in err and f"{name!r} is [3, 5]" in err
     del tensors[name]
     save_file(tensors, str(folder / "model.safetensors"))
-    assert main(["evaluate", "--checkpoint", str(folder)]) == 2
+    assert main(["evaluate", "--policy", str(folder)]) == 2
     assert f"1 missing, e.g. {name!r}" in _one_line(capsys)

@@ -78,11 +78,13 @@ CURVE_METRICS = ("success_rate", "success_ci95", "guess_rate", "verdict_accuracy
 __all__ = ["CollectionFailed", "FinetunePPOLoss", "PPORun", "TrainingDiverged", "finetune", "resume"]
 
 
-def load_pretrained(run_dir: str | Path) -> dict:
-    """The best (else last) checkpoint of a behaviour-cloning run folder."""
-    path = policy_checkpoint(run_dir)
+def load_pretrained(run_dir: str | Path, checkpoint_kind: str = "last") -> dict:
+    """The checkpoint a behaviour-cloning run folder (or file) means under ``run_folder.policy_checkpoint``'s rule."""
+    path = policy_checkpoint(run_dir, checkpoint_kind)
     if not path.is_file():
-        raise UsageError(f"--init {run_dir}: no checkpoints/best.pt or last.pt (not a pretrain run folder?)")
+        missing = (f"no {path.relative_to(run_dir)} (not a pretrain run folder?)" if Path(run_dir).is_dir()
+                   else "no such run folder or checkpoint")
+        raise UsageError(f"--policy {run_dir}: {missing}")
     state = load_checkpoint(path)
     if state.get("kind") != "bc":
         raise UsageError(f"{path}: not a behaviour-cloning checkpoint (kind={state.get('kind')!r})")
@@ -91,11 +93,11 @@ def load_pretrained(run_dir: str | Path) -> dict:
 
 def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | None]:
     """(env info, policy architecture, BC checkpoint or None) of a run: the BC run's, or fresh for --from-scratch.
-    Env options given next to --init must agree with the BC run's."""
-    pretrained_state = load_pretrained(config.init) if config.init else None
+    Env options given next to --policy must agree with the BC run's."""
+    pretrained_state = load_pretrained(config.init, config.checkpoint_kind) if config.init else None
     if pretrained_state is not None:
-        env_info = recorded_env_info(pretrained_state, f"--init {config.init}")
-        policy_config = checkpoint_policy_config(pretrained_state, f"--init {config.init}")
+        env_info = recorded_env_info(pretrained_state, f"--policy {config.init}")
+        policy_config = checkpoint_policy_config(pretrained_state, f"--policy {config.init}")
         for name in ("difficulty", "image_size", "randomization", "arm"):
             given = getattr(config, name)
             if given and given != env_info[name]:
@@ -103,9 +105,9 @@ def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | N
         if config.task and config.task != env_info["env"]:
             raise UsageError(f"--task {config.task} differs from the BC run's {env_info['env']}")
         task = get_task(env_info["env"], trust_code=config.trust_code or config.task == env_info["env"],
-                        source=f"--init {config.init}")
-        check_task_version(task, env_info.get("env_version"), f"--init {config.init}")
-        digest = check_arm(env_info["arm"], env_info.get(DIGEST_KEY), f"--init {config.init}")
+                        source=f"--policy {config.init}")
+        check_task_version(task, env_info.get("env_version"), f"--policy {config.init}")
+        digest = check_arm(env_info["arm"], env_info.get(DIGEST_KEY), f"--policy {config.init}")
     else:
         task_name = config.task or DEFAULT_TASK
         env_info = {"env": task_name, "env_version": get_task(task_name, trust_code=True).version,

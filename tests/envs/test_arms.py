@@ -207,18 +207,18 @@ def test_every_stage_runs_from_the_cli_on_a_users_arm_file_and_its_checkpoint_re
     assert main(["collect-demos", "--out", str(data), "--episodes", "4", "--difficulty", "easy", "--image-size",
                  "32", "--num-envs", "1", "--arm", str(arm_file)]) == 0
     assert json.loads((data / "meta.json").read_text())["arm"] == str(arm_file)
-    assert main(["pretrain", "--data", str(data), "--run-dir", str(bc), "--epochs", "1", "--batch-size", "8",
-                 "--steps-per-epoch", "2", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]) == 0
+    assert main(["pretrain", "--data", str(data), "--out", str(bc), "--epochs", "1", "--batch-size", "8",
+                 "--steps-per-epoch", "2", "--eval-episodes", "1", "--num-envs", "1", "--hidden", "16"]) == 0
     assert load_checkpoint(bc / "checkpoints" / "best.pt")["env"]["arm"] == str(arm_file)
-    assert main(["finetune", "--init", str(bc), "--run-dir", str(ppo), "--total-frames", "32", "--frames-per-batch",
+    assert main(["finetune", "--policy", str(bc), "--out", str(ppo), "--total-frames", "32", "--frames-per-batch",
                  "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1", "--eval-every", "0",
                  "--critic-warmup", "0", "--threads", "2", "--critic-hidden", "16"]) == 0
-    assert main(["evaluate", "--checkpoint", str(ppo), "--episodes", "2", "--videos", "0", "--failure-videos",
+    assert main(["evaluate", "--policy", str(ppo), "--episodes", "2", "--videos", "0", "--failure-videos",
                  "0"]) == 0
     assert json.loads((ppo / "eval" / "report.json").read_text())["info"]["arm"] == str(arm_file)
-    assert main(["export", "--checkpoint", str(ppo), "--format", "torchscript"]) == 0
+    assert main(["export", "--policy", str(ppo), "--format", "torchscript"]) == 0
     capsys.readouterr()
-    assert main(["evaluate", "--checkpoint", str(ppo), "--arm", "ur5e_like"]) == 2
+    assert main(["evaluate", "--policy", str(ppo), "--arm", "ur5e_like"]) == 2
     assert f"was trained on arm '{arm_file}'" in capsys.readouterr().err
     assert main(["collect-demos", "--out", str(data), "--episodes", "2", "--difficulty", "easy", "--image-size",
                  "32", "--num-envs", "1"]) == 2  # the dataset holds demos of another arm

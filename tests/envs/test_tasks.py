@@ -130,22 +130,22 @@ def test_every_stage_runs_from_the_cli_with_the_lead_task_and_its_checkpoint_ref
                  "32", "--num-envs", "1", "--task", "lead-inspect"]) == 0
     meta = json.loads((data / "meta.json").read_text())
     assert (meta["env"], meta["env_version"]) == ("lead-inspect", 1)
-    assert main(["pretrain", "--data", str(data), "--run-dir", str(bc), "--epochs", "1", "--batch-size", "8",
-                 "--steps-per-epoch", "2", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]) == 0
+    assert main(["pretrain", "--data", str(data), "--out", str(bc), "--epochs", "1", "--batch-size", "8",
+                 "--steps-per-epoch", "2", "--eval-episodes", "1", "--num-envs", "1", "--hidden", "16"]) == 0
     assert load_checkpoint(bc / "checkpoints" / "best.pt")["env"]["env"] == "lead-inspect"
-    assert main(["finetune", "--init", str(bc), "--run-dir", str(ppo), "--total-frames", "32", "--frames-per-batch",
+    assert main(["finetune", "--policy", str(bc), "--out", str(ppo), "--total-frames", "32", "--frames-per-batch",
                  "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1", "--eval-every", "0",
                  "--critic-warmup", "0", "--threads", "2", "--critic-hidden", "16"]) == 0
-    assert main(["evaluate", "--checkpoint", str(ppo), "--episodes", "2", "--videos", "0", "--failure-videos",
+    assert main(["evaluate", "--policy", str(ppo), "--episodes", "2", "--videos", "0", "--failure-videos",
                  "0"]) == 0
     report = json.loads((ppo / "eval" / "report.json").read_text())
     assert report["info"]["task"] == "lead-inspect" and report["info"]["defect_types"] == list(DEFECT_TYPES)
-    assert main(["export", "--checkpoint", str(ppo), "--format", "torchscript"]) == 0
+    assert main(["export", "--policy", str(ppo), "--format", "torchscript"]) == 0
     assert json.loads((ppo / "export" / "policy.json").read_text())["env"]["env"] == "lead-inspect"
     capsys.readouterr()
-    assert main(["evaluate", "--checkpoint", str(ppo), "--task", "pcb-inspect"]) == 2
+    assert main(["evaluate", "--policy", str(ppo), "--task", "pcb-inspect"]) == 2
     assert "was trained on task 'lead-inspect'" in capsys.readouterr().err
-    assert main(["finetune", "--init", str(bc), "--run-dir", str(tmp_path / "ppo2"), "--task", "pcb-inspect"]) == 2
+    assert main(["finetune", "--policy", str(bc), "--out", str(tmp_path / "ppo2"), "--task", "pcb-inspect"]) == 2
     assert "--task pcb-inspect differs from the BC run's lead-inspect" in capsys.readouterr().err
     assert main(["collect-demos", "--out", str(data), "--episodes", "2", "--difficulty", "easy", "--image-size",
                  "32", "--num-envs", "1"]) == 2  # the dataset holds demos of another task
@@ -180,8 +180,8 @@ def test_a_users_task_module_goes_to_the_cli_as_module_colon_class_and_is_record
         meta = json.loads((data / "meta.json").read_text())
         assert (meta["env"], meta["env_version"]) == ("my_tasks:DimBoards", 3)
         TASKS.pop("my_tasks:DimBoards"), TASKS.pop("dim-boards")  # as a fresh process: found again from meta.json
-        pretrain = ["pretrain", "--data", str(data), "--run-dir", str(bc), "--epochs", "1", "--batch-size", "8",
-                    "--steps-per-epoch", "1", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]
+        pretrain = ["pretrain", "--data", str(data), "--out", str(bc), "--epochs", "1", "--batch-size", "8",
+                    "--steps-per-epoch", "1", "--eval-episodes", "1", "--num-envs", "1", "--hidden", "16"]
         capsys.readouterr()
         assert main(pretrain) == 2  # code a file names is imported only when the user says so
         assert "task 'my_tasks:DimBoards' is code to import" in capsys.readouterr().err

@@ -37,7 +37,7 @@ LOGGED = ["train/loss_objective", "train/loss_critic", "train/loss_entropy", "tr
 
 def test_a_tiny_run_from_bc_logs_every_metric(bc_run_dir, tmp_path, capsys):
     run_dir = tmp_path / "ppo"
-    args = ["finetune", "--init", str(bc_run_dir), "--run-dir", str(run_dir), "--total-frames", "96",
+    args = ["finetune", "--policy", str(bc_run_dir), "--out", str(run_dir), "--total-frames", "96",
             "--frames-per-batch", "32", "--num-envs", "2", "--minibatch-size", "16", "--ppo-epochs", "1",
             "--eval-every", "1", "--eval-episodes", "2", "--critic-warmup", "1", "--threads", "2",
             "--anchor-weight", "1"]  # (off by default; on here, so its terms are logged too)
@@ -148,10 +148,10 @@ def test_resume_refuses_a_run_dir_with_another_config(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--from-scratch", "--init", "x"], "--init must be a BC run folder, or '' with --from-scratch"),
-    (["--init", "/nonexistent"], "--init /nonexistent: no checkpoints"),
+    (["--from-scratch", "--policy", "x"], "--policy must be a BC run folder, or '' with --from-scratch"),
+    (["--policy", "/nonexistent"], "--policy /nonexistent: no such run folder or checkpoint"),
     (["--from-scratch", "--num-envs", "3", "--anchor-weight", "0"], "--num-envs must be >= 1 and divide"),
 ])
 def test_bad_options_exit_2(tmp_path, capsys, args, message):
-    assert main(["finetune", "--run-dir", str(tmp_path / "ppo"), *args]) == 2
+    assert main(["finetune", "--out", str(tmp_path / "ppo"), *args]) == 2
     assert message in capsys.readouterr().err

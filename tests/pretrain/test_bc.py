@@ -149,8 +149,8 @@ def test_commands_run_end_to_end(tmp_path, capsys):
     assert main(["collect-demos", "--out", str(data), "--episodes", "4", "--difficulty", "easy", "--image-size",
                  "48", "--num-envs", "1"]) == 0
     assert "4 episodes" in capsys.readouterr().out
-    assert main(["pretrain", "--data", str(data), "--run-dir", str(run_dir), "--epochs", "1", "--batch-size", "8",
-                 "--steps-per-epoch", "2", "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "16"]) == 0
+    assert main(["pretrain", "--data", str(data), "--out", str(run_dir), "--epochs", "1", "--batch-size", "8",
+                 "--steps-per-epoch", "2", "--eval-episodes", "1", "--num-envs", "1", "--hidden", "16"]) == 0
     assert "closed-loop success" in capsys.readouterr().out
     assert (run_dir / "checkpoints" / "best.pt").is_file()
 
@@ -163,7 +163,7 @@ def test_commands_run_end_to_end(tmp_path, capsys):
     (["--data", "/nonexistent/demos"], "/nonexistent/demos: no such dataset folder"),
 ])
 def test_bad_options_fail_before_any_work(demos_dir, tmp_path, args, message):
-    argv = ["pretrain", "--data", str(demos_dir), "--run-dir", str(tmp_path / "run"), *args]
+    argv = ["pretrain", "--data", str(demos_dir), "--out", str(tmp_path / "run"), *args]
     result = subprocess.run([sys.executable, "-m", "robot_rl.cli", *argv], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 2

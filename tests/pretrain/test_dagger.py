@@ -60,7 +60,7 @@ def test_labels_are_the_experts_actions_and_the_policy_acts(bc_run_dir, demos_di
 
 def test_the_aggregate_grows_by_exactly_the_rollouts_frames(bc_run_dir, demos_dir, tmp_path, capsys):
     demos = DemoDataset.open(demos_dir)
-    args = ["dagger", "--init", str(bc_run_dir), "--run-dir", str(tmp_path / "dagger"), "--rounds", "2",
+    args = ["dagger", "--policy", str(bc_run_dir), "--out", str(tmp_path / "dagger"), "--rounds", "2",
             "--episodes-per-round", "2", "--epochs-per-round", "1", "--num-envs", "1", "--eval-episodes", "1"]
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -104,7 +104,7 @@ def test_beta_one_reproduces_expert_demos(bc_run_dir, demos_dir, tmp_path):
 
 def test_kill_9_mid_round_resumes_with_the_frames_recorded_so_far(bc_run_dir, tmp_path):
     run_dir = tmp_path / "dagger"
-    command = [sys.executable, "-m", "robot_rl.cli", "dagger", "--init", str(bc_run_dir), "--run-dir", str(run_dir),
+    command = [sys.executable, "-m", "robot_rl.cli", "dagger", "--policy", str(bc_run_dir), "--out", str(run_dir),
                "--rounds", "1", "--episodes-per-round", "16", "--epochs-per-round", "1", "--num-envs", "1",
                "--eval-episodes", "1", "--no-include-demos"]
     meta = run_dir / AGGREGATE / "meta.json"
@@ -137,14 +137,14 @@ def test_kill_9_mid_round_resumes_with_the_frames_recorded_so_far(bc_run_dir, tm
     (["--precision", "fp16"], "--precision"),
 ])
 def test_bad_options_are_one_line_and_exit_2(bc_run_dir, tmp_path, capsys, args, culprit):
-    assert main(["dagger", "--init", str(bc_run_dir), "--run-dir", str(tmp_path / "d"), *args]) == 2
+    assert main(["dagger", "--policy", str(bc_run_dir), "--out", str(tmp_path / "d"), *args]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and culprit in err
     assert not (tmp_path / "d").exists()
 
 
 def test_an_init_that_is_not_a_bc_run_is_refused(demos_dir, tmp_path, capsys):
-    assert main(["dagger", "--init", str(demos_dir), "--run-dir", str(tmp_path / "d")]) == 2
+    assert main(["dagger", "--policy", str(demos_dir), "--out", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "not a BC run folder" in err
 

@@ -192,7 +192,7 @@ def test_a_storage_with_a_pickle_sidecar_is_refused_without_unpickling_it(demos_
     with pytest.raises(DatasetError, match="entry 'note' is not a tensor or TensorDict"):
         DemoDataset.open(demos_copy)
     (storage / "note" / "other.memmap").rename(storage / "note" / "other.pickle")
-    for argv in (["pretrain", "--data", str(demos_copy), "--run-dir", str(tmp_path / "bc")],
+    for argv in (["pretrain", "--data", str(demos_copy), "--out", str(tmp_path / "bc")],
                  ["export-dataset", "--data", str(demos_copy), "--out", str(tmp_path / "lerobot")],
                  ["collect-demos", "--out", str(demos_copy), "--episodes", "1", "--image-size", "64"]):
         assert main(argv) == 2, argv

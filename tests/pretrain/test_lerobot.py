@@ -154,8 +154,8 @@ def test_a_dataset_made_elsewhere_trains_on_its_action(exports, demos_dir, tmp_p
 
 def test_pretrain_runs_on_a_lerobot_dataset(exports, tmp_path, capsys):
     run_dir = tmp_path / "run"
-    assert main(["pretrain", "--data", str(exports / "h264"), "--run-dir", str(run_dir), "--epochs", "1",
-                 "--batch-size", "8", "--steps-per-epoch", "2", "--eval-episodes", "1", "--eval-envs", "1",
+    assert main(["pretrain", "--data", str(exports / "h264"), "--out", str(run_dir), "--epochs", "1",
+                 "--batch-size", "8", "--steps-per-epoch", "2", "--eval-episodes", "1", "--num-envs", "1",
                  "--hidden", "16"]) == 0
     assert "closed-loop success" in capsys.readouterr().out
     assert DemoDataset.open(run_dir / "demos").meta["source"]["path"] == str((exports / "h264").resolve())
@@ -180,7 +180,7 @@ def test_a_dataset_missing_a_feature_gets_a_one_line_error(exports, tmp_path):
     _edit_info(root, lambda info: info["features"].pop("task.board_pose"))
     with pytest.raises(DatasetError, match="no feature 'task.board_pose'"):
         open_demos(root, tmp_path / "imported")
-    result = _cli("pretrain", "--data", str(root), "--run-dir", str(tmp_path / "run"))
+    result = _cli("pretrain", "--data", str(root), "--out", str(tmp_path / "run"))
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "no feature 'task.board_pose'" in result.stderr
 
@@ -204,7 +204,7 @@ def test_a_video_path_template_cannot_leave_the_dataset_or_reach_python_attribut
     with pytest.raises(UsageError, match=re.escape(message)) as error:
         open_demos(root, tmp_path / "imported")
     assert "\n" not in str(error.value) and str(root) in str(error.value)
-    assert main(["pretrain", "--data", str(root), "--run-dir", str(tmp_path / "run")]) == 2
+    assert main(["pretrain", "--data", str(root), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and message in err
     assert not (tmp_path / "imported").exists()
