@@ -5,7 +5,7 @@ The protocol, fixed in this file before any run:
   ``--episodes`` expert demonstrations (seed 0) shared by every arm;
 - arm ``recipe``: the README's BC recipe as it is (6 epochs, batch 64, closed-loop checks every 2 epochs);
 - arm ``bc-longer``: the same BC trained 3x as long (18 epochs, checks every 6);
-- arm ``dagger``: ``robot-rl dagger`` from the recipe's policy: 4 rounds of 200 rollout episodes, beta 0.5 halving
+- arm ``dagger``: ``robot-rl dagger`` from the recipe's last policy: 4 rounds of 200 rollout episodes, beta 0.5 halving
   per round, 2 BC epochs on the aggregate per round (about as many BC samples as ``bc-longer``'s extra epochs);
 - every arm's **last** policy on the same 100 fresh boards (``evaluate``'s default seeds, seen by no run or check):
   strict success with its Wilson 95% interval, guesses, collisions per episode; the checks on held-out boards are
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     recipe = bc_config(args.data, args.root / "recipe", RECIPE_EPOCHS, 2, args.boards, args.device, args.precision)
     longer = bc_config(args.data, args.root / "bc-longer", LONGER_EPOCHS, 6, args.boards, args.device,
                        args.precision)
-    dagger_config = DAggerConfig(init=recipe.run_dir, checkpoint_kind="best", run_dir=str(args.root / "dagger"),
+    dagger_config = DAggerConfig(init=recipe.run_dir, checkpoint_kind="last", run_dir=str(args.root / "dagger"),
                                  eval_episodes=args.boards,
                                  device=args.device, precision=args.precision, **DAGGER)
     arms: dict[str, dict] = {}
