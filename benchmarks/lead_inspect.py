@@ -36,6 +36,7 @@ from bc_quality import closed_loop_checks
 from timing import describe_machine, provenance
 
 from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, DAggerConfig, EvaluateConfig
+from robot_rl.errors import RunStopped
 from robot_rl.evaluate import evaluate
 from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
@@ -240,4 +241,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RunStopped as stopped:  # Ctrl-C or SIGTERM: the stage checkpointed and its part is recorded
+        print(f"lead_inspect: {stopped}; the same command continues it", file=sys.stderr)
+        sys.exit(128 + stopped.signum)
