@@ -11,6 +11,9 @@ from here. Nested keys are tuples, as TensorDict expects.
 | VERDICT           | int64 []           | action: 0 continue, 1 pass, 2 rework                          |
 | TASK / ...        | see below          | privileged task state: expert and metrics only, never policy |
 | INFO / ...        | bool [1]           | per-step flags: collision, localized, success, unstable       |
+| SEGMENTATION      | uint8 [H, W]       | class of each pixel of PIXELS (optional: demos collected with |
+|                   |                    | --masks); privileged, never a policy input                    |
+| PERCEPTION / ...  | see below          | perception targets of PIXELS (encoder pretraining views)      |
 | REWARD_TERMS / .. | float32 [1]        | weighted reward terms; they sum to REWARD                     |
 """
 
@@ -39,6 +42,18 @@ BOARD_POSE = (TASK, "board_pose")  # float32 [4]: board centre x, y, top-surface
 DEFECTIVE = (TASK, "defective")  # bool [1]: the board needs rework
 DEFECT_TYPE = (TASK, "defect_type")  # int64 [1]: index into the task's defect_types (InspectionTask)
 CAMERA_POSE = (TASK, "camera_pose")  # float32 [7]: wrist camera position (m) and orientation quaternion (wxyz)
+
+# Privileged labels of the image (robot_rl.envs.perception): never policy inputs. The mask is optional in a demo
+# dataset (collect-demos --masks); its values index perception.SEGMENTATION_CLASSES.
+SEGMENTATION = "segmentation"  # uint8 [H, W]: background 0, table 1, board 2, parts 3, arm 4
+PERCEPTION = "perception"  # InspectionTask.perception_targets(), entries as perception.PERCEPTION_TARGETS
+POINT_PIXEL = (PERCEPTION, "point_pixel")  # float32 [2]: inspection target's column, row in the image (pixels)
+POINT_IN_VIEW = (PERCEPTION, "point_in_view")  # bool [1]
+VIEW_DISTANCE = (PERCEPTION, "distance")  # float32 [1]: camera to inspection target (m)
+VIEW_TILT = (PERCEPTION, "tilt")  # float32 [1]: optical axis vs the inspection view's axis (rad)
+VIEWPOINT_OFFSET = (PERCEPTION, "viewpoint_offset")  # float32 [3]: to the inspection point, camera frame (m)
+VIEW_LOCALIZED = (PERCEPTION, "localized")  # bool [1]
+VIEW_DEFECT = (PERCEPTION, "defect_type")  # int64 [1]
 
 # Per-step information flags.
 INFO = "info"

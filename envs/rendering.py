@@ -223,6 +223,46 @@ class CameraRenderer:
             mujoco.mjr_readPixels(self._pixels, None, self._rect, self._context)
         return np.flipud(self._pixels).copy()  # OpenGL's rows run bottom-up
 
+    def render_geom_ids(self, model: mujoco.MjModel, data: mujoco.MjData) -> np.ndarray:
+        """The model geom drawn at each pixel of the camera image of ``data``: int32 [H, W], -1 where none is.
+
+        MuJoCo's segmentation rendering: every drawn geom gets a flat colour encoding its index in the scene (no
+        lighting, no texture), read back and mapped to geom ids. The same hidden groups as ``render``, so the ids
+        label exactly the pixels of that image. Needs a renderer without MSAA (``FAST``): blended edges would
+        mix ids.
+        """
+        if self.quality.offsamples:
+            raise ValueError(f"CameraRenderer: segmentation needs a renderer without MSAA, this one has "
+                             f"{self.quality.offsamples} samples")
+        if self._context is None:
+            self._create(model)
+        elif _context_owner_pid != os.getpid():
+            raise RuntimeError(_FORKED_HINT)
+        self._view.fixedcamid = model.camera(self.camera).id
+        _watchdog.what = f"segmentation of camera {self.camera!r}, {self.width}x{self.height}"
+        flags = self._scene.flags
+        with _watchdog:
+            self._gl.make_current()
+            mujoco.mjv_updateScene(model, data, self._option, None, self._view, mujoco.mjtCatBit.mjCAT_ALL,
+                                   self._scene)
+            flags[mujoco.mjtRndFlag.mjRND_SEGMENT] = flags[mujoco.mjtRndFlag.mjRND_IDCOLOR] = True
+            try:
+                mujoco.mjr_render(self._rect, self._scene, self._context)
+                mujoco.mjr_readPixels(self._pixels, None, self._rect, self._context)
+            finally:
+                flags[mujoco.mjtRndFlag.mjRND_SEGMENT] = flags[mujoco.mjtRndFlag.mjRND_IDCOLOR] = False
+        scene = self._scene
+        # Colour c encodes the scene geom with segid c - 1; 0 is the background.
+        segid_to_geom = np.full(scene.ngeom + 1, -1, np.int32)
+        for index in range(scene.ngeom):
+            geom = scene.geoms[index]
+            if geom.segid >= 0 and geom.objtype == mujoco.mjtObj.mjOBJ_GEOM:
+                segid_to_geom[geom.segid + 1] = geom.objid
+        code = self._pixels.astype(np.int32)
+        code = code[..., 0] + (code[..., 1] << 8) + (code[..., 2] << 16)
+        np.clip(code, 0, scene.ngeom, out=code)
+        return np.flipud(segid_to_geom[code]).copy()
+
     def close(self) -> None:
         if self._context is not None:
             with self._gl.as_current():

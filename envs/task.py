@@ -22,6 +22,7 @@ import numpy as np
 from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
 from robot_rl.envs.difficulty import Difficulty, pick_difficulty
 from robot_rl.envs.ik import CameraPoseIK
+from robot_rl.envs.perception import angle_between, camera_projection, geom_classes
 from robot_rl.envs.randomization import Randomization, get_randomization
 from robot_rl.envs.rendering import PRETTY, shared_renderer
 from robot_rl.envs.scene import BOARD_TOP, CAMERA_SITE, SCENE_CAMERA, WRIST_CAMERA, ArmScene, quat_from_rotvec
@@ -184,6 +185,9 @@ class InspectionTask:
         self._done = True
         self._localized_once = False
         self._last_observation: dict[str, np.ndarray] | None = None
+        self._geom_classes: np.ndarray | None = None  # per geom, on first use of segmentation()
+        # Whether observations carry the segmentation mask of their image (collect-demos --masks).
+        self.observe_segmentation = False
 
     # -- the task's own ---------------------------------------------------------------------------------------
     def add_props(self, spec: mujoco.MjSpec) -> None:
@@ -209,6 +213,45 @@ class InspectionTask:
     def inspection_point(self) -> np.ndarray:
         """Where the camera inspects from (m, world frame): the goal of the shaping potential."""
         raise NotImplementedError
+
+    def inspection_target(self) -> np.ndarray:
+        """What the camera looks at from ``inspection_point()`` (m, world frame): by default the board's top
+        straight below it (a view from above). A task with a tilted view returns its own."""
+        point = np.array(self.inspection_point(), np.float64)
+        point[2] = BOARD_TOP
+        return point
+
+    def perception_targets(self) -> dict[str, np.ndarray]:
+        """Labels of the current wrist image from privileged state, as ``robot_rl.envs.perception``'s
+        ``PERCEPTION_TARGETS`` lists them: where the inspection target projects (pixels, in view), the camera's
+        distance to it and tilt from the inspection view's axis, the offset to the inspection point in the camera
+        frame, localized, the defect. Built from ``inspection_point()`` and ``inspection_target()``; a task may
+        add entries (extend the dict). The image position uses the camera as rendered (its randomized mount
+        included), the pose labels the camera the arm controls, as ``localized()`` does."""
+        size = self.config.image_size
+        model, data = self.scene.model, self.scene.data
+        target, viewpoint = self.inspection_target(), np.asarray(self.inspection_point(), np.float64)
+        pixel, in_view = camera_projection(model, data, self.scene.wrist_camera_id, target, size, size)
+        pos, rot = self.scene.camera_pose()
+        view_axis = target - viewpoint
+        if not np.linalg.norm(view_axis) > 0:
+            view_axis = np.array([0.0, 0.0, -1.0])
+        return {
+            "point_pixel": pixel.astype(np.float32),
+            "point_in_view": np.array([in_view]),
+            "distance": np.array([np.linalg.norm(target - pos)], np.float32),
+            "tilt": np.array([angle_between(-rot[:, 2], view_axis)], np.float32),
+            "viewpoint_offset": (rot.T @ (viewpoint - pos)).astype(np.float32),
+            "localized": np.array([self.localized()]),
+            "defect_type": np.array([self.defect_index], np.int64),
+        }
+
+    def segmentation(self) -> np.ndarray:
+        """The class of every pixel of the current wrist image (noise-free), uint8 [H, W]: values index
+        ``robot_rl.envs.perception.SEGMENTATION_CLASSES`` (background, table, board, parts, arm)."""
+        if self._geom_classes is None:
+            self._geom_classes = geom_classes(self.scene.model)
+        return self._geom_classes[self.wrist_renderer.render_geom_ids(self.scene.model, self.scene.data)]
 
     @property
     def defective(self) -> bool:
@@ -303,7 +346,10 @@ class InspectionTask:
 
     # -- observations -----------------------------------------------------------------------------------------
     def _observe(self) -> dict[str, np.ndarray]:
-        return {"pixels": self.camera_image(), "joint_state": self.scene.joint_state()}
+        observation = {"pixels": self.camera_image(), "joint_state": self.scene.joint_state()}
+        if self.observe_segmentation:
+            observation["segmentation"] = self.segmentation()
+        return observation
 
     def camera_image(self) -> np.ndarray:
         """The wrist camera's image of the current state as the policy sees it (pixel noise included)."""

@@ -47,6 +47,7 @@ class InspectionEnv(EnvBase):
     (clipped) and ``keys.VERDICT`` int64 [*B]. Output: ``pixels``, ``joint_state``, ``task/...`` (privileged),
     ``info/...``, ``reward_terms/...``, ``reward`` and the done flags. ``randomization`` (a name or a
     ``Randomization``) varies lights, colours, the camera mount and pixel noise per episode, from the episode seed.
+    ``segmentation=True`` adds ``keys.SEGMENTATION``, the class mask of every image (privileged: for datasets).
     """
 
     batch_locked = True
@@ -56,12 +57,15 @@ class InspectionEnv(EnvBase):
                  device: str | torch.device = "cpu", seed: int | None = None,
                  episode_seeds: Sequence[int] | None = None, randomization: str | Randomization = "none",
                  arm: str | ArmSpec = DEFAULT_ARM, task: str | type[InspectionTask] = DEFAULT_TASK,
-                 **task_overrides: Any):
+                 segmentation: bool = False, **task_overrides: Any):
         if num_envs is not None and num_envs < 1:
             raise ValueError(f"InspectionEnv: num_envs must be >= 1, got {num_envs}")
         super().__init__(device=device, batch_size=torch.Size([] if num_envs is None else [num_envs]))
         self.tasks = [build_task(task, difficulty, image_size, reward_weights, task_overrides, randomization, arm)
                       for _ in range(num_envs or 1)]
+        for each in self.tasks:
+            each.observe_segmentation = segmentation
+        self.segmentation = segmentation
         self._last = [None] * len(self.tasks)  # last StepResult-like outputs, for partial resets and steps
         self._rng = np.random.default_rng(seed)
         seeds = [int(s) for s in episode_seeds or ()]
@@ -92,6 +96,8 @@ class InspectionEnv(EnvBase):
                 ),
             }
         )
+        if self.segmentation:
+            observation[keys.SEGMENTATION] = Bounded(0, 255, (size, size), dtype=torch.uint8)
         action = Composite(
             {
                 keys.ACTION: Composite(
@@ -162,6 +168,8 @@ class InspectionEnv(EnvBase):
             keys.TRUNCATED: stack([[r.truncated] for r in results], bool),
             keys.DONE: stack([[r.terminated or r.truncated] for r in results], bool),
         }
+        if self.segmentation:
+            data[keys.SEGMENTATION] = stack([r.observation["segmentation"] for r in results])
         if with_reward:
             data[keys.REWARD] = stack([[r.reward] for r in results], np.float32)
         return TensorDict(data, batch_size=self.batch_size, device=self.device)

@@ -1,12 +1,15 @@
-"""Random-shift image augmentation (DrQ): pad by replicating the border, crop back at a random offset per image.
+"""Image augmentations of behaviour cloning: random shift (DrQ) and segmentation-aware recolouring.
 
-Written here because torchvision's transforms draw one crop per call, not one per image of a batch.
+Written here because torchvision's transforms draw one crop per call, not one per image of a batch, and know
+nothing of a frame's segmentation mask.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from robot_rl.envs.perception import SEGMENTATION_CLASSES
 
 
 def random_shift(pixels: torch.Tensor, pad: int) -> torch.Tensor:
@@ -26,3 +29,31 @@ def random_shift(pixels: torch.Tensor, pad: int) -> torch.Tensor:
     batch_index = torch.arange(batch, device=x.device)[:, None, None, None]
     channel_index = torch.arange(channels, device=x.device)[None, :, None, None]
     return padded[batch_index, channel_index, rows, cols].permute(0, 2, 3, 1)
+
+
+def recolour(pixels: torch.Tensor, masks: torch.Tensor, classes: tuple[str, ...], prob: float,
+             max_shading: float = 2.0) -> torch.Tensor:
+    """Redraws the colour of the pixels of ``classes`` (names from ``SEGMENTATION_CLASSES``) in each image.
+
+    ``pixels`` [B, H, W, 3] (any dtype, 0-255), ``masks`` [B, H, W] (class indices, as ``keys.SEGMENTATION``).
+    Each class of each image is recoloured with probability ``prob``: its pixels take one uniformly drawn RGB
+    colour, scaled by each pixel's brightness relative to the class's mean brightness in that image (capped at
+    ``max_shading``), so shading, texture and the board's traces survive a new table or solder-mask colour.
+    Every other pixel is returned unchanged. Returns float32 [B, H, W, 3] in 0-255, on the input's device.
+    """
+    x = pixels.float()
+    if not classes or prob <= 0:
+        return x
+    batch = x.shape[0]
+    brightness = x.mean(-1)  # [B, H, W]
+    out = x
+    for name in classes:
+        index = SEGMENTATION_CLASSES.index(name)
+        chosen = torch.rand(batch, device=x.device) < prob
+        region = (masks == index) & chosen[:, None, None]
+        count = region.sum((1, 2)).clamp(min=1)
+        mean = (brightness * region).sum((1, 2)) / count
+        shading = (brightness / mean.clamp(min=1.0)[:, None, None]).clamp(0, max_shading)
+        colour = torch.rand(batch, 1, 1, 3, device=x.device) * 255
+        out = torch.where(region[..., None], (colour * shading[..., None]).clamp(0, 255), out)
+    return out

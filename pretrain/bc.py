@@ -33,7 +33,7 @@ from robot_rl.errors import TrainingDiverged, UsageError
 from robot_rl.options import resolve_device
 from robot_rl.policy import actor_network, load_actor, make_actor
 from robot_rl.precision import resolve_precision
-from robot_rl.pretrain.augment import random_shift
+from robot_rl.pretrain.augment import random_shift, recolour
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.lerobot_import import open_demos
 from robot_rl.run_folder import (
@@ -48,8 +48,13 @@ from robot_rl.run_folder import (
 )
 
 
-def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int) -> TensorDictBase:
-    batch = batch.select(*BATCH_KEYS).to(device, non_blocking=True)
+def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int, recolour_classes: tuple[str, ...] = (),
+               recolour_prob: float = 0.0) -> TensorDictBase:
+    batch = batch.select(*BATCH_KEYS, *((keys.SEGMENTATION,) if recolour_classes else ())).to(device,
+                                                                                              non_blocking=True)
+    if recolour_classes:  # before the shift: the mask is aligned with the stored frame
+        masks = batch.pop(keys.SEGMENTATION)
+        batch.set(keys.PIXELS, recolour(batch.get(keys.PIXELS), masks, recolour_classes, recolour_prob))
     if shift_pad:
         batch.set(keys.PIXELS, random_shift(batch.get(keys.PIXELS), shift_pad))
     return batch
@@ -97,6 +102,9 @@ class BCRun:
         self.arm = self.dataset.meta.get("arm", "ur5e_like")  # datasets from before arms were specs: ur5e_like
         # An arm file edited since the demos were recorded is refused (before any env is built on it).
         arm_digest = check_arm(self.arm, self.dataset.meta.get(DIGEST_KEY), str(self.dataset.root / "meta.json"))
+        if config.recolour and not self.dataset.has_masks:
+            raise UsageError(f"--recolour {config.recolour}: the demos in {config.data} have no segmentation masks "
+                             f"(collect them with collect-demos --masks)")
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")
@@ -202,7 +210,8 @@ class BCRun:
         for _ in bar:
             if self.stop.requested:
                 return None
-            batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad)
+            batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad,
+                               self.config.recolour_classes(), self.config.recolour_prob)
             losses = self.loss(batch)  # the encoder runs in self.precision, the rest in fp32
             loss = total_loss(losses)
             if not torch.isfinite(loss):

@@ -28,7 +28,7 @@ from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
 from robot_rl.locks import exclusive
-from robot_rl.pretrain.dataset import DemoDataset, EpisodeRecord
+from robot_rl.pretrain.dataset import MASKS_FIELD, DemoDataset, EpisodeRecord
 from robot_rl.processes import workers_ignore_stop_signals
 
 
@@ -91,6 +91,8 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     info = {"env": config.task if ":" in config.task else task.name, "env_version": task.version,
             "image_size": config.image_size,
             "difficulty": config.difficulty, "randomization": config.randomization, "arm": config.arm}
+    if config.masks:  # absent = no masks (datasets from before the option)
+        info[MASKS_FIELD] = True
     digest = arm_digest(config.arm)  # an arm file's content: the dataset refuses to mix demos of an edited one
     if digest is not None:
         info[DIGEST_KEY] = digest
@@ -116,7 +118,7 @@ def _collect(dataset: DemoDataset, config: CollectConfig, task, task_name: str, 
     with workers_ignore_stop_signals():  # env workers: this process stops them, after its last commit
         env = make_env(num_envs=num_envs, difficulty=config.difficulty, image_size=config.image_size,
                        seed=env_seed, randomization=config.randomization, arm=config.arm, task=task_name,
-                       parallel=num_envs > 1)
+                       parallel=num_envs > 1, segmentation=config.masks)
         collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
                               trajs_per_batch=min(config.episodes_per_commit, remaining), traj_format="cat")
     start_time, frames = time.perf_counter(), 0

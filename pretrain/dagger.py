@@ -167,7 +167,8 @@ class DAggerRun:
         while entry["episodes"] < len(episodes):
             chunk = episodes[entry["episodes"]:entry["episodes"] + 4 * EPISODES_PER_COMMIT]
             first, last = chunk[0].start, chunk[-1].start + chunk[-1].length
-            aggregate.add_episodes(self.demos.data[first:last].clone(),
+            # Without their masks: the rollouts have none, and a dataset holds masks for all frames or none.
+            aggregate.add_episodes(self.demos.data[first:last].exclude(keys.SEGMENTATION).clone(),
                                    [EpisodeRecord(-1, e.length, e.seed, e.success) for e in chunk])
             entry["episodes"] += len(chunk)
             entry["complete"] = entry["episodes"] == len(episodes)
@@ -227,6 +228,7 @@ class DAggerRun:
                        eval_every=0, eval_episodes=self.config.eval_episodes, eval_seed=self.config.eval_seed,
                        device=self.config.device, precision=self.config.precision,
                        seed=self.config.seed * 1_000 + round_index, logger="csv",
+                       recolour="",  # the aggregate has no segmentation masks (the rollouts record none)
                        trust_code=self.bc_config.trust_code or self.config.trust_code)
 
     def _init_check(self, aggregate: DemoDataset) -> dict:

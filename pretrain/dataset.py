@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+import torch
 from tensordict import TensorDict, TensorDictBase
 
 from robot_rl import keys
@@ -37,14 +38,17 @@ META_FILE = "meta.json"
 PACKAGES = ("robot-rl", "torch", "torchrl", "tensordict", "mujoco", "gymnasium")
 # Rows: the observation a decision was made on, the executed and expert actions, what the step returned.
 # The next observation of a frame is the following frame of its episode, so it is not stored twice.
-EXCLUDED_KEYS = (("collector",), (keys.NEXT, keys.PIXELS), (keys.NEXT, keys.JOINT_STATE), (keys.NEXT, keys.TASK))
+EXCLUDED_KEYS = (("collector",), (keys.NEXT, keys.PIXELS), (keys.NEXT, keys.JOINT_STATE), (keys.NEXT, keys.TASK),
+                 (keys.NEXT, keys.SEGMENTATION))
 # Keys the env may not (yet) produce but the dataset format depends on: checked when a dataset is opened.
 REQUIRED_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VERDICT, keys.EPISODE, keys.STEP,
                  keys.DEFECTIVE, keys.CAMERA_POSE, keys.BOARD_POSE, (keys.NEXT, keys.DONE), (keys.NEXT, keys.SUCCESS))
 # Fields every part of a dataset must share, with their value in datasets written before the field existed.
 ARM_DIGEST = "arm_sha256"  # an arm file's content hash (robot_rl.envs.arms.arm_digest), compared when both have it
+# meta.json's "segmentation": true when every frame has its segmentation mask (keys.SEGMENTATION).
+MASKS_FIELD = "segmentation"
 COMPATIBILITY_FIELDS = {"env": None, "env_version": None, "image_size": None, "randomization": "none",
-                        "arm": "ur5e_like"}
+                        "arm": "ur5e_like", MASKS_FIELD: False}
 
 
 def package_versions() -> dict[str, str]:
@@ -91,6 +95,11 @@ class DemoDataset:
     @property
     def image_size(self) -> int:
         return int(self.meta["image_size"])
+
+    @property
+    def has_masks(self) -> bool:
+        """Every frame has its segmentation mask (``keys.SEGMENTATION``)."""
+        return bool(self.meta.get(MASKS_FIELD, False))
 
     @property
     def data(self) -> TensorDictBase:
@@ -261,4 +270,11 @@ def _open_storage(root: Path, meta: dict) -> TensorDictBase:
     if storage[keys.PIXELS].shape[-2] != meta["image_size"]:
         raise DatasetError(f"{storage_dir}: pixels are {storage[keys.PIXELS].shape[-2]} wide, meta.json says "
                            f"{meta['image_size']}")
+    if meta.get(MASKS_FIELD, False):
+        masks = storage.get(keys.SEGMENTATION, None)
+        expected = (storage.shape[0], meta["image_size"], meta["image_size"])
+        if masks is None or tuple(masks.shape) != expected or masks.dtype != torch.uint8:
+            found = "no entry" if masks is None else f"{masks.dtype} {list(masks.shape)}"
+            raise DatasetError(f"{storage_dir}: meta.json says every frame has a segmentation mask, the storage has "
+                               f"{found} (uint8 {list(expected)} expected)")
     return storage

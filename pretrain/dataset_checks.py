@@ -61,6 +61,8 @@ def check_meta(meta: dict, meta_path: Path) -> None:
     for field in ("env", "arm", "difficulty", "randomization"):
         if field in meta and not isinstance(meta[field], str):
             refuse(field, f"must be a string, got {meta[field]!r}")
+    if "segmentation" in meta and not isinstance(meta["segmentation"], bool):
+        refuse("segmentation", f"must be true or false, got {meta['segmentation']!r}")
     if "env_version" in meta and not is_count(meta["env_version"], 0, 2**31):
         refuse("env_version", f"must be a non-negative integer, got {meta['env_version']!r}")
     _check_episodes(meta, refuse)

@@ -68,7 +68,8 @@ def frame_columns(frames: TensorDictBase) -> dict[str, torch.Tensor]:
     named = {layout.flat_key(key) for key in layout.NAMED_ENTRIES} | {(keys.ACTION,), (keys.EXPERT,)}
     for key, value in frames.items(include_nested=True, leaves_only=True):
         key = layout.flat_key(key)
-        if key[:1] not in named:
+        # Segmentation masks stay robot_rl's: LeRobot has no mask feature, and flattened they would dwarf the rest.
+        if key[:1] not in named and key != (keys.SEGMENTATION,):
             columns[layout.feature_name(key)] = value.reshape(value.shape[0], -1)
     return columns
 

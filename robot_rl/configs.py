@@ -48,6 +48,9 @@ CHECKPOINT_KINDS = ("last", "best")  # robot_rl.run_folder.policy_checkpoint: wh
 CHECKPOINT_KIND_HELP = ("which checkpoint a run folder given as --policy means: last (checkpoints/last.pt, the policy "
                         "the run ended with, which the project reports) or best (best.pt, its best held-out check); "
                         "a .pt file means itself")
+# pretrain --recolour: the segmentation classes (robot_rl.envs.perception.SEGMENTATION_CLASSES) a demo frame's
+# colours may be redrawn for. The parts and the arm keep theirs: the verdict is read from the parts.
+RECOLOUR_CLASSES = ("table", "board", "background")
 LOGGER_HELP = ("where scalars go besides the run folder's CSV log (always written): csv (nothing more), tensorboard, "
                "wandb (offline, under the run folder) or mlflow (a file store under the run folder)")
 
@@ -162,6 +165,9 @@ class CollectConfig:
                        "or takes the next unused seed")
     num_envs: int = option(0, "envs collecting in parallel (0 = one per CPU core)")
     episodes_per_commit: int = option(8, "whole episodes written and committed together")
+    masks: bool = option(False, "also record each frame's segmentation mask (uint8, a class per pixel: background, "
+                         "table, board, parts, arm), which pretrain --recolour reads; a dataset holds masks for all "
+                         "its frames or for none")
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -221,10 +227,22 @@ class BCConfig(ActorArchitecture):
     joint_scaling: str = option("bounds", "how the policy scales the joint state it reads: bounds (the env spec's) "
                                 "or demos (the training frames' mean and std)", choices=JOINT_SCALINGS)
     trust_code: bool = option(False, TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
+    recolour: str = option("", "segmentation-aware colour augmentation: recolour these classes of a demo frame at "
+                           "train time, comma-separated from " + ", ".join(RECOLOUR_CLASSES) + " ('' = off; needs "
+                           "demos collected with --masks)")
+    recolour_prob: float = option(0.8, "fraction of training frames --recolour recolours (each class of a frame "
+                                  "independently)")
+
+    def recolour_classes(self) -> tuple[str, ...]:
+        """The classes ``recolour`` names, in the order given."""
+        return tuple(name.strip() for name in self.recolour.split(",") if name.strip())
 
     def __post_init__(self) -> None:
         validate(self, [
             ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
+            ("recolour", set(self.recolour_classes()) <= set(RECOLOUR_CLASSES), f"'' or a comma-separated list "
+             f"from {', '.join(RECOLOUR_CLASSES)}"),
+            ("recolour_prob", 0 <= self.recolour_prob <= 1, "in [0, 1]"),
             ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
             ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
             ("joint_scaling", self.joint_scaling in JOINT_SCALINGS, _one_of(JOINT_SCALINGS)),

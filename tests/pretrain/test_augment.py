@@ -22,3 +22,52 @@ def test_random_shift_moves_each_image_by_at_most_pad_pixels():
 def test_zero_pad_is_the_identity():
     images = torch.randint(0, 255, (4, 8, 8, 3), dtype=torch.uint8)
     assert torch.equal(random_shift(images, 0), images.float())
+
+
+def _scene_batch():
+    """Four 16x16 frames: a table (class 1) left, a board (class 2) right with a part (class 3) on it."""
+    from robot_rl.envs.perception import BOARD, PARTS, TABLE
+
+    generator = torch.Generator().manual_seed(0)
+    pixels = torch.randint(20, 230, (4, 16, 16, 3), dtype=torch.uint8, generator=generator)
+    masks = torch.full((4, 16, 16), TABLE, dtype=torch.uint8)
+    masks[:, :, 8:] = BOARD
+    masks[:, 4:8, 10:14] = PARTS
+    return pixels, masks
+
+
+def test_recolouring_the_table_changes_only_table_pixels():
+    from robot_rl.envs.perception import TABLE
+    from robot_rl.pretrain.augment import recolour
+
+    torch.manual_seed(0)
+    pixels, masks = _scene_batch()
+    out = recolour(pixels, masks, ("table",), prob=1.0)
+    assert out.dtype == torch.float32 and out.shape == pixels.shape
+    table = masks == TABLE
+    assert torch.equal(out[~table], pixels[~table].float())  # board and parts: bit for bit the same
+    assert (out[table] != pixels[table].float()).any(-1).float().mean() > 0.9
+    assert out.min() >= 0 and out.max() <= 255
+
+
+def test_recolouring_keeps_the_shading_and_draws_a_colour_per_image():
+    from robot_rl.envs.perception import BOARD
+    from robot_rl.pretrain.augment import recolour
+
+    torch.manual_seed(1)
+    pixels, masks = _scene_batch()
+    out = recolour(pixels, masks, ("board",), prob=1.0)
+    board = masks == BOARD
+    # Within an image, brighter board pixels stay brighter (ratios of brightness are kept where not clipped).
+    before, after = pixels.float().mean(-1)[0][board[0]], out.mean(-1)[0][board[0]]
+    assert torch.corrcoef(torch.stack([before, after]))[0, 1] > 0.9
+    colours = [out[i][board[i]].mean(0) for i in range(4)]
+    assert min((colours[i] - colours[j]).abs().max() for i in range(4) for j in range(i)) > 1.0
+
+
+def test_recolouring_with_probability_zero_or_no_class_is_the_identity():
+    from robot_rl.pretrain.augment import recolour
+
+    pixels, masks = _scene_batch()
+    assert torch.equal(recolour(pixels, masks, ("table", "board"), prob=0.0), pixels.float())
+    assert torch.equal(recolour(pixels, masks, (), prob=1.0), pixels.float())

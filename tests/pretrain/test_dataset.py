@@ -297,3 +297,42 @@ def test_a_full_disk_ends_collect_demos_in_one_line_with_nothing_half_written_an
     assert not out.exists() and not list(tmp_path.glob(".demos.*.tmp"))
     assert main(argv) == 0  # once there is space
     assert len(DemoDataset.open(out).episodes) == 2
+
+
+def test_demos_collected_with_masks_hold_one_per_frame_and_bc_recolours_them(tmp_path, demos_dir):
+    from robot_rl.configs import BCConfig
+    from robot_rl.envs.perception import BOARD, TABLE
+    from robot_rl.pretrain import bc
+
+    root = tmp_path / "masked"
+    collect(root, episodes=2, masks=True)
+    dataset = DemoDataset.open(root)
+    assert dataset.has_masks and dataset.meta["segmentation"] is True
+    masks, pixels = dataset.data[keys.SEGMENTATION], dataset.data[keys.PIXELS]
+    assert masks.shape == (dataset.frames, IMAGE_SIZE, IMAGE_SIZE) and masks.dtype == torch.uint8
+    assert (masks == BOARD).any() and (masks == TABLE).any()
+    # The board is greener than the (grey-brown) table: the mask follows the image.
+    green = pixels[..., 1].float() - pixels[..., 0].float()
+    assert green[masks == BOARD].mean() > green[masks == TABLE].mean() + 20
+    with pytest.raises(DatasetError, match="segmentation=True.*segmentation=False"):
+        collect(root, episodes=1)  # a dataset holds masks for all its frames or none
+    assert not DemoDataset.open(demos_dir).has_masks  # datasets without masks keep loading
+
+    config = dict(epochs=1, batch_size=8, steps_per_epoch=2, eval_every=0, eval_episodes=1, eval_envs=1, hidden=32,
+                  val_fraction=0.5, threads=2, recolour="table,background")
+    summary = bc.pretrain(BCConfig(data=str(root), run_dir=str(tmp_path / "bc"), **config), progress=False)
+    assert summary["finished"]
+    with pytest.raises(UsageError, match="no segmentation masks"):
+        bc.pretrain(BCConfig(data=str(demos_dir), run_dir=str(tmp_path / "bc2"), **config), progress=False)
+
+
+def test_a_meta_json_promising_masks_the_storage_lacks_is_refused(demos_copy):
+    meta = json.loads((demos_copy / "meta.json").read_text())
+    meta["segmentation"] = True
+    (demos_copy / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError, match="segmentation mask.*no entry"):
+        DemoDataset.open(demos_copy)
+    meta["segmentation"] = "yes"
+    (demos_copy / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError, match="segmentation must be true or false"):
+        DemoDataset.open(demos_copy)

@@ -82,4 +82,6 @@ class LeadInspectTask(InspectionTask):
     def inspection_point(self) -> np.ndarray:
         return self._episode_view()[1]
 
-
+    def inspection_target(self) -> np.ndarray:
+        """The pin row's centre: what the tilted view looks at."""
+        return self._episode_view()[0]
