@@ -12,10 +12,12 @@ import torch.nn.functional as F
 from robot_rl.envs.perception import SEGMENTATION_CLASSES
 
 
-def random_shift(pixels: torch.Tensor, pad: int) -> torch.Tensor:
+def random_shift(pixels: torch.Tensor, pad: int, offsets: torch.Tensor | None = None) -> torch.Tensor:
     """Shifts each image of ``pixels`` ([B, H, W, C], any dtype) by up to ``pad`` pixels in x and y.
 
-    Returns float32 images with the input's value range (0-255 stays 0-255), on the input's device.
+    ``offsets`` (int [B, 2], row then column, in [0, 2 pad]; drawn when None) says where each crop starts in the
+    padded image: the content moves by ``pad - offset``. Returns float32 images with the input's value range
+    (0-255 stays 0-255), on the input's device.
     """
     x = pixels.float()
     if pad <= 0:
@@ -23,7 +25,9 @@ def random_shift(pixels: torch.Tensor, pad: int) -> torch.Tensor:
     x = x.permute(0, 3, 1, 2)  # replicate padding works on [B, C, H, W]
     batch, channels, height, width = x.shape
     padded = F.pad(x, (pad, pad, pad, pad), mode="replicate")
-    offsets = torch.randint(0, 2 * pad + 1, (batch, 2), device=x.device)
+    if offsets is None:
+        offsets = torch.randint(0, 2 * pad + 1, (batch, 2), device=x.device)
+    offsets = offsets.to(x.device)
     rows = (offsets[:, 0, None] + torch.arange(height, device=x.device))[:, None, :, None]
     cols = (offsets[:, 1, None] + torch.arange(width, device=x.device))[:, None, None, :]
     batch_index = torch.arange(batch, device=x.device)[:, None, None, None]

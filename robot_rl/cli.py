@@ -96,7 +96,7 @@ def _train_command(args: argparse.Namespace, command: str, config_cls: type, sta
     config = RunFolder(args.resume).config(config_cls) if args.resume else config_from_args(config_cls, args)
     if args.resume:
         check_resume_options(config, args, args.resume)
-    if config.init:
+    if getattr(config, "init", ""):  # pretrain-encoder starts from no policy
         _print_policy(config.init, config.checkpoint_kind)
     if recipe:
         _print_recipe(command, config, recipe)
@@ -125,6 +125,23 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
           f"{final.get('success_rate', 0):.1%}, guesses {final.get('guesses')}, verdict accuracy "
           f"{final.get('verdict_accuracy')}, "
           f"collisions/episode {final.get('collisions_per_episode')}")
+    return 0
+
+
+def _cmd_pretrain_encoder(args: argparse.Namespace) -> int:
+    from robot_rl.configs import EncoderPretrainConfig
+    from robot_rl.pretrain import encoder_pretrain
+
+    summary = _train_command(args, "pretrain-encoder", EncoderPretrainConfig, encoder_pretrain.pretrain_encoder,
+                             encoder_pretrain.resume)
+    if summary is None:
+        return 1
+    final = {k.removeprefix("val/"): round(v, 3) for k, v in (summary["final_val"] or {}).items()
+             if not k.startswith("val/loss")}
+    run_dir = args.resume or args.run_dir
+    print(f"{summary['views']} views ({summary['views_per_s']:.0f} views/s rendered), {summary['epochs']} epochs; "
+          f"held-out views: {final}")
+    print(f"encoder weights: {run_dir}/encoder.pt (robot-rl pretrain --encoder-weights {run_dir})")
     return 0
 
 
@@ -259,6 +276,9 @@ COMMANDS = {
                       "robot-rl collect-demos --out data/demos --episodes 1200", "collection"),
     "pretrain": ("behaviour-clone the vision policy on demonstrations; the defaults are the README's measured recipe",
                  "robot-rl pretrain --data data/demos --out runs/bc", "behaviour cloning"),
+    "pretrain-encoder": ("train the policy's image encoder on rendered views labelled by the simulator (for pretrain "
+                         "--encoder-weights)", "robot-rl pretrain-encoder --randomization surfaces --out runs/encoder",
+                         "encoder pretraining"),
     "dagger": ("DAgger: roll out the BC policy, label with the task's expert, train again",
                "robot-rl dagger --policy runs/bc --out runs/dagger", "DAgger"),
     "finetune": ("fine-tune the policy with PPO (from BC or from scratch); the defaults are the measured design",
@@ -308,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
         CollectConfig,
         DAggerConfig,
         DemoConfig,
+        EncoderPretrainConfig,
         EvaluateConfig,
         ExportConfig,
         ExportDatasetConfig,
@@ -325,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_command(commands, "demo", DemoConfig, _cmd_demo)
     _add_command(commands, "collect-demos", CollectConfig, _cmd_collect_demos, writes=True)
     _add_command(commands, "pretrain", BCConfig, _cmd_pretrain, resumable=True, writes=True)
+    _add_command(commands, "pretrain-encoder", EncoderPretrainConfig, _cmd_pretrain_encoder, resumable=True,
+                 writes=True)
     _add_command(commands, "dagger", DAggerConfig, _cmd_dagger, resumable=True, writes=True)
     _add_command(commands, "finetune", FinetuneConfig, _cmd_finetune, resumable=True, writes=True)
     _add_command(commands, "evaluate", EvaluateConfig, _cmd_evaluate, writes=True)

@@ -572,3 +572,54 @@ class PipelineConfig:
         validate(self, [("preset", self.preset in PIPELINE_PRESETS, _one_of(PIPELINE_PRESETS)),
                         ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
                         ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS))])
+
+
+# -- encoder pretraining on labelled views -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class EncoderPretrainConfig:
+    """Options of ``robot-rl pretrain-encoder``: render labelled views under a randomization preset (cached in the
+    run folder as uint8 memmaps), then train the policy's ResNet18 trunk and keypoints with small heads on them."""
+
+    task: str = option(DEFAULT_TASK, TASK_HELP)
+    randomization: str = option("surfaces", RANDOMIZATION_HELP + "; drawn again for every view",
+                                choices=RANDOMIZATION_NAMES)
+    views: int = option(20_000, "labelled views to render (the last val_fraction of them validate)")
+    run_dir: str = output_option("runs/encoder", "output folder: config, views/ (the cache), checkpoints, logs, "
+                                 "encoder.pt", "run-dir")
+    difficulty: str = option("default", "task difficulty (board placement, posts, lighting)", choices=DIFFICULTY_NAMES)
+    image_size: int = option(84, "wrist camera image side, pixels (32-224): the BC demos' size")
+    arm: str = option(DEFAULT_ARM, ARM_HELP)
+    keypoints: int = option(32, "spatial-softmax keypoints on layer2, trained with the trunk (BC's --keypoints "
+                            "must match to load them)")
+    pose_noise: float = option(0.3, "std of the noise on the expert's pose actions along its approaches")
+    workspace_views: int = option(16, "views per board at camera poses drawn in the workspace (half near the "
+                                  "inspection point), after the expert's approach")
+    render_workers: int = option(1, "processes rendering the views (1 = this process)")
+    epochs: int = option(8, "passes over the training views")
+    batch_size: int = option(64, "views per gradient step")
+    lr: float = option(1e-3, "AdamW peak learning rate (cosine decay to 0)")
+    weight_decay: float = option(1e-4, "AdamW weight decay")
+    grad_clip: float = option(10.0, "max gradient norm")
+    shift_pad: int = option(4, "random-shift augmentation, pixels (0 = off); the pixel target moves with it")
+    segmentation_weight: float = option(1.0, "weight of the per-pixel class loss (table, board, parts, ...)")
+    val_fraction: float = option(0.05, "fraction of the views (the last ones: other boards) held out")
+    device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
+    seed: int = option(0, "seed of the views (boards, poses, appearances), initialization and sampling")
+    threads: int = option(0, "torch CPU threads (0 = torch's default)")
+
+    def __post_init__(self) -> None:
+        validate(self, [
+            ("randomization", self.randomization in RANDOMIZATION_NAMES, _one_of(RANDOMIZATION_NAMES)),
+            ("difficulty", self.difficulty in DIFFICULTY_NAMES, _one_of(DIFFICULTY_NAMES)),
+            ("image_size", IMAGE_SIZES[0] <= self.image_size <= IMAGE_SIZES[1], "in [32, 224]"),
+            ("views", self.views >= 2, ">= 2"), ("keypoints", 1 <= self.keypoints <= MAX_KEYPOINTS,
+                                                 f"in [1, {MAX_KEYPOINTS}] (the dense head reads layer2)"),
+            ("pose_noise", self.pose_noise >= 0, ">= 0"), ("workspace_views", self.workspace_views >= 0, ">= 0"),
+            ("render_workers", self.render_workers >= 1, ">= 1"), ("epochs", self.epochs >= 1, ">= 1"),
+            ("batch_size", self.batch_size >= 1, ">= 1"), ("lr", self.lr > 0, "> 0"),
+            ("weight_decay", self.weight_decay >= 0, ">= 0"), ("grad_clip", self.grad_clip > 0, "> 0"),
+            ("shift_pad", self.shift_pad >= 0, ">= 0"), ("segmentation_weight", self.segmentation_weight >= 0, ">= 0"),
+            ("val_fraction", 0 < self.val_fraction < 1, "in (0, 1)"), ("seed", self.seed >= 0, ">= 0"),
+            ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)), ("threads", self.threads >= 0, ">= 0"),
+        ])

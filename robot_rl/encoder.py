@@ -26,9 +26,26 @@ class WeightsError(UsageError, ValueError):
     """Encoder weights that are not a plain ResNet18 state dict (the message names the file); the CLI exits 2."""
 
 
-def load_resnet_weights(resnet: nn.Module, path: Path) -> None:
-    """Loads a local ResNet18 state dict (plain tensors only: torch's ``weights_only``; ``fc.*`` may be missing)
-    into ``resnet``; anything else is a one-line WeightsError naming the file."""
+ENCODER_WEIGHTS_FILE = "encoder.pt"  # what ``robot-rl pretrain-encoder`` writes in its run folder
+KEYPOINTS_PREFIX = "keypoints."  # keys of the keypoint layer in a pretrained encoder's state dict
+
+
+def encoder_weights_path(path: str | Path) -> Path:
+    """The weights file ``path`` stands for: itself, or a pretrain-encoder run folder's ``encoder.pt``."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / ENCODER_WEIGHTS_FILE).is_file():
+            raise WeightsError(f"{path}: no {ENCODER_WEIGHTS_FILE} (not a finished pretrain-encoder run folder)")
+        return path / ENCODER_WEIGHTS_FILE
+    return path
+
+
+def load_resnet_weights(resnet: nn.Module, path: str | Path, keypoints: nn.Module | None = None) -> None:
+    """Loads local encoder weights into ``resnet`` (and ``keypoints``): a ResNet18 state dict (plain tensors only:
+    torch's ``weights_only``; ``fc.*`` may be missing), optionally with the keypoint layer under ``keypoints.``
+    (what pretrain-encoder writes; ``path`` may be its run folder). Anything else is a one-line WeightsError naming
+    the file."""
+    path = encoder_weights_path(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
@@ -39,6 +56,8 @@ def load_resnet_weights(resnet: nn.Module, path: Path) -> None:
         raise WeightsError(f"{path}: unreadable encoder weights ({type(err).__name__}: {reason[:200]})") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise WeightsError(f"{path}: not a ResNet18 state dict (holds a {type(state).__name__})")
+    keypoint_state = {k[len(KEYPOINTS_PREFIX):]: v for k, v in state.items() if k.startswith(KEYPOINTS_PREFIX)}
+    state = {k: v for k, v in state.items() if not k.startswith(KEYPOINTS_PREFIX)}
     expected = resnet.state_dict()
     wrong = [k for k, v in state.items() if k in expected and v.shape != expected[k].shape]
     missing = [k for k in expected if k not in state and not k.startswith("fc.")]
@@ -48,7 +67,32 @@ def load_resnet_weights(resnet: nn.Module, path: Path) -> None:
                    else f"{len(missing)} tensors missing, e.g. {missing[0]!r}" if missing
                    else f"unexpected tensor {unexpected[0]!r}")
         raise WeightsError(f"{path}: not a ResNet18 state dict ({culprit})")
+    if keypoint_state:
+        _check_keypoints(keypoints, keypoint_state, path)
+        keypoints.load_state_dict(keypoint_state)
     resnet.load_state_dict(state, strict=False)
+
+
+def _check_keypoints(keypoints: nn.Module | None, state: dict, path: Path) -> None:
+    trained = state.get("project.bias", torch.empty(0)).numel()
+    if keypoints is None:
+        raise WeightsError(f"{path}: holds a {trained}-keypoint layer, this policy has none (use --keypoints "
+                           f"{trained})")
+    expected = keypoints.state_dict()
+    if set(state) != set(expected) or any(state[k].shape != expected[k].shape for k in expected):
+        raise WeightsError(f"{path}: holds a {trained}-keypoint layer, this policy has "
+                           f"{expected['project.bias'].numel()} (use --keypoints {trained})")
+
+
+def encoder_state_dict(encoder: ImageEncoder) -> dict[str, torch.Tensor]:
+    """The weights ``--encoder-weights`` loads: the ResNet18 trunk under torchvision's names, and the keypoint
+    layer under ``keypoints.`` (fp32 copies on the CPU)."""
+    state = {k: v.detach().float().cpu().clone() if v.is_floating_point() else v.detach().cpu().clone()
+             for k, v in encoder.trunk.state_dict().items()}
+    if encoder.keypoints is not None:
+        state.update({KEYPOINTS_PREFIX + k: v.detach().float().cpu().clone()
+                      for k, v in encoder.keypoints.state_dict().items()})
+    return state
 
 
 class SpatialSoftmax(nn.Module):
@@ -94,13 +138,14 @@ class ImageEncoder(nn.Module):
     def __init__(self, weights: str | None, keypoints: int):  # no defaults here: ActorArchitecture holds them
         super().__init__()
         resnet = torchvision.models.resnet18(weights=None)
+        keypoint_layer = SpatialSoftmax(resnet.layer2[-1].conv2.out_channels, keypoints) if keypoints else None
         if weights:
-            load_resnet_weights(resnet, Path(weights))
+            load_resnet_weights(resnet, weights, keypoint_layer)
         # The trunk as torchvision's feature extractor: the pooled feature, and layer2's maps for the keypoints. Its
         # state dict is the ResNet's own (fc left out), so checkpoints and local weights keep their keys.
         nodes = {"flatten": "pooled", **({"layer2": "mid"} if keypoints else {})}
         self.trunk = create_feature_extractor(resnet, return_nodes=nodes)
-        self.keypoints = SpatialSoftmax(resnet.layer2[-1].conv2.out_channels, keypoints) if keypoints else None
+        self.keypoints = keypoint_layer
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1) * 255)
         self.register_buffer("std", torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) * 255)
         self.precision = "fp32"  # a run-time setting, not state: checkpoints and exports are fp32
@@ -115,6 +160,11 @@ class ImageEncoder(nn.Module):
         return (512 + (2 * self.keypoints.project.out_channels if self.keypoints is not None else 0),)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.features_and_maps(pixels)[0]
+
+    def features_and_maps(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``forward``'s features and layer2's maps [B, 128, H/8, W/8] (None without keypoints), which dense heads
+        (encoder pretraining's segmentation) read."""
         batch = pixels.shape[:-3]
         x = pixels.reshape(-1, *pixels.shape[-3:]).permute(0, 3, 1, 2).float()  # NCHW view of channels-last data
         x = (x - self.mean) / self.std
@@ -127,7 +177,7 @@ class ImageEncoder(nn.Module):
             features = maps["pooled"].float()
             if self.keypoints is not None:
                 features = torch.cat([features, self.keypoints(maps["mid"]).float()], dim=-1)
-        return features.reshape(*batch, features.shape[-1])
+        return features.reshape(*batch, features.shape[-1]), maps.get("mid")
 
 
 class ObservationEncoder(nn.Module):

@@ -1,0 +1,108 @@
+"""Encoder pretraining: the view cache resumes exactly, a killed run continues, its weights load into BC."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.cli import main
+from robot_rl.configs import BCConfig, EncoderPretrainConfig
+from robot_rl.encoder import WeightsError, load_resnet_weights
+from robot_rl.pretrain.view_cache import ViewCache
+
+SIZE = 32
+RENDER = {"task": "pcb-inspect", "difficulty": "easy", "image_size": SIZE, "randomization": "surfaces",
+          "arm": "ur5e_like", "pose_noise": 0.3, "workspace_views": 4}
+
+
+def tiny_args(run_dir, views: int = 40, epochs: int = 2) -> list[str]:
+    return ["pretrain-encoder", "--run-dir", str(run_dir), "--views", str(views), "--epochs", str(epochs),
+            "--image-size", str(SIZE), "--difficulty", "easy", "--batch-size", "8", "--workspace-views", "4",
+            "--keypoints", "8", "--threads", "2"]
+
+
+def test_a_cache_rendered_in_pieces_equals_one_rendered_at_once(tmp_path):
+    whole = ViewCache(tmp_path / "whole", 50, SIZE, RENDER, seed=3)
+    assert whole.render(chunks_per_commit=1)
+    pieces = ViewCache(tmp_path / "pieces", 50, SIZE, RENDER, seed=3)
+    calls = []
+    assert not pieces.render(should_stop=lambda: calls.append(1) or len(calls) > 1, chunks_per_commit=1)
+    assert 0 < pieces.meta["rendered"] < 50
+    again = ViewCache(tmp_path / "pieces", 50, SIZE, RENDER, seed=3)  # a new process, as after a kill
+    assert again.meta["rendered"] == pieces.meta["rendered"] and again.render(chunks_per_commit=1)
+    for name, array in whole.arrays().items():
+        assert np.array_equal(array, again.arrays()[name]), name
+    arrays = whole.arrays()
+    assert arrays["point_in_view"].any() and arrays["localized"].any() and not arrays["localized"].all()
+    assert len({tuple(p.reshape(-1, 3).mean(0).round()) for p in arrays["pixels"]}) > 40  # fresh looks
+    with pytest.raises(Exception, match="a cache of other views"):
+        ViewCache(tmp_path / "whole", 50, SIZE, {**RENDER, "randomization": "none"}, seed=3)
+
+
+def test_a_killed_pretrain_encoder_continues_with_the_same_command_and_its_weights_load_into_bc(
+        tmp_path, demos_dir, capsys):
+    run_dir = tmp_path / "encoder"
+    command = [sys.executable, "-m", "robot_rl.cli", *tiny_args(run_dir, epochs=4)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+    log = run_dir / "logs" / "scalars" / "train" / "epoch.csv"
+    deadline = time.monotonic() + 600
+    while not log.is_file() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # until the first epoch is logged (its checkpoint is written right after)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    assert not (run_dir / "summary.json").exists()
+    assert main(tiny_args(run_dir, epochs=4)) == 0  # the same command: continues the run and its cache
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["epochs"] == 4 and summary["views"] == 40
+    steps = [int(line.split(",")[0]) for line in log.read_text().split()]
+    assert steps == sorted(set(steps)) and len(steps) == 4  # one row per epoch, none repeated
+    assert summary["final_val"]["val/segmentation_accuracy"] > 0.5
+    capsys.readouterr()
+
+    # The weights: into BC through --encoder-weights (the run folder), then exported.
+    from robot_rl.configs import ExportConfig
+    from robot_rl.envs.torchrl_env import proof_env
+    from robot_rl.export import export
+    from robot_rl.policy import PolicyConfig, actor_encoder, load_actor, make_actor
+
+    weights = torch.load(run_dir / "encoder.pt", weights_only=True)
+    env = proof_env("easy", 64)
+    actor = make_actor(env.observation_spec, env.full_action_spec,
+                       PolicyConfig(encoder_weights=str(run_dir), keypoints=8))
+    image = actor_encoder(actor).image
+    torch.testing.assert_close(image.trunk.state_dict()["layer3.0.conv1.weight"], weights["layer3.0.conv1.weight"])
+    torch.testing.assert_close(image.keypoints.project.weight, weights["keypoints.project.weight"])
+    with pytest.raises(WeightsError, match="8-keypoint layer, this policy has 32"):
+        make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(encoder_weights=str(run_dir)))
+    bc_dir = tmp_path / "bc"
+    assert main(["pretrain", "--data", str(demos_dir), "--run-dir", str(bc_dir), "--encoder-weights", str(run_dir),
+                 "--keypoints", "8", "--epochs", "1", "--batch-size", "8", "--steps-per-epoch", "1",
+                 "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "32", "--threads", "2"]) == 0
+    files = export(ExportConfig(checkpoint=str(bc_dir), format="safetensors"))
+    loaded, _, _ = load_actor(Path(files["safetensors"]).parent)
+    assert actor_encoder(loaded).image.keypoints is not None
+
+
+def test_a_folder_without_encoder_weights_is_refused_in_one_line(tmp_path):
+    import torchvision
+
+    with pytest.raises(WeightsError, match="no encoder.pt"):
+        load_resnet_weights(torchvision.models.resnet18(weights=None), tmp_path)
+
+
+def test_bad_options_fail_in_one_line(tmp_path, capsys):
+    assert main(tiny_args(tmp_path / "run") + ["--randomization", "plaid"]) == 2
+    assert "--randomization must be one of" in capsys.readouterr().err
+    assert main(tiny_args(tmp_path / "run") + ["--keypoints", "0"]) == 2
+    assert EncoderPretrainConfig().keypoints == BCConfig().keypoints  # the defaults fit each other
