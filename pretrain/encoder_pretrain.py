@@ -50,6 +50,7 @@ from robot_rl.run_folder import (
 )
 
 DISTANCE_SCALE = 10.0  # metres -> decimetres: targets near 1
+MASK_STRIDE = 4  # the class head predicts every 4th pixel in each direction
 
 
 class PerceptionHeads(nn.Module):
@@ -66,16 +67,27 @@ class PerceptionHeads(nn.Module):
         self.segment = nn.Conv2d(encoder.keypoints.project.in_channels, len(SEGMENTATION_CLASSES), kernel_size=1)
 
     def forward(self, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(per-view outputs [B, outputs], class logits [B, classes, H, W]) of uint8 or float pixels [B, H, W, 3]."""
+        """(per-view outputs [B, outputs], class logits [B, classes, H / 4, W / 4]) of uint8 or float pixels
+        [B, H, W, 3]. A quarter of the image's resolution: the class loss at full resolution cost a third of the
+        training step, and a part spans several pixels at H / 4."""
         features, maps = self.encoder.features_and_maps(pixels)
         logits = self.segment(maps.float())
-        logits = F.interpolate(logits, size=pixels.shape[1:3], mode="bilinear", align_corners=False)
+        size = (pixels.shape[1] // MASK_STRIDE, pixels.shape[2] // MASK_STRIDE)
+        logits = F.interpolate(logits, size=size, mode="bilinear", align_corners=False)
         return self.mlp(features), logits
+
+
+def coarse_masks(masks: torch.Tensor) -> torch.Tensor:
+    """The class at the centre of every MASK_STRIDE x MASK_STRIDE cell of masks [B, H, W]: [B, H / 4, W / 4]."""
+    offset = MASK_STRIDE // 2
+    height, width = masks.shape[1] // MASK_STRIDE, masks.shape[2] // MASK_STRIDE
+    return masks[:, offset::MASK_STRIDE, offset::MASK_STRIDE][:, :height, :width]
 
 
 def perception_losses(outputs: torch.Tensor, class_logits: torch.Tensor, batch: dict[str, torch.Tensor],
                       image_size: int, segmentation_weight: float) -> dict[str, torch.Tensor]:
     """The ``loss_*`` terms and detached metrics of one batch of views (targets as the view cache stores them)."""
+    masks = coarse_masks(batch["segmentation"])
     pixel, in_view_logit, distance, tilt = outputs[:, :2], outputs[:, 2], outputs[:, 3], outputs[:, 4]
     offset, localized_logit, defect_logits = outputs[:, 5:8], outputs[:, 8], outputs[:, 9:]
     in_view = batch["point_in_view"].reshape(-1).float()
@@ -91,7 +103,7 @@ def perception_losses(outputs: torch.Tensor, class_logits: torch.Tensor, batch: 
         "loss_tilt": F.smooth_l1_loss(tilt, batch["tilt"].reshape(-1), beta=0.1),
         "loss_offset": F.smooth_l1_loss(offset, batch["viewpoint_offset"] * DISTANCE_SCALE, beta=0.1),
         "loss_localized": F.binary_cross_entropy_with_logits(localized_logit, localized),
-        "loss_segmentation": segmentation_weight * F.cross_entropy(class_logits, batch["segmentation"].long()),
+        "loss_segmentation": segmentation_weight * F.cross_entropy(class_logits, masks.long()),
     }
     defect = batch["defect_type"].reshape(-1)
     if localized.any():  # the defect shows only from the inspection view
@@ -109,7 +121,7 @@ def perception_losses(outputs: torch.Tensor, class_logits: torch.Tensor, batch: 
         "tilt_error_deg": (tilt - batch["tilt"].reshape(-1)).abs().mean() * 180 / math.pi,
         "localized_accuracy": ((localized_logit > 0).float() == localized).float().mean(),
         "defect_accuracy": defect_accuracy,
-        "segmentation_accuracy": (classes == batch["segmentation"]).float().mean(),
+        "segmentation_accuracy": (classes == masks).float().mean(),  # at a quarter of the resolution
     }
     return {**losses, **{name: value.detach() for name, value in metrics.items()}}
 

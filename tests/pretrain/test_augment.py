@@ -1,7 +1,8 @@
-"""Random-shift augmentation."""
+"""Image augmentations of BC: random shift and segmentation-aware recolouring."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from robot_rl.pretrain.augment import random_shift
@@ -71,3 +72,21 @@ def test_recolouring_with_probability_zero_or_no_class_is_the_identity():
     pixels, masks = _scene_batch()
     assert torch.equal(recolour(pixels, masks, ("table", "board"), prob=0.0), pixels.float())
     assert torch.equal(recolour(pixels, masks, (), prob=1.0), pixels.float())
+
+
+def test_the_recolour_option_names_segmentation_classes():
+    from robot_rl.configs import RECOLOUR_CLASSES, BCConfig
+    from robot_rl.envs.perception import SEGMENTATION_CLASSES
+
+    assert set(RECOLOUR_CLASSES) <= set(SEGMENTATION_CLASSES)
+    assert BCConfig(recolour=" table, board").recolour_classes() == ("table", "board")
+    assert BCConfig().recolour == ""  # off by default
+    with pytest.raises(ValueError, match="--recolour must be"):
+        BCConfig(recolour="table,parts")
+
+
+def test_a_given_offset_moves_the_content_by_pad_minus_offset():
+    images = torch.zeros(1, 12, 12, 1)
+    images[0, 5, 7, 0] = 1.0
+    shifted = random_shift(images, pad=2, offsets=torch.tensor([[0, 4]]))
+    assert shifted[0, 5 + 2 - 0, 7 + 2 - 4, 0] == 1.0 and shifted.sum() == 1.0
