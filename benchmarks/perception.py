@@ -21,9 +21,12 @@ recolouring reaches >= 95% nominal and >= 90% under every shift of the suite (bl
 none excluded); and beats the equal-wall-time baseline; encoder pretraining trains at >= 80% of the bare
 ResNet18's images/s.
 
-    python benchmarks/perception.py                       # all parts (~14 h on 2 CPU cores)
+    python benchmarks/perception.py                       # all parts (~13 h on 2 CPU cores, below)
     python benchmarks/perception.py --parts throughput    # ~10 min
-    python benchmarks/perception.py --parts encoder arms  # then equal-time
+    python benchmarks/perception.py --parts encoder       # ~25 min: 20,000 views, 8 epochs
+    python benchmarks/perception.py --parts arms          # ~2.4 h per arm (BC 12 epochs + the suite)
+    python benchmarks/perception.py --parts equal-time    # ~2.7 h
+    python benchmarks/perception.py --parts arms --arms encoder+recolour --seeds 1 2  # the winner's seeds
     python benchmarks/perception.py --root /tmp/p --episodes 8 --epochs 1 --boards 4 --views 200 \\
         --encoder-epochs 1 --out /tmp/p/perception.json   # a toy run end to end (not a result)
 """
@@ -203,26 +206,31 @@ def run_encoder(args, where: dict) -> dict:
 
 
 def run_arms(args, where: dict, results: dict) -> dict:
+    """Every arm of ``--arms`` with every seed of ``--seeds`` (seed 0 is the arm itself, ``NAME-seedK`` the
+    others: one seed per arm first, then more for the winner)."""
     arms = {}
     encoder = results.get("encoder") or run_encoder(args, where)
     for name in args.arms:
         masks, with_encoder, recolour = ARMS[name]
         data = where["masked_demos" if masks else "demos"]
         ensure_demos(data, masks, args)
-        run_dir = where["baseline" if name == "baseline" else "encoder_bc" if name == "encoder" else name]
-        options = {"recolour": recolour}
-        if with_encoder:
-            options["encoder_weights"] = str(where["encoder"])
-        arms[name] = train_and_evaluate(bc_config(data, run_dir, args.epochs, args, **options), args,
-                                        (results.get("arms") or {}).get(name),
-                                        extra_seconds=encoder["wall_s"] if with_encoder else 0.0)
+        for seed in args.seeds:
+            key = name if seed == 0 else f"{name}-seed{seed}"
+            run_dir = where["baseline" if name == "baseline" else "encoder_bc" if name == "encoder" else name]
+            run_dir = run_dir if seed == 0 else run_dir.with_name(f"{run_dir.name}-seed{seed}")
+            options = {"recolour": recolour, "seed": seed}
+            if with_encoder:
+                options["encoder_weights"] = str(where["encoder"])
+            arms[key] = train_and_evaluate(bc_config(data, run_dir, args.epochs, args, **options), args,
+                                           (results.get("arms") or {}).get(key),
+                                           extra_seconds=encoder["wall_s"] if with_encoder else 0.0)
     return arms
 
 
 def run_equal_time(args, where: dict, results: dict) -> dict:
     """The baseline recipe trained for the wall time of the best arm that used the pretrained encoder."""
     arms = results.get("arms") or {}
-    pretrained = {k: v for k, v in arms.items() if v["encoder_weights"]}
+    pretrained = {k: v for k, v in arms.items() if v["encoder_weights"] and "-seed" not in k}
     if "baseline" not in arms or not pretrained:
         raise SystemExit("equal-time needs the arms part first (baseline and an encoder arm)")
     best = max(pretrained, key=lambda k: arms[k]["suite"][0]["success_rate"])
@@ -242,7 +250,7 @@ def judge(results: dict) -> dict:
     """Targets met or missed, from whatever parts the results hold."""
     verdicts = {}
     for name, arm in (results.get("arms") or {}).items():
-        if name == "baseline":
+        if name.startswith("baseline"):  # the row to beat, not a candidate
             continue
         suite = arm["suite"]
         missed = [r["shift"] for r in suite[1:] if r["success_rate"] < TARGET_SHIFT_SUCCESS]
@@ -281,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="parts to run")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), help="BC arms of 'arms'")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="BC seeds of every arm in 'arms'")
     parser.add_argument("--root", type=Path, default=Path("."), help="where data/ and runs/ are")
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations (the 74%% arm's)")
     parser.add_argument("--epochs", type=int, default=12, help="BC epochs (the 74%% arm's)")

@@ -105,6 +105,8 @@ class BCRun:
         if config.recolour and not self.dataset.has_masks:
             raise UsageError(f"--recolour {config.recolour}: the demos in {config.data} have no segmentation masks "
                              f"(collect them with collect-demos --masks)")
+        self.recolouring = ({"recolour_classes": config.recolour_classes(), "recolour_prob": config.recolour_prob}
+                            if config.recolour else {})
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")
@@ -210,8 +212,7 @@ class BCRun:
         for _ in bar:
             if self.stop.requested:
                 return None
-            batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad,
-                               self.config.recolour_classes(), self.config.recolour_prob)
+            batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad, **self.recolouring)
             losses = self.loss(batch)  # the encoder runs in self.precision, the rest in fp32
             loss = total_loss(losses)
             if not torch.isfinite(loss):
