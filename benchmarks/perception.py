@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from timing import describe_machine, provenance
+from results_file import PROVENANCE_KEYS, write_results
 
 from robot_rl.configs import BCConfig, CollectConfig, EncoderPretrainConfig, EvaluateConfig
 from robot_rl.encoder import ImageEncoder
@@ -304,18 +304,25 @@ def main(argv: list[str] | None = None) -> int:
 
     where = paths(args.root)
     results = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    if "throughput" in args.parts:
-        results["throughput"] = measure_throughput(args)
-        print(f"throughput: {results['throughput']}")
-    if "encoder" in args.parts:
-        results["encoder"] = run_encoder(args, where)
-    if "arms" in args.parts:
-        results["arms"] = {**(results.get("arms") or {}), **run_arms(args, where, results)}
-    if "equal-time" in args.parts:
-        results["equal-time"] = run_equal_time(args, where, results)
+    # A part run again replaces its entry; the file's provenance is this invocation's.
+    results = {k: v for k, v in results.items() if k not in PROVENANCE_KEYS or k == "wall_s"}
+    wall = dict(results.pop("wall_s", None) or {})
+    for part in PARTS:
+        if part not in args.parts:
+            continue
+        start = time.perf_counter()
+        if part == "throughput":
+            results["throughput"] = measure_throughput(args)
+            print(f"throughput: {results['throughput']}")
+        elif part == "encoder":
+            results["encoder"] = run_encoder(args, where)
+        elif part == "arms":
+            results["arms"] = {**(results.get("arms") or {}), **run_arms(args, where, results)}
+        else:
+            results["equal-time"] = run_equal_time(args, where, results)
+        wall[part] = round(time.perf_counter() - start, 1)  # this invocation's seconds (finished stages reused)
     print_table(results)
-    results.update({"benchmark": "perception", "machine": describe_machine(), "provenance": provenance(),
-                    "recipe": {"demos": args.episodes, "randomization": "surfaces", "difficulty": "default",
+    results.update({"recipe": {"demos": args.episodes, "randomization": "surfaces", "difficulty": "default",
                                "image_size": 84, "epochs": args.epochs, "boards": args.boards,
                                "checkpoint": "last.pt", "evaluation_seeds_from": 30_000_000,
                                "encoder": asdict(encoder_config(args, where))},
@@ -324,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "baseline_surfaces_nominal": BASELINE_SURFACES_SUCCESS},
                     "verdicts": judge(results)})
     print(f"verdicts: {results['verdicts']}")
-    write_json(args.out, results)
+    write_results("perception", results, out=args.out, wall_s=wall)
     print(f"wrote {args.out}")
     return 0
 

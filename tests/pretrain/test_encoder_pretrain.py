@@ -25,7 +25,7 @@ RENDER = {"task": "pcb-inspect", "difficulty": "easy", "image_size": SIZE, "rand
 
 
 def tiny_args(run_dir, views: int = 40, epochs: int = 2) -> list[str]:
-    return ["pretrain-encoder", "--run-dir", str(run_dir), "--views", str(views), "--epochs", str(epochs),
+    return ["pretrain-encoder", "--out", str(run_dir), "--views", str(views), "--epochs", str(epochs),
             "--image-size", str(SIZE), "--difficulty", "easy", "--batch-size", "8", "--workspace-views", "4",
             "--keypoints", "8", "--threads", "2"]
 
@@ -86,9 +86,9 @@ def test_a_killed_pretrain_encoder_continues_with_the_same_command_and_its_weigh
     with pytest.raises(WeightsError, match="8-keypoint layer, this policy has 32"):
         make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(encoder_weights=str(run_dir)))
     bc_dir = tmp_path / "bc"
-    assert main(["pretrain", "--data", str(demos_dir), "--run-dir", str(bc_dir), "--encoder-weights", str(run_dir),
+    assert main(["pretrain", "--data", str(demos_dir), "--out", str(bc_dir), "--encoder-weights", str(run_dir),
                  "--keypoints", "8", "--epochs", "1", "--batch-size", "8", "--steps-per-epoch", "1",
-                 "--eval-episodes", "1", "--eval-envs", "1", "--hidden", "32", "--threads", "2"]) == 0
+                 "--eval-episodes", "1", "--num-envs", "1", "--hidden", "32", "--threads", "2"]) == 0
     files = export(ExportConfig(checkpoint=str(bc_dir), format="safetensors"))
     loaded, _, _ = load_actor(Path(files["safetensors"]).parent)
     assert actor_encoder(loaded).image.keypoints is not None
