@@ -31,7 +31,7 @@ from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import check_scalars
 from robot_rl.errors import TrainingDiverged, UsageError
 from robot_rl.options import resolve_device
-from robot_rl.policy import actor_network, load_actor, make_actor
+from robot_rl.policy import PolicyConfig, actor_network, load_actor, make_actor
 from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
@@ -111,7 +111,7 @@ class BCRun:
         # Create models
         torch.manual_seed(config.seed)
         env = proof_env(self.difficulty, self.dataset.image_size, self.arm, self.task_name)
-        self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config())
+        self.actor = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig.of(config))
         if config.joint_scaling == "demos":  # on resume the checkpoint's buffers replace these
             actor_network(self.actor).encoder.scale_joints_like(train[keys.JOINT_STATE])
         self.env_info = {"env": self.task_name, "env_version": self.task.version, "difficulty": self.difficulty,
@@ -165,7 +165,7 @@ class BCRun:
     # -- checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint(self) -> dict:
         return {
-            "kind": "bc", "config": asdict(self.config), "policy_config": asdict(self.config.policy_config()),
+            "kind": "bc", "config": asdict(self.config), "policy_config": asdict(PolicyConfig.of(self.config)),
             "env": self.env_info, "actor": self.actor.state_dict(), "optimizer": self.optimizer.state_dict(),
             "locator": self.loss.locator.state_dict() if self.loss.locator is not None else None,
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "step": self.step,

@@ -243,12 +243,6 @@ class BCConfig(ActorArchitecture):
             ("steps_per_epoch", self.steps_per_epoch >= 0, ">= 0"), ("threads", self.threads >= 0, ">= 0"),
         ])
 
-    def policy_config(self):
-        """The architecture options as a ``robot_rl.policy.PolicyConfig``."""
-        from robot_rl.policy import PolicyConfig
-
-        return PolicyConfig(**self.architecture())
-
 
 # -- DAgger ------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)

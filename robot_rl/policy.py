@@ -36,6 +36,11 @@ class PolicyConfig(ActorArchitecture):
     answer_temperature: float = 1.0
     continue_floor: float = 0.0
 
+    @classmethod
+    def of(cls, options: ActorArchitecture) -> PolicyConfig:
+        """The architecture options of ``options`` (a ``BCConfig``, say), the verdict's sampling at its defaults."""
+        return cls(**options.architecture())
+
     def __post_init__(self) -> None:
         for name, passed, rule in self.architecture_checks():
             if not passed:

@@ -91,7 +91,7 @@ def test_the_actor_architecture_has_one_home():
 
     home = ActorArchitecture().architecture()
     assert BCConfig().architecture() == PolicyConfig().architecture() == home
-    assert BCConfig(hidden=64).policy_config().hidden == 64
+    assert PolicyConfig.of(BCConfig(hidden=64)).hidden == 64
     scratch = starting_point(FinetuneConfig(from_scratch=True, anchor_weight=0.0, pose_min_scale=0.0))[1]
     assert scratch.architecture() == home  # --from-scratch builds the defaults, as pretrain does
     assert "hidden" not in {f.name for f in fields(FinetuneConfig)}  # the critic's width is critic_hidden
