@@ -20,6 +20,7 @@ from torchrl.data import SamplerWithoutReplacement, TensorDictReplayBuffer, Tens
 from tqdm import tqdm
 
 from robot_rl import keys
+from robot_rl.checkpoints import rng_state, set_rng_state
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
 from robot_rl.encoder import set_encoder_precision
@@ -31,21 +32,14 @@ from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import check_scalars
 from robot_rl.errors import TrainingDiverged, UsageError
 from robot_rl.options import resolve_device
-from robot_rl.policy import PolicyConfig, actor_network, load_actor, make_actor
+from robot_rl.policy import PolicyConfig, actor_network, make_actor
+from robot_rl.policy_io import load_actor
 from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.lerobot_import import open_demos
-from robot_rl.run_folder import (
-    IMPORTED_DEMOS,
-    RunFolder,
-    RunLogger,
-    StopOnInterrupt,
-    ensure_finished,
-    rng_state,
-    run_to_completion,
-    set_rng_state,
-)
+from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
+from robot_rl.run_logs import RunLogger
 
 
 def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int) -> TensorDictBase:

@@ -7,7 +7,8 @@
     core    what every stage shares: TensorDict keys, file I/O, locks, options and configs, the policy and its
             encoder, checkpoints and run folders, episodes and closed-loop rollouts, precision, videos, tables.
     stages  one command's work each: pretrain (the folder pretrain/: demos, BC, DAgger, LeRobot I/O), finetune
-            (PPO), evaluate, export, demo. Stages are siblings: none imports another; what two share goes to core.
+            (PPO), evaluate, export, demo, info (robot-rl info and list). Stages are siblings: none imports another;
+            what two share goes to core.
     app     what composes the stages: the CLI, the pipeline, and the package root (robot_rl/__init__.py).
 
 ``LAYER_OF`` below places every module: a module takes the entry that names it or its package (the longest such
@@ -60,8 +61,11 @@ LAYER_OF = {
     "robot_rl.precision": "core",
     "robot_rl.encoder": "core",
     "robot_rl.policy": "core",
+    "robot_rl.policy_io": "core",
     "robot_rl.artefact_schema": "core",
+    "robot_rl.checkpoints": "core",
     "robot_rl.run_folder": "core",
+    "robot_rl.run_logs": "core",
     "robot_rl.episodes": "core",
     "robot_rl.closed_loop": "core",
     "robot_rl.video": "core",
@@ -71,6 +75,7 @@ LAYER_OF = {
     "robot_rl.evaluate": "stages",
     "robot_rl.export": "stages",
     "robot_rl.demo": "stages",
+    "robot_rl.info": "stages",  # robot-rl info and list: read artefacts and the registries
     # app
     "robot_rl.cli": "app",
     "robot_rl.pipeline": "app",
@@ -167,10 +172,15 @@ def placement_errors(graph: dict[str, list[Import]]) -> list[str]:
     return unplaced + unused
 
 
+def _placed(graph: dict[str, list[Import]]) -> dict[str, list[Import]]:
+    """``graph`` without the modules (and imports of modules) that no entry places: ``placement_errors`` names them."""
+    return {module: [i for i in imports if unit_of(i.target)] for module, imports in graph.items() if unit_of(module)}
+
+
 def direction_errors(graph: dict[str, list[Import]]) -> list[str]:
     """Imports that go up a layer, or from one stage to another."""
     errors = []
-    for module, imports in graph.items():
+    for module, imports in _placed(graph).items():
         for target, where in imports:
             source_layer, target_layer = LAYER_OF[unit_of(module)], LAYER_OF[unit_of(target)]
             if layer_index(target) > layer_index(module):
@@ -184,9 +194,10 @@ def direction_errors(graph: dict[str, list[Import]]) -> list[str]:
 
 def root_errors(graph: dict[str, list[Import]]) -> list[str]:
     """Imports of the package root other than robot_rl.envs and modules that import nothing of ours."""
+    graph = _placed(graph)
     return [f"{where}: {PACKAGE} imports {target}, which imports {graph[target][0].target}: the root runs before "
             f"every module, so it imports only {PACKAGE}.envs and modules that import nothing of ours"
-            for target, where in graph.get(PACKAGE, []) if LAYER_OF[unit_of(target)] != "envs" and graph[target]]
+            for target, where in graph.get(PACKAGE, []) if unit_of(target) != f"{PACKAGE}.envs" and graph[target]]
 
 
 def _cycles(edges: dict[str, dict[str, str]]) -> list[list[str]]:
@@ -241,6 +252,7 @@ def _describe(cycle: list[str], edges: dict[str, dict[str, str]]) -> str:
 
 def cycle_errors(graph: dict[str, list[Import]]) -> list[str]:
     """Import cycles between modules, then between units (``LAYER_OF`` entries), each named with its imports."""
+    graph = _placed(graph)
     module_edges: dict[str, dict[str, str]] = {module: {} for module in graph}
     unit_edges: dict[str, dict[str, str]] = {}
     for module, imports in graph.items():
