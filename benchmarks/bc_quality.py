@@ -32,7 +32,8 @@ from robot_rl.precision import describe
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_folder import RunFolder, read_scalar
+from robot_rl.run_folder import RunFolder
+from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "bc_quality.json"

@@ -50,7 +50,7 @@ from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, DAggerConfig, 
 from robot_rl.finetune import trainer
 from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
-from robot_rl.policy import load_actor
+from robot_rl.policy_io import load_actor
 from robot_rl.precision import describe
 from robot_rl.pretrain import dagger
 from robot_rl.pretrain.bc import ensure_trained

@@ -29,7 +29,7 @@ from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks.pcb_inspect.view import inspection_geometry
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.options import resolve_device
-from robot_rl.policy import load_actor
+from robot_rl.policy_io import load_actor
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.run_folder import RunFolder

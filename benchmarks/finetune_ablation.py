@@ -28,7 +28,7 @@ from bc_vs_scratch import (
 )
 from results_file import write_results
 
-from robot_rl.run_folder import read_scalar
+from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
 
 # name -> FinetuneConfig overrides; "full" is the design as shipped.

@@ -45,12 +45,14 @@ from bc_vs_scratch import (
 from results_file import write_results
 from timing import describe_machine, provenance
 
+from robot_rl.checkpoints import load_checkpoint, policy_checkpoint
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.options import resolve_device
-from robot_rl.policy import actor_network, checkpoint_policy_config, make_actor
-from robot_rl.run_folder import load_checkpoint, policy_checkpoint, read_scalar
+from robot_rl.policy import actor_network, make_actor
+from robot_rl.policy_io import checkpoint_policy_config
+from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
 
 PRESET = PRESETS["few"]

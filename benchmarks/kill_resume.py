@@ -118,9 +118,10 @@ def check_output(name: str, root: Path) -> list[str]:
     """What is wrong with a trial's output after its recovery (empty when nothing is)."""
     import torch
 
-    from robot_rl.policy import load_actor
+    from robot_rl.checkpoints import load_checkpoint
+    from robot_rl.policy_io import load_actor
     from robot_rl.pretrain.dataset import DemoDataset
-    from robot_rl.run_folder import RunFolder, load_checkpoint
+    from robot_rl.run_folder import RunFolder
 
     problems = []
     if name == "collect-demos":

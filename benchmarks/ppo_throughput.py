@@ -41,7 +41,7 @@ from timing import median_rate
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune import trainer
 from robot_rl.precision import describe
-from robot_rl.run_folder import read_scalar
+from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
 
 PRESET = PRESETS["few"]

@@ -31,7 +31,8 @@ from robot_rl import keys
 from robot_rl.closed_loop import run_episodes
 from robot_rl.envs import make_env
 from robot_rl.envs.tasks import get_task
-from robot_rl.policy import actor_network, load_actor
+from robot_rl.policy import actor_network
+from robot_rl.policy_io import load_actor
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 

@@ -1,7 +1,5 @@
-"""Headless MuJoCo rendering: GL backend choice, and lazily created per-camera renderers with fast defaults.
-
-MuJoCo reads ``MUJOCO_GL`` once, when ``mujoco`` is first imported, so ``select_gl_backend`` runs before this package
-imports mujoco: EGL when libEGL loads, else OSMesa, else none (and rendering then fails with a clear message).
+"""Headless MuJoCo rendering: lazily created per-camera renderers with fast defaults, on the GL backend that
+``robot_rl.envs.gl_backend`` chose before mujoco was imported.
 
 Speed: Mesa's software renderer spends ~50 ms a frame on shadows and reflections, and its cost grows with the
 offscreen buffer, MSAA samples and triangle count. Policy cameras use ``FAST`` settings (about 1,500 frames/s at
@@ -10,54 +8,17 @@ offscreen buffer, MSAA samples and triangle count. Policy cameras use ``FAST`` s
 
 from __future__ import annotations
 
-import ctypes.util
-import importlib
 import os
 import sys
 import threading
 import time
 from dataclasses import dataclass
 
-_BACKEND_LIBRARIES = {"egl": ("EGL",), "osmesa": ("OSMesa",)}
-_NO_BACKEND_HINT = (
-    "no headless OpenGL found for MuJoCo rendering: install Mesa's EGL (Debian: apt install libegl1 libegl-mesa0) "
-    "or OSMesa (apt install libosmesa6), or set MUJOCO_GL to a backend that works here"
-)
+import mujoco
+import numpy as np
 
-
-def select_gl_backend() -> str | None:
-    """Sets ``MUJOCO_GL`` to a headless backend that exists here (unless the user set it) and returns it."""
-    # Mesa's software rasterizer hands each frame to worker threads; for small frames the hand-off costs more than
-    # it saves (84x84: 470 -> 330 us a frame, 224x224: 700 -> 590 us, rasterizing in the calling thread), and
-    # env worker processes already use every core. Ignored by hardware GL drivers.
-    os.environ.setdefault("LP_NUM_THREADS", "0")
-    if os.environ.get("MUJOCO_GL"):
-        return os.environ["MUJOCO_GL"]
-    for backend, libraries in _BACKEND_LIBRARIES.items():
-        if all(ctypes.util.find_library(lib) for lib in libraries):
-            os.environ["MUJOCO_GL"] = backend
-            if backend == "osmesa":
-                os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
-            return backend
-    return None
-
-
-def _adopt_backend_late(backend: str) -> None:
-    # mujoco was imported before robot_rl with MUJOCO_GL unset, so it bound GLFW, which needs a display. Its
-    # Renderer looks the context class up on this module at construction, so pointing it at the headless
-    # backend's class is enough.
-    from mujoco.rendering.classic import gl_context
-
-    gl_context.GLContext = importlib.import_module(f"mujoco.{backend}").GLContext
-
-
-_MUJOCO_IMPORTED_WITHOUT_BACKEND = "mujoco" in sys.modules and not os.environ.get("MUJOCO_GL")
-_SELECTED_BACKEND = select_gl_backend()
-if _MUJOCO_IMPORTED_WITHOUT_BACKEND and _SELECTED_BACKEND:
-    _adopt_backend_late(_SELECTED_BACKEND)
-
-import mujoco  # noqa: E402  (must follow the backend choice)
-import numpy as np  # noqa: E402
+from robot_rl.envs.gl_backend import NO_BACKEND_HINT as _NO_BACKEND_HINT
+from robot_rl.envs.gl_backend import SELECTED_BACKEND as _SELECTED_BACKEND
 
 _context_owner_pid: int | None = None  # the process that created this process's first GL context
 _FORKED_HINT = (

@@ -20,6 +20,7 @@ from torchrl.data import SamplerWithoutReplacement, TensorDictReplayBuffer, Tens
 from tqdm import tqdm
 
 from robot_rl import keys
+from robot_rl.checkpoints import rng_state, set_rng_state
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
 from robot_rl.encoder import set_encoder_precision
@@ -31,21 +32,14 @@ from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import check_scalars
 from robot_rl.errors import TrainingDiverged, UsageError
 from robot_rl.options import resolve_device
-from robot_rl.policy import actor_network, load_actor, make_actor
+from robot_rl.policy import PolicyConfig, actor_network, make_actor
+from robot_rl.policy_io import load_actor
 from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift, recolour
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.lerobot_import import open_demos
-from robot_rl.run_folder import (
-    IMPORTED_DEMOS,
-    RunFolder,
-    RunLogger,
-    StopOnInterrupt,
-    ensure_finished,
-    rng_state,
-    run_to_completion,
-    set_rng_state,
-)
+from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
+from robot_rl.run_logs import RunLogger
 
 
 def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int, recolour_classes: tuple[str, ...] = (),
@@ -121,7 +115,7 @@ class BCRun:
         # Create models
         torch.manual_seed(config.seed)
         env = proof_env(self.difficulty, self.dataset.image_size, self.arm, self.task_name)
-        self.actor = make_actor(env.observation_spec, env.full_action_spec, config.policy_config())
+        self.actor = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig.of(config))
         if config.joint_scaling == "demos":  # on resume the checkpoint's buffers replace these
             actor_network(self.actor).encoder.scale_joints_like(train[keys.JOINT_STATE])
         self.env_info = {"env": self.task_name, "env_version": self.task.version, "difficulty": self.difficulty,
@@ -175,7 +169,7 @@ class BCRun:
     # -- checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint(self) -> dict:
         return {
-            "kind": "bc", "config": asdict(self.config), "policy_config": asdict(self.config.policy_config()),
+            "kind": "bc", "config": asdict(self.config), "policy_config": asdict(PolicyConfig.of(self.config)),
             "env": self.env_info, "actor": self.actor.state_dict(), "optimizer": self.optimizer.state_dict(),
             "locator": self.loss.locator.state_dict() if self.loss.locator is not None else None,
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "step": self.step,

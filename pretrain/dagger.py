@@ -46,6 +46,7 @@ from torchrl.collectors import Collector
 from tqdm import tqdm
 
 from robot_rl import keys
+from robot_rl.checkpoints import CONFIG_FILE, load_checkpoint, policy_checkpoint, save_config
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, DAggerConfig
 from robot_rl.envs import make_env
@@ -56,24 +57,14 @@ from robot_rl.envs.tasks import get_task
 from robot_rl.errors import RunStopped, UsageError
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
-from robot_rl.policy import load_actor
+from robot_rl.policy_io import load_actor
 from robot_rl.precision import resolve_precision
 from robot_rl.pretrain import bc
 from robot_rl.pretrain.collect import add_whole_episodes
 from robot_rl.pretrain.dataset import META_FILE, DemoDataset, EpisodeRecord
 from robot_rl.processes import workers_ignore_stop_signals
-from robot_rl.run_folder import (
-    CONFIG_FILE,
-    IMPORTED_DEMOS,
-    RunFolder,
-    RunLogger,
-    StopOnInterrupt,
-    ensure_finished,
-    load_checkpoint,
-    policy_checkpoint,
-    run_to_completion,
-    save_config,
-)
+from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
+from robot_rl.run_logs import RunLogger
 
 AGGREGATE, ROUNDS = "aggregate", "rounds"
 EPISODES_PER_COMMIT = 8

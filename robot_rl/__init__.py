@@ -1,43 +1,21 @@
 """robot_rl: teach a robot arm to inspect circuit boards from camera images, on TorchRL and TensorDict.
 
 Importing it registers the environments with Gymnasium (``gym.make(robot_rl.GYM_ID)``, every id in
-``robot_rl.GYM_IDS``), as Gymnasium plug-ins do; the entry point is a string, so MuJoCo and torch load only when an
-env is made. In a worker process that multiprocessing started, importing it first makes the worker end with its
-parent (``robot_rl.processes``).
+``robot_rl.GYM_IDS``), as Gymnasium plug-ins do (``robot_rl.envs.registration``); the entry point is a string, so
+MuJoCo and torch load only when an env is made. In a worker process that multiprocessing started, importing it first
+makes the worker end with its parent (``robot_rl.processes``).
+
+Python runs this file before any module of the package, ``robot_rl.envs`` included, so it imports only
+``robot_rl.envs`` and modules that import nothing of ours (``tests/test_layers.py`` holds it to that).
 """
 
 from robot_rl.processes import die_with_parent
 
 die_with_parent()  # before anything slow: a worker must not outlive a parent killed while it was still importing
 
-import gymnasium as gym  # noqa: E402
+# Importing robot_rl.envs registers its Gymnasium ids (light: no MuJoCo, no torch).
+from robot_rl.envs.registration import ENV_VERSION, FLAT_GYM_IDS, GYM_ID, GYM_IDS, TASK_NAME  # noqa: E402
 
 __version__ = "0.1.0"
 
-TASK_NAME = "pcb-inspect"  # the default task (robot_rl.envs.tasks.DEFAULT_TASK)
-# The PCB task's version. Bump when dynamics, rendering, rewards or flags change: datasets record it and refuse a
-# mismatch. 1: success is a correct verdict given while the board is localized (0 counted any correct verdict).
-# 2: pixels are uint8 [H, W, 3], as Gymnasium renders and TorchRL's pixel transforms expect (1 had [3, H, W]).
-ENV_VERSION = 2
-GYM_ID = f"robot_rl/PcbInspect-v{ENV_VERSION}"
-
-# Every built-in (task, arm) pair, versioned by its task (any task and arm also go as ``gym.make(GYM_ID, task=...,
-# arm=...)``). Kept in step with robot_rl.envs.tasks.TASKS and robot_rl.envs.arms.ARMS by a test: importing them
-# here would load MuJoCo.
-GYM_IDS = {
-    ("pcb-inspect", "ur5e_like"): GYM_ID,
-    ("pcb-inspect", "panda"): f"robot_rl/PcbInspectPanda-v{ENV_VERSION}",
-    ("lead-inspect", "ur5e_like"): "robot_rl/LeadInspect-v1",
-    ("lead-inspect", "panda"): "robot_rl/LeadInspectPanda-v1",
-}
-
-# The same tasks with one Box action (pose + a verdict score), for Stable-Baselines3 and the like (robot_rl.envs.flat);
-# any arm goes as ``gym.make(FLAT_GYM_IDS[task], arm=...)``.
-FLAT_GYM_IDS = {"pcb-inspect": f"robot_rl/PcbInspectFlat-v{ENV_VERSION}", "lead-inspect": "robot_rl/LeadInspectFlat-v1"}
-
-for (_task, _arm), _id in GYM_IDS.items():
-    if _id not in gym.registry:
-        gym.register(id=_id, entry_point="robot_rl.envs.gym_env:InspectionGymEnv", kwargs={"task": _task, "arm": _arm})
-for _task, _id in FLAT_GYM_IDS.items():
-    if _id not in gym.registry:
-        gym.register(id=_id, entry_point="robot_rl.envs.flat:make_flat_env", kwargs={"task": _task})
+__all__ = ["ENV_VERSION", "FLAT_GYM_IDS", "GYM_ID", "GYM_IDS", "TASK_NAME", "__version__"]

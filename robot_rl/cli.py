@@ -26,9 +26,9 @@ from robot_rl.locks import waiting_for_locks
 
 
 def _print_policy(source: str, kind: str) -> None:
-    """Prints which checkpoint ``source`` means (``run_folder.policy_checkpoint``, the one rule)."""
-    from robot_rl.policy import WEIGHTS_FILE
-    from robot_rl.run_folder import describe_policy
+    """Prints which checkpoint ``source`` means (``checkpoints.policy_checkpoint``, the one rule)."""
+    from robot_rl.checkpoints import describe_policy
+    from robot_rl.policy_io import WEIGHTS_FILE
 
     weights = Path(source) / WEIGHTS_FILE
     print(f"policy: {weights} (exported weights)" if weights.is_file() else describe_policy(source, kind),

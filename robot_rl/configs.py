@@ -44,7 +44,7 @@ PRECISION_HELP = ("compute precision of the image encoder: auto (bf16 where the 
                   "fp32), fp32 or bf16; weights, optimizer state, checkpoints and exports stay fp32")
 TRUST_CODE_HELP = ("import the task module (module:Class) that a dataset, checkpoint or export names: importing runs "
                    "its code, so only for files you trust (--task module:Class also allows that one)")
-CHECKPOINT_KINDS = ("last", "best")  # robot_rl.run_folder.policy_checkpoint: which checkpoint a run folder means
+CHECKPOINT_KINDS = ("last", "best")  # robot_rl.checkpoints.policy_checkpoint: which checkpoint a run folder means
 CHECKPOINT_KIND_HELP = ("which checkpoint a run folder given as --policy means: last (checkpoints/last.pt, the policy "
                         "the run ended with, which the project reports) or best (best.pt, its best held-out check); "
                         "a .pt file means itself")
@@ -183,7 +183,7 @@ class CollectConfig:
 class BCConfig(ActorArchitecture):
     """Options of ``robot-rl pretrain`` (the architecture options first, from ``ActorArchitecture``)."""
 
-    # What an option added later means in a config stored before it existed (``run_folder.load_config``), and
+    # What an option added later means in a config stored before it existed (``checkpoints.load_config``), and
     # the defaults from before the measured recipe became the default, so an older run resumes as it started.
     ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"precision": "fp32", "init": "", "checkpoint_kind": "best",
                                               "epochs": 20, "eval_every": 5, "eval_episodes": 50}
@@ -261,12 +261,6 @@ class BCConfig(ActorArchitecture):
             ("steps_per_epoch", self.steps_per_epoch >= 0, ">= 0"), ("threads", self.threads >= 0, ">= 0"),
         ])
 
-    def policy_config(self):
-        """The architecture options as a ``robot_rl.policy.PolicyConfig``."""
-        from robot_rl.policy import PolicyConfig
-
-        return PolicyConfig(**self.architecture())
-
 
 # -- DAgger ------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -274,7 +268,7 @@ class DAggerConfig:
     """Options of ``robot-rl dagger``: rounds of rollouts of the current policy labelled by the task's expert,
     aggregated with the demos, each followed by BC continued on the aggregate (the init run's BC options)."""
 
-    # What an option added later means in a config stored before it existed (``run_folder.load_config``).
+    # What an option added later means in a config stored before it existed (``checkpoints.load_config``).
     ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"checkpoint_kind": "best"}
 
     init: str = policy_option("runs/bc", "BC run folder to start from; its demos and BC options are reused", "init")
@@ -319,14 +313,14 @@ class FinetuneConfig:
     """PPO fine-tuning: every field is one ``--option``."""
 
     # What an option added later means in a config stored before it existed: the behaviour of that time
-    # (``run_folder.load_config``), so a resumed older run keeps the design it started with; likewise the defaults
+    # (``checkpoints.load_config``), so a resumed older run keeps the design it started with; likewise the defaults
     # from before the measured recipe became the default.
     ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"target_kl": 0.0, "answer_temperature": 1.0, "continue_floor": 0.0,
                                               "anchor_floor": 0.0, "guess_penalty": 0.0, "precision": "fp32",
                                               "checkpoint_kind": "best", "total_frames": 200_000, "num_envs": 4,
                                               "ppo_epochs": 4, "minibatch_size": 128, "critic_warmup": 3,
                                               "shaping": 0.0, "eval_every": 5, "checkpoint_every": 5}
-    # Options renamed since: a stored config's old name -> the new one (``run_folder.load_config``).
+    # Options renamed since: a stored config's old name -> the new one (``checkpoints.load_config``).
     RENAMED: ClassVar[dict] = {"hidden": "critic_hidden"}  # it also set --from-scratch's actor width then
 
     init: str = policy_option("", "BC run folder (or checkpoint) to start the actor from; '' with --from-scratch",

@@ -5,9 +5,12 @@ failure it cannot go on from (a full disk included), 128 + the signal's number f
 import errno
 import signal
 
+# Defined with the envs, which raise it too (an unknown task or arm) and import nothing of the rest of robot_rl;
+# re-exported here, so ``except UsageError`` catches the envs' errors as well.
+from robot_rl.envs.errors import UsageError
 
-class UsageError(Exception):
-    """Bad user input: an option value, a missing or corrupt file. The message names the culprit."""
+__all__ = ["CollectionFailed", "Interrupted", "NoSpaceLeft", "RunStopped", "TrainingDiverged", "TrainingStopped",
+           "UsageError"]
 
 
 class RunStopped(Exception):

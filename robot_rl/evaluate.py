@@ -14,6 +14,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from robot_rl import keys
+from robot_rl.checkpoints import run_folder_of
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
 from robot_rl.envs import make_env
@@ -24,9 +25,8 @@ from robot_rl.errors import UsageError
 from robot_rl.io import write_json, write_text
 from robot_rl.locks import exclusive
 from robot_rl.options import resolve_device
-from robot_rl.policy import load_actor
+from robot_rl.policy_io import load_actor
 from robot_rl.precision import resolve_precision
-from robot_rl.run_folder import run_folder_of
 from robot_rl.tables import markdown_table
 from robot_rl.video import VideoRecorder
 

@@ -17,13 +17,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from robot_rl.checkpoints import load_checkpoint, run_folder_of
 from robot_rl.configs import ExportConfig
 from robot_rl.envs.arms import get_arm
 from robot_rl.envs.task import Verdict
 from robot_rl.io import atomic_path, write_json
 from robot_rl.locks import exclusive
-from robot_rl.policy import WEIGHTS_FILE, actor_network, checkpoint_policy_config, load_actor, save_weights
-from robot_rl.run_folder import load_checkpoint, run_folder_of
+from robot_rl.policy import actor_network
+from robot_rl.policy_io import WEIGHTS_FILE, checkpoint_policy_config, load_actor, save_weights
 
 FILES = {"torchscript": "policy.torchscript.pt", "export": "policy.pt2", "onnx": "policy.onnx",
          "safetensors": WEIGHTS_FILE}

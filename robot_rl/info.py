@@ -56,7 +56,7 @@ def describe_lerobot(root: Path) -> Lines:
 
 
 def _last_check_bc(run_dir: Path) -> str:
-    from robot_rl.run_folder import read_scalar
+    from robot_rl.run_logs import read_scalar
 
     checks = read_scalar(run_dir, "eval/success_rate")
     if not checks:
@@ -67,7 +67,7 @@ def _last_check_bc(run_dir: Path) -> str:
 
 
 def _policy_lines(run_dir: Path) -> Lines:
-    from robot_rl.run_folder import policy_checkpoint
+    from robot_rl.checkpoints import policy_checkpoint
 
     last, best = policy_checkpoint(run_dir, "last"), policy_checkpoint(run_dir, "best")
     lines = [("evaluate takes", f"{last} (last: the policy the run ended with)" if last.is_file()
@@ -79,7 +79,8 @@ def _policy_lines(run_dir: Path) -> Lines:
 
 def describe_training_run(run_dir: Path, config: dict) -> Lines:
     """A pretrain or finetune run folder: its stage, env, progress, last check and policy."""
-    from robot_rl.run_folder import SUMMARY_FILE, RunFolder, load_checkpoint
+    from robot_rl.checkpoints import load_checkpoint
+    from robot_rl.run_folder import SUMMARY_FILE, RunFolder
 
     folder = RunFolder(run_dir)
     state = load_checkpoint(folder.checkpoint("last")) if folder.checkpoint("last").is_file() else {}
@@ -122,7 +123,7 @@ def describe_dagger(run_dir: Path, config: dict) -> Lines:
 
 
 def describe_checkpoint(path: Path) -> Lines:
-    from robot_rl.run_folder import load_checkpoint
+    from robot_rl.checkpoints import load_checkpoint
 
     state = load_checkpoint(path)
     kind = state.get("kind")

@@ -7,7 +7,7 @@ root another pipeline is running in (``robot_rl.locks``). Presets:
 150 demos and 8 BC epochs, which leave the policy partly working, then 65,536 PPO frames that lift it) and
 ``full`` (default difficulty at 84x84, sized for a GPU). The BC policy and the fine-tuned one are evaluated on the
 same held-out boards, for the closing table. Which checkpoint of the BC and PPO runs is fine-tuned and evaluated
-follows the one rule of ``run_folder.policy_checkpoint``: ``last.pt`` (``--checkpoint-kind best``: ``best.pt``).
+follows the one rule of ``checkpoints.policy_checkpoint``: ``last.pt`` (``--checkpoint-kind best``: ``best.pt``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from robot_rl.checkpoints import policy_checkpoint
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EvaluateConfig, FinetuneConfig
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
@@ -26,7 +27,7 @@ from robot_rl.locks import exclusive
 from robot_rl.pretrain import bc, dagger
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_folder import RunFolder, ensure_finished, policy_checkpoint
+from robot_rl.run_folder import RunFolder, ensure_finished
 from robot_rl.tables import markdown_table
 
 # Where each stage writes, under the pipeline's root; the stages are linked through these.

@@ -9,8 +9,7 @@ and export all load it from here. PPO fine-tuning values states with the privile
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 from tensordict.nn import CompositeDistribution, TensorDictModule, TensorDictModuleBase, TensorDictSequential
@@ -20,10 +19,8 @@ from torchrl.data import Composite
 from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
 
 from robot_rl import keys
-from robot_rl.artefact_schema import check_env_info, check_export_config, check_policy_config
 from robot_rl.configs import ActorArchitecture
-from robot_rl.encoder import ObservationEncoder, set_encoder_precision
-from robot_rl.precision import resolve_precision
+from robot_rl.encoder import ObservationEncoder
 
 
 @dataclass(frozen=True)
@@ -35,6 +32,11 @@ class PolicyConfig(ActorArchitecture):
     # probability of continuing. 1 and 0 = the plain 3-way softmax BC trains; PPO fine-tuning sets others.
     answer_temperature: float = 1.0
     continue_floor: float = 0.0
+
+    @classmethod
+    def of(cls, options: ActorArchitecture) -> PolicyConfig:
+        """The architecture options of ``options`` (a ``BCConfig``, say), the verdict's sampling at its defaults."""
+        return cls(**options.architecture())
 
     def __post_init__(self) -> None:
         for name, passed, rule in self.architecture_checks():
@@ -255,141 +257,3 @@ def actor_network(actor: PolicyActor) -> ActorNetwork:
 
 def actor_encoder(actor: ProbabilisticActor) -> ObservationEncoder:
     return actor_network(actor).encoder
-
-
-def checkpoint_policy_config(state: dict, source: str | Path = "checkpoint") -> PolicyConfig:
-    """The architecture stored in a checkpoint (its weights come from the checkpoint, not from encoder_weights);
-    a missing, unknown or out-of-range value is a UsageError naming ``source``."""
-    # Checkpoints written before these options existed: pooled feature only, joint velocities read; the image
-    # critic's share_encoder is gone (PPO's critic reads the privileged state).
-    defaults = {"keypoints": 0, "joint_velocities": True}
-    check_policy_config(state.get("policy_config"), source, {f.name for f in fields(PolicyConfig)} | {"share_encoder"})
-    stored = {k: v for k, v in state["policy_config"].items() if k != "share_encoder"}
-    return PolicyConfig(**{**defaults, **stored, "encoder_weights": ""})
-
-
-# What checkpoints written before an env option existed were trained with.
-ENV_INFO_DEFAULTS = {"randomization": "none", "arm": "ur5e_like"}
-
-
-WEIGHTS_FILE, WEIGHTS_CONFIG = "model.safetensors", "config.json"  # the Hugging Face names for weights + config
-
-
-def save_weights(actor: ProbabilisticActor, policy_config: PolicyConfig, env_info: dict, folder: str | Path,
-                 source: str = "") -> Path:
-    """Writes the actor's weights as ``model.safetensors`` and its architecture and env as ``config.json`` (no
-    pickle: ``load_actor(folder)`` rebuilds the actor from them). Returns the weights' path."""
-    from safetensors.torch import save_file
-
-    from robot_rl.io import atomic_path, write_json
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().cpu().contiguous().clone() for k, v in actor.state_dict().items()}
-    path = folder / WEIGHTS_FILE
-    with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata={"format": "robot_rl-policy"})
-    write_json(folder / WEIGHTS_CONFIG, {"format": "robot_rl-policy", "format_version": 1, "source": source,
-                                         "policy_config": asdict(policy_config), "env": env_info})
-    return path
-
-
-def _weights_of(source: Path) -> Path | None:
-    """The safetensors file ``source`` stands for (the file, or a folder holding one), or None."""
-    if source.suffix == ".safetensors":
-        return source
-    return source / WEIGHTS_FILE if (source / WEIGHTS_FILE).is_file() else None
-
-
-def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_code: bool = False,
-               task: str = "", precision: str = "fp32",
-               checkpoint_kind: str = "last") -> tuple[ProbabilisticActor, dict, Path]:
-    """The actor of a BC or PPO checkpoint, or of exported weights: ``source`` is a run folder (its ``last.pt``, or
-    ``best.pt`` with ``checkpoint_kind`` "best": ``run_folder.policy_checkpoint``), a .pt file, or
-    ``model.safetensors`` (or its folder) with ``config.json`` beside it, read without pickle. A ``module:Class``
-    task it names is imported only with ``trust_code`` or when ``task`` (the user's --task) names it too; another
-    ``task`` than the recorded one is refused. Its encoder runs in ``precision`` (``auto``, ``fp32`` or ``bf16``,
-    resolved for ``device``: ``robot_rl.precision``); the weights stay fp32.
-
-    Returns (actor in eval mode, the env info it was trained on {env (the task), difficulty, image_size, arm, ...},
-    its path).
-    """
-    from robot_rl.envs.arms import DIGEST_KEY, check_arm
-    from robot_rl.envs.tasks import check_task_version, get_task
-    from robot_rl.envs.torchrl_env import InspectionEnv
-    from robot_rl.errors import UsageError
-    from robot_rl.run_folder import load_checkpoint, policy_checkpoint
-
-    weights = _weights_of(Path(source))
-    if weights is not None:
-        path, state = weights, _read_weights(weights)
-        recorded_in = weights.parent / WEIGHTS_CONFIG  # where the env is written: the culprit of a bad one
-    else:
-        path = policy_checkpoint(source, checkpoint_kind)
-        state = load_checkpoint(path)
-        if state.get("kind") not in ("bc", "ppo") or not {"actor", "env", "policy_config"} <= set(state):
-            raise UsageError(f"{path}: not a robot_rl policy checkpoint")
-        recorded_in = path
-    env_info = recorded_env_info(state, recorded_in)
-    if task and task != env_info["env"]:
-        raise UsageError(f"--task {task}: {path} was trained on task {env_info['env']!r}")
-    task_class = get_task(env_info["env"], trust_code=trust_code or task == env_info["env"], source=str(recorded_in))
-    check_task_version(task_class, env_info.get("env_version"), str(recorded_in))
-    check_arm(env_info["arm"], env_info.get(DIGEST_KEY), str(recorded_in))
-    policy_config = checkpoint_policy_config(state, recorded_in)
-    proof = InspectionEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], arm=env_info["arm"],
-                          task=env_info["env"])
-    actor = make_actor(proof.observation_spec, proof.full_action_spec, policy_config)
-    _check_weights(actor.state_dict(), state["actor"], path)
-    actor.load_state_dict(state["actor"])
-    set_encoder_precision(actor, resolve_precision(precision, torch.device(device)))
-    return actor.to(device).eval(), env_info, path
-
-
-def recorded_env_info(state: dict, source: str | Path) -> dict:
-    """A checkpoint's env info (what older ones lack filled in), checked value by value (UsageError naming
-    ``source``)."""
-    env = state.get("env")
-    env_info = {**ENV_INFO_DEFAULTS, **env} if isinstance(env, dict) else env
-    check_env_info(env_info, source)
-    return env_info
-
-
-def _check_weights(expected: dict, given: object, path: Path) -> None:
-    """Refuses weights that are not exactly the actor's tensors (names and shapes), naming the first culprit."""
-    from robot_rl.errors import UsageError
-
-    culprit = "fit this robot_rl's policy (written by another version?)"
-    if not isinstance(given, dict):
-        raise UsageError(f"{path}: weights do not {culprit}: not a dict of tensors")
-    for name, value in given.items():
-        if name not in expected:
-            raise UsageError(f"{path}: weights do not {culprit}: unexpected tensor {name!r}")
-        if not isinstance(value, torch.Tensor) or value.shape != expected[name].shape:
-            shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise UsageError(f"{path}: weights do not {culprit}: {name!r} is {shape}, the policy has "
-                             f"{list(expected[name].shape)}")
-    missing = [name for name in expected if name not in given]
-    if missing:
-        raise UsageError(f"{path}: weights do not {culprit}: {len(missing)} missing, e.g. {missing[0]!r}")
-
-
-def _read_weights(path: Path) -> dict:
-    """A checkpoint-like dict (actor, policy_config, env) from ``model.safetensors`` and its ``config.json``."""
-    import json
-
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    from robot_rl.errors import UsageError
-
-    config_path = path.parent / WEIGHTS_CONFIG
-    try:
-        config = json.loads(config_path.read_text())
-        check_export_config(config, config_path, PolicyConfig)  # before the weights: nothing read past a bad config
-        actor = load_file(str(path))
-    except FileNotFoundError as err:
-        raise UsageError(f"{err.filename}: missing (exported weights need model.safetensors and config.json)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, SafetensorError) as err:
-        raise UsageError(f"{path.parent}: unreadable exported weights: {str(err).splitlines()[0]}") from None
-    return {"actor": actor, "policy_config": config["policy_config"], "env": config["env"]}

@@ -190,7 +190,7 @@ def _taken_by_dagger(folder, kind, tmp_path, monkeypatch):
 
 
 def _taken_by_pretrain(folder, kind, tmp_path, monkeypatch):
-    from robot_rl.policy import load_actor
+    from robot_rl.policy_io import load_actor
     from robot_rl.pretrain import bc
 
     taken = []
@@ -246,7 +246,7 @@ def test_every_command_takes_the_same_checkpoint_of_a_run_folder_and_says_which(
 
 
 def test_the_default_is_the_last_policy_and_a_file_means_itself(two_checkpoints):
-    from robot_rl.run_folder import policy_checkpoint
+    from robot_rl.checkpoints import policy_checkpoint
 
     last = two_checkpoints / "checkpoints" / "last.pt"
     assert configs.EvaluateConfig(checkpoint="x").checkpoint_kind == "last"
@@ -282,7 +282,7 @@ def test_pretrain_and_finetune_say_which_recipe_they_run(two_checkpoints, tmp_pa
 
 @pytest.mark.parametrize("config_cls", [configs.BCConfig, configs.FinetuneConfig, configs.DAggerConfig])
 def test_a_config_stored_before_the_new_defaults_resumes_with_its_own_values(config_cls, tmp_path):
-    from robot_rl.run_folder import load_config
+    from robot_rl.checkpoints import load_config
 
     fields = {f.name for f in dataclasses.fields(config_cls)}
     stored = {k: v for k, v in dataclasses.asdict(config_cls(init="runs/bc")).items()

@@ -82,7 +82,7 @@ def test_a_video_that_cannot_be_encoded_warns_and_keeps_the_metrics(bc_run_dir, 
 def test_exported_safetensors_rebuild_the_actor_without_pickle(bc_run_dir, tmp_path, monkeypatch):
     from tensordict.nn import InteractionType, set_interaction_type
 
-    from robot_rl.policy import load_actor
+    from robot_rl.policy_io import load_actor
 
     folder = tmp_path / "weights"
     written = export(ExportConfig(checkpoint=str(bc_run_dir), out=str(folder), format="safetensors"))
@@ -133,7 +133,7 @@ def test_export_round_trip_matches_the_actor_on_real_observations(bc_run_dir, tm
     # The plain program's action is the TorchRL actor's deterministic action.
     from tensordict.nn import InteractionType, set_interaction_type
 
-    from robot_rl.policy import load_actor
+    from robot_rl.policy_io import load_actor
 
     actor, _, _ = load_actor(bc_run_dir)
     with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):

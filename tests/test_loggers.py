@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from robot_rl.errors import UsageError
-from robot_rl.run_folder import RunLogger, read_scalar
+from robot_rl.run_logs import RunLogger, read_scalar
 
 
 def _log_one(tmp_path, backend: str):

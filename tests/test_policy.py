@@ -66,7 +66,8 @@ def test_encoder_weights_load_from_a_local_file(env, tmp_path):
 
 
 def test_a_continue_head_decides_when_to_answer_alone_and_takes_the_continue_bias(env):
-    from robot_rl.policy import actor_network, checkpoint_policy_config, set_continue_probability
+    from robot_rl.policy import actor_network, set_continue_probability
+    from robot_rl.policy_io import checkpoint_policy_config
 
     actor = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(continue_head=True))
     heads = actor_network(actor).heads

@@ -6,15 +6,16 @@ import pytest
 import torch
 
 from robot_rl import precision
+from robot_rl.checkpoints import load_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import BCConfig, EvaluateConfig, FinetuneConfig
 from robot_rl.encoder import encoder_precision, set_encoder_precision
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.export import FILES, deploy, example_inputs
 from robot_rl.finetune import trainer
-from robot_rl.policy import PolicyConfig, actor_encoder, load_actor, make_actor
+from robot_rl.policy import PolicyConfig, actor_encoder, make_actor
+from robot_rl.policy_io import load_actor
 from robot_rl.pretrain import bc
-from robot_rl.run_folder import load_checkpoint
 from tests.finetune.test_trainer import tiny
 from tests.pretrain.test_bc import small_config
 
@@ -60,7 +61,7 @@ def test_a_bad_precision_is_one_line_and_exit_2(tmp_path, capsys):
 
 
 def test_runs_stored_before_the_option_resume_in_fp32(tmp_path):
-    from robot_rl.run_folder import load_config
+    from robot_rl.checkpoints import load_config
 
     (tmp_path / "config.json").write_text('{"run_dir": "x"}')
     assert load_config(tmp_path / "config.json", BCConfig).precision == "fp32"

@@ -14,17 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from robot_rl.checkpoints import load_checkpoint, policy_checkpoint, run_folder_of, save_checkpoint
 from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
 from robot_rl.pretrain import bc
-from robot_rl.run_folder import (
-    RunFolder,
-    StopOnInterrupt,
-    load_checkpoint,
-    policy_checkpoint,
-    run_folder_of,
-    save_checkpoint,
-)
+from robot_rl.run_folder import RunFolder, StopOnInterrupt
 from tests.finetune.test_trainer import tiny
 from tests.pretrain.test_bc import small_config
 
@@ -60,8 +54,8 @@ def test_a_folder_holding_a_run_is_never_overwritten(demos_dir, tmp_path):
 def test_a_config_stored_before_an_option_existed_keeps_the_behaviour_of_its_time(tmp_path):
     from dataclasses import asdict
 
+    from robot_rl.checkpoints import load_config
     from robot_rl.configs import FinetuneConfig
-    from robot_rl.run_folder import load_config
 
     older = {k: v for k, v in asdict(tiny(tmp_path / "ppo")).items() if k not in ("guess_penalty", "target_kl")}
     (tmp_path / "config.json").write_text(json.dumps(older))
@@ -73,8 +67,8 @@ def test_a_config_stored_before_an_option_existed_keeps_the_behaviour_of_its_tim
 def test_a_config_stored_under_an_old_option_name_loads_under_the_new_one(tmp_path):
     from dataclasses import asdict
 
+    from robot_rl.checkpoints import load_config
     from robot_rl.configs import FinetuneConfig
-    from robot_rl.run_folder import load_config
 
     older = asdict(tiny(tmp_path / "ppo"))
     older["hidden"] = older.pop("critic_hidden")  # the critic's width was --hidden before
@@ -91,7 +85,7 @@ def test_the_actor_architecture_has_one_home():
 
     home = ActorArchitecture().architecture()
     assert BCConfig().architecture() == PolicyConfig().architecture() == home
-    assert BCConfig(hidden=64).policy_config().hidden == 64
+    assert PolicyConfig.of(BCConfig(hidden=64)).hidden == 64
     scratch = starting_point(FinetuneConfig(from_scratch=True, anchor_weight=0.0, pose_min_scale=0.0))[1]
     assert scratch.architecture() == home  # --from-scratch builds the defaults, as pretrain does
     assert "hidden" not in {f.name for f in fields(FinetuneConfig)}  # the critic's width is critic_hidden

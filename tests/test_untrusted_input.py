@@ -10,10 +10,10 @@ import sys
 import pytest
 import torch
 
+from robot_rl.checkpoints import load_checkpoint, policy_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import ExportConfig
 from robot_rl.export import export
-from robot_rl.run_folder import load_checkpoint, policy_checkpoint
 
 EVIL = "evil_tasks:Task"
 
@@ -96,7 +96,7 @@ def test_a_checkpoint_naming_a_task_module_is_not_imported_by_evaluate_export_or
 
 def test_an_export_naming_a_task_module_is_not_imported(exported, tmp_path, evil_module):
     from robot_rl.envs.tasks import TaskError
-    from robot_rl.policy import load_actor
+    from robot_rl.policy_io import load_actor
 
     folder = _export_naming(exported, tmp_path, lambda config: config["env"].update(env=EVIL))
     with pytest.raises(TaskError, match="is code to import") as error:
@@ -126,7 +126,7 @@ def _move_camera(arm_file) -> None:
 
 def test_a_checkpoint_refuses_an_arm_file_edited_since_and_an_old_one_warns(bc_run_dir, arm_file, tmp_path, capsys):
     from robot_rl.envs.arms import arm_digest
-    from robot_rl.policy import load_actor
+    from robot_rl.policy_io import load_actor
 
     recorded = arm_digest(str(arm_file))
     checkpoint = _checkpoint_naming(bc_run_dir, tmp_path / "arm.pt", arm=str(arm_file), arm_sha256=recorded)
@@ -163,7 +163,7 @@ def test_datasets_record_their_arm_files_content_and_refuse_it_edited(arm_file, 
 
 def test_an_export_refuses_an_arm_file_edited_since(exported, arm_file, tmp_path):
     from robot_rl.envs.arms import ArmError, arm_digest
-    from robot_rl.policy import load_actor
+    from robot_rl.policy_io import load_actor
 
     recorded = arm_digest(str(arm_file))
     folder = _export_naming(exported, tmp_path, lambda c: c["env"].update(arm=str(arm_file), arm_sha256=recorded))

@@ -18,7 +18,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from robot_rl.errors import UsageError
+from robot_rl.envs.errors import UsageError
 
 ARM_PREFIX = "arm/"  # every element of the arm's file is renamed "arm/<name>" in the cell: no clash with its names
 WRIST_CAMERA = "wrist_cam"

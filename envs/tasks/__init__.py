@@ -17,11 +17,11 @@ from typing import Any
 
 from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
 from robot_rl.envs.difficulty import Difficulty
+from robot_rl.envs.errors import UsageError
 from robot_rl.envs.randomization import Randomization
 from robot_rl.envs.task import InspectionTask, RewardWeights, TaskConfig
 from robot_rl.envs.tasks.lead_inspect import LeadInspectTask
 from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
-from robot_rl.errors import UsageError
 
 TASKS: dict[str, type[InspectionTask]] = {task.name: task for task in (PcbInspectTask, LeadInspectTask)}
 DEFAULT_TASK = PcbInspectTask.name

@@ -34,6 +34,7 @@ from tensordict import TensorDictBase
 from tqdm import tqdm
 
 from robot_rl import keys
+from robot_rl.checkpoints import load_checkpoint, policy_checkpoint, rng_state, set_rng_state
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import DEFAULT_ARM, FinetuneConfig
 from robot_rl.encoder import calibrate_batchnorm, encoder_precision, set_encoder_precision
@@ -51,26 +52,16 @@ from robot_rl.finetune.loss import FinetunePPOLoss
 from robot_rl.policy import (
     PolicyConfig,
     actor_network,
-    checkpoint_policy_config,
     feature_writing_actor,
     heads_actor,
     make_actor,
-    recorded_env_info,
     rewrap_actor,
     set_continue_probability,
 )
+from robot_rl.policy_io import checkpoint_policy_config, recorded_env_info
 from robot_rl.precision import resolve_precision
-from robot_rl.run_folder import (
-    RunFolder,
-    RunLogger,
-    StopOnInterrupt,
-    ensure_finished,
-    load_checkpoint,
-    policy_checkpoint,
-    rng_state,
-    run_to_completion,
-    set_rng_state,
-)
+from robot_rl.run_folder import RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
+from robot_rl.run_logs import RunLogger
 
 # What each closed-loop check records in the learning curve (and the logs, as eval/<name>).
 CURVE_METRICS = ("success_rate", "success_ci95", "guess_rate", "verdict_accuracy", "collisions_per_episode",
@@ -79,7 +70,7 @@ __all__ = ["CollectionFailed", "FinetunePPOLoss", "PPORun", "TrainingDiverged", 
 
 
 def load_pretrained(run_dir: str | Path, checkpoint_kind: str = "last") -> dict:
-    """The checkpoint a behaviour-cloning run folder (or file) means under ``run_folder.policy_checkpoint``'s rule."""
+    """The checkpoint a behaviour-cloning run folder (or file) means under ``checkpoints.policy_checkpoint``'s rule."""
     path = policy_checkpoint(run_dir, checkpoint_kind)
     if not path.is_file():
         missing = (f"no {path.relative_to(run_dir)} (not a pretrain run folder?)" if Path(run_dir).is_dir()

@@ -197,8 +197,8 @@ def test_arms_that_cannot_work_get_one_line_errors_naming_the_culprit(tmp_path, 
 
 def test_every_stage_runs_from_the_cli_on_a_users_arm_file_and_its_checkpoint_refuses_another_arm(
         tmp_path, test_arm, capsys):
+    from robot_rl.checkpoints import load_checkpoint
     from robot_rl.cli import main
-    from robot_rl.run_folder import load_checkpoint
 
     (tmp_path / "my_arm.xml").write_text(TEST_ARM_XML)
     arm_file = tmp_path / "my_arm.json"

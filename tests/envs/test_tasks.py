@@ -122,8 +122,8 @@ def test_the_same_seed_gives_the_same_connector_and_defect_streams_are_independe
 
 
 def test_every_stage_runs_from_the_cli_with_the_lead_task_and_its_checkpoint_refuses_another_task(tmp_path, capsys):
+    from robot_rl.checkpoints import load_checkpoint
     from robot_rl.cli import main
-    from robot_rl.run_folder import load_checkpoint
 
     data, bc, ppo = tmp_path / "demos", tmp_path / "bc", tmp_path / "ppo"
     assert main(["collect-demos", "--out", str(data), "--episodes", "4", "--difficulty", "easy", "--image-size",
@@ -168,8 +168,8 @@ class DimBoards(PcbInspectTask):
 
 def test_a_users_task_module_goes_to_the_cli_as_module_colon_class_and_is_recorded_so(tmp_path, monkeypatch,
                                                                                        capsys):
+    from robot_rl.checkpoints import load_checkpoint
     from robot_rl.cli import main
-    from robot_rl.run_folder import load_checkpoint
 
     (tmp_path / "my_tasks.py").write_text(USER_TASK_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))

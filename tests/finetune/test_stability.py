@@ -11,11 +11,7 @@ from torchrl.collectors import Collector
 
 from robot_rl import keys
 from robot_rl.finetune.learner import PPOLearner
-from robot_rl.policy import (
-    PolicyConfig,
-    factored_verdict_logits,
-    make_feature_actor,
-)
+from robot_rl.policy import PolicyConfig, factored_verdict_logits, make_feature_actor
 
 from .test_learning import FEATURES, ToyInspectionEnv, make_wrong_and_confident, toy_config, toy_models
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from robot_rl.checkpoints import load_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import FinetuneConfig
 from robot_rl.finetune import trainer
-from robot_rl.run_folder import load_checkpoint
 
 
 def tiny(run_dir, init="", **overrides) -> FinetuneConfig:

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from robot_rl import keys
+from robot_rl.checkpoints import load_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import BCConfig
 from robot_rl.errors import UsageError
 from robot_rl.pretrain import bc
-from robot_rl.run_folder import load_checkpoint
 
 
 def small_config(data, run_dir, **overrides) -> BCConfig:
@@ -187,7 +187,8 @@ def test_resume_refuses_an_option_given_at_its_default_that_the_run_does_not_hav
 def test_joint_scaling_by_the_demos_and_a_continue_head_reach_the_checkpoint_and_the_exports(demos_dir, tmp_path):
     from robot_rl.configs import ExportConfig
     from robot_rl.export import deployed_policy, export
-    from robot_rl.policy import actor_network, load_actor
+    from robot_rl.policy import actor_network
+    from robot_rl.policy_io import load_actor
 
     config = small_config(demos_dir, tmp_path / "run", epochs=1, joint_velocities=True, joint_scaling="demos",
                           continue_head=True)

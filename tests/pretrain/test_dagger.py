@@ -20,7 +20,7 @@ from robot_rl.cli import main
 from robot_rl.configs import DAggerConfig
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
-from robot_rl.policy import load_actor
+from robot_rl.policy_io import load_actor
 from robot_rl.pretrain.dagger import AGGREGATE, dagger, ensure_trained, final_policy_run
 from robot_rl.pretrain.dataset import DemoDataset
 
@@ -150,8 +150,8 @@ def test_an_init_that_is_not_a_bc_run_is_refused(demos_dir, tmp_path, capsys):
 
 
 def test_the_pipeline_runs_dagger_between_pretrain_and_finetune(tmp_path):
+    from robot_rl.checkpoints import load_checkpoint
     from robot_rl.pipeline import PRESETS, run_pipeline
-    from robot_rl.run_folder import load_checkpoint
 
     tiny = PRESETS["quick"].updated(
         collect={"episodes": 4, "num_envs": 1},
