@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from robot_rl.checkpoints import rng_state, set_rng_state
 from robot_rl.configs import EncoderPretrainConfig
 from robot_rl.encoder import ENCODER_WEIGHTS_FILE, ImageEncoder, encoder_state_dict
 from robot_rl.envs.perception import SEGMENTATION_CLASSES
@@ -40,14 +41,8 @@ from robot_rl.options import resolve_device
 from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.view_cache import VIEWS_DIR, ViewCache
-from robot_rl.run_folder import (
-    RunFolder,
-    RunLogger,
-    StopOnInterrupt,
-    rng_state,
-    run_to_completion,
-    set_rng_state,
-)
+from robot_rl.run_folder import RunFolder, StopOnInterrupt, run_to_completion
+from robot_rl.run_logs import RunLogger
 
 DISTANCE_SCALE = 10.0  # metres -> decimetres: targets near 1
 MASK_STRIDE = 4  # the class head predicts every 4th pixel in each direction

@@ -74,7 +74,8 @@ def test_a_killed_pretrain_encoder_continues_with_the_same_command_and_its_weigh
     from robot_rl.configs import ExportConfig
     from robot_rl.envs.torchrl_env import proof_env
     from robot_rl.export import export
-    from robot_rl.policy import PolicyConfig, actor_encoder, load_actor, make_actor
+    from robot_rl.policy import PolicyConfig, actor_encoder, make_actor
+    from robot_rl.policy_io import load_actor
 
     weights = torch.load(run_dir / "encoder.pt", weights_only=True)
     env = proof_env("easy", 64)
