@@ -21,7 +21,7 @@ from robot_rl.options import flag_of
 CONFIGS = {"demo": configs.DemoConfig, "collect-demos": configs.CollectConfig, "pretrain": configs.BCConfig,
            "dagger": configs.DAggerConfig, "finetune": configs.FinetuneConfig, "evaluate": configs.EvaluateConfig,
            "export": configs.ExportConfig, "export-dataset": configs.ExportDatasetConfig,
-           "pipeline": configs.PipelineConfig}
+           "pipeline": configs.PipelineConfig, "pretrain-encoder": configs.EncoderPretrainConfig}
 
 
 def _help(command: str, monkeypatch) -> str:
