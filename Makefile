@@ -69,6 +69,8 @@ bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/bc_quality.py --arm panda --data data/demos-panda --run-dir runs/bc-panda --out benchmarks/results/bc_quality_panda.json
 	$(BIN)/python benchmarks/bc_quality.py --task lead-inspect --data data/demos-lead --run-dir runs/bc-lead --out benchmarks/results/bc_quality_lead_inspect.json
 	$(BIN)/python benchmarks/bc_vs_scratch.py --preset lead-few --arms bc
+	$(BIN)/python benchmarks/lead_inspect.py
+	$(BIN)/python benchmarks/bc_vs_scratch.py --preset lead-dagger --arms bc
 	$(BIN)/python benchmarks/lerobot_validation.py
 
 lint: $(STAMP)
