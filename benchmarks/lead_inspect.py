@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "precision": describe(args.precision, device), "task": TASK, "arm": ARM, "difficulty": DIFFICULTY,
         "image_size": IMAGE_SIZE, "demos": {"episodes": len(dataset.episodes), "frames": dataset.frames},
         "targets": TARGETS, "arms": arms, "stages": stages.stages,
+        "wall_s": round(sum(stage["seconds"] for stage in stages.stages.values()), 1),  # every part of every stage
         "note": "checks are placed on the wall-clock axis by epoch (BC) or round (DAgger) within their stage's "
                 "measured seconds; the final points are measured",
     })
