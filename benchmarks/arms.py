@@ -29,8 +29,9 @@ from results_file import write_results
 from robot_rl.closed_loop import run_episodes
 from robot_rl.envs import keys
 from robot_rl.envs.arms import ARMS
+from robot_rl.envs.defaults import DEFAULT_TASK
 from robot_rl.envs.expert_policy import ExpertPolicy
-from robot_rl.envs.tasks import DEFAULT_TASK, TASKS
+from robot_rl.envs.tasks import TASKS
 from robot_rl.envs.torchrl_env import InspectionEnv, make_env
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.tables import markdown_table

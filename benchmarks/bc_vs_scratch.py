@@ -26,6 +26,7 @@ Finished runs are reused (a killed benchmark resumes where it stopped), and ``--
     python benchmarks/bc_vs_scratch.py --preset few --arms scratch   # then scratch, >= 3x BC's frames to tau
     python benchmarks/bc_vs_scratch.py --preset lead-few --arms bc   # the few protocol on the lead task, one seed
     python benchmarks/bc_vs_scratch.py --preset lead-dagger --arms bc  # the lead task, BC + DAgger start, 3 seeds
+    python benchmarks/bc_vs_scratch.py --preset lead-residual --arms bc  # the same start, PPO on a residual (ResiP)
     python benchmarks/bc_vs_scratch.py --preset gpu                  # 224x224, larger budgets, for a CUDA machine
     python benchmarks/bc_vs_scratch.py --preset few --arms bc --seeds 0 --precision bf16   # the encoder in bf16
 
@@ -116,6 +117,19 @@ PRESETS = {
         "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
         "bc_frames": 65_536,
     },
+    "lead-residual": {
+        # lead-dagger's start (the same demos, BC and DAgger folders), then PPO on a residual of the frozen
+        # policy's pose (finetune --residual-scale) instead of its heads; the verdict stays DAgger's.
+        "demos": CollectConfig(out="data/bench-lead-few-demos", episodes=150, difficulty="easy", image_size=64,
+                               task="lead-inspect"),
+        "bc": BCConfig(run_dir="runs/bench-lead-dagger/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
+        "dagger": DAggerConfig(rounds=2, episodes_per_round=150, epochs_per_round=4, eval_episodes=50,
+                               checkpoint_kind="best"),
+        **CPU_PPO,
+        "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4, "residual_scale": 0.1},
+        "ppo_root": "runs/bench-lead-residual",
+        "bc_frames": 65_536,
+    },
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
         "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=6, batch_size=256, eval_every=2, eval_episodes=100),
@@ -156,11 +170,9 @@ def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision:
     with its Wilson interval, guesses (and how many came after the board had been localized), timeouts, verdict
     accuracy."""
     device = resolve_device(device)
-    actor, env, _ = load_actor(checkpoint, device, precision=precision)
-    metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()),
-                                        difficulty=env["difficulty"], image_size=env["image_size"],
-                                        randomization=env["randomization"], num_envs=8, device=device,
-                                        task=env["env"])
+    actor, provenance, _ = load_actor(checkpoint, device, precision=precision)
+    metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()), num_envs=8,
+                                        device=device, **provenance.env_kwargs())
     return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
             "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],
             "verdict_accuracy": metrics["verdict_accuracy"],
@@ -223,10 +235,11 @@ def run_ppo(config: FinetuneConfig) -> dict:
 def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:
     """The BC policy on the PPO runs' held-out boards, before any PPO frame (what tau is computed from)."""
     device = resolve_device(device)
-    actor, env, _ = load_actor(bc_dir, device, precision=ppo.precision, checkpoint_kind=ppo.checkpoint_kind)
+    actor, provenance, _ = load_actor(bc_dir, device, precision=ppo.precision, checkpoint_kind=ppo.checkpoint_kind)
     seeds = held_out_seeds(ppo.eval_seed, ppo.eval_episodes, set())
-    metrics, _ = evaluate_policy(actor, seeds, difficulty=difficulty, image_size=image_size, num_envs=8,
-                                 device=device, task=env["env"])
+    # In the env PPO's checks run in: the BC run's.
+    metrics, _ = evaluate_policy(actor, seeds, num_envs=8, device=device,
+                                 **provenance.env_kwargs(difficulty=difficulty, image_size=image_size))
     return metrics
 
 
@@ -360,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.precision != "auto":
         preset, name = with_precision(preset, args.precision), f"{args.preset}_{args.precision}"
     seeds = tuple(args.seeds or preset["seeds"])
-    root = Path(preset["bc"].run_dir).parent
+    root = Path(preset.get("ppo_root") or Path(preset["bc"].run_dir).parent)  # the PPO runs' folders
     out = RESULTS / f"bc_vs_scratch_{name}.json"
     start = time.perf_counter()
 

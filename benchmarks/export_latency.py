@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     if args.checkpoint:
-        policy, env_info, _ = deployed_policy(args.checkpoint)
-        image_size = env_info["image_size"]
+        policy, provenance, _ = deployed_policy(args.checkpoint)
+        image_size = provenance.image_size
     else:
         policy, image_size = fresh_policy(args.image_size), args.image_size
     rng = np.random.default_rng(0)

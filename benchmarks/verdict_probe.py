@@ -29,7 +29,6 @@ from results_file import write_results
 
 from robot_rl import keys
 from robot_rl.closed_loop import run_episodes
-from robot_rl.envs import make_env
 from robot_rl.envs.tasks import get_task
 from robot_rl.policy import actor_network
 from robot_rl.policy_io import load_actor
@@ -40,12 +39,10 @@ FIRST_SEED = 32_000_000  # apart from BC's checks (10,000,000+) and the fresh-bo
 
 
 def probe(checkpoint: str, boards: int) -> dict:
-    actor, env_info, path = load_actor(checkpoint)
+    actor, provenance, path = load_actor(checkpoint)
     network = actor_network(actor)
-    rest_speed = get_task(env_info["env"]).expert_class().config.rest_speed
-    env = make_env(num_envs=1, difficulty=env_info["difficulty"], image_size=env_info["image_size"],
-                   arm=env_info["arm"], task=env_info["env"], randomization=env_info["randomization"],
-                   episode_seeds=list(range(FIRST_SEED, FIRST_SEED + boards)))
+    rest_speed = get_task(provenance.task).expert_class().config.rest_speed
+    env = provenance.make_env(num_envs=1, episode_seeds=list(range(FIRST_SEED, FIRST_SEED + boards)))
     steps, at_rest_answer, at_rest_speed, localized_steps = 0, [], [], 0
 
     def read(slot: int, step) -> None:
@@ -67,7 +64,7 @@ def probe(checkpoint: str, boards: int) -> dict:
     episodes = run_episodes(env, actor, boards, callback=read)
     env.close()
     answered = sum(int(e.get(keys.VERDICT)[-1]) > 0 for e in episodes)
-    return {"checkpoint": str(path), "arm": env_info["arm"], "task": env_info["env"], "boards": boards,
+    return {"checkpoint": str(path), "arm": provenance.arm, "task": provenance.task, "boards": boards,
             "seeds": [FIRST_SEED, FIRST_SEED + boards - 1], "steps": steps, "answered_episodes": answered,
             "localized_steps": localized_steps, "localized_at_rest_steps": len(at_rest_answer),
             "expert_rest_speed": rest_speed,

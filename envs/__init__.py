@@ -20,11 +20,12 @@ from robot_rl.envs.registration import ENV_VERSION, FLAT_GYM_IDS, GYM_ID, GYM_ID
 register_envs()
 
 if TYPE_CHECKING:
+    from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
     from robot_rl.envs.difficulty import DIFFICULTY_NAMES, Difficulty
     from robot_rl.envs.gym_env import InspectionGymEnv
     from robot_rl.envs.randomization import PERTURBATIONS, RANDOMIZATIONS, Randomization, get_randomization
     from robot_rl.envs.task import InspectionTask, RewardWeights, TaskConfig, Verdict
-    from robot_rl.envs.tasks import DEFAULT_TASK, TASKS, TaskError, get_task, register_task
+    from robot_rl.envs.tasks import TASKS, TaskError, get_task, register_task
     from robot_rl.envs.tasks.lead_inspect import LeadInspectTask
     from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
     from robot_rl.envs.tasks.pcb_inspect.board import DEFECT_TYPES
@@ -38,7 +39,8 @@ _HOMES = {
     "robot_rl.envs.gym_env": ("InspectionGymEnv",),
     "robot_rl.envs.randomization": ("PERTURBATIONS", "RANDOMIZATIONS", "Randomization", "get_randomization"),
     "robot_rl.envs.task": ("InspectionTask", "RewardWeights", "TaskConfig", "Verdict"),
-    "robot_rl.envs.tasks": ("DEFAULT_TASK", "TASKS", "TaskError", "get_task", "register_task"),
+    "robot_rl.envs.defaults": ("DEFAULT_ARM", "DEFAULT_TASK"),
+    "robot_rl.envs.tasks": ("TASKS", "TaskError", "get_task", "register_task"),
     "robot_rl.envs.tasks.lead_inspect": ("LeadInspectTask",),
     "robot_rl.envs.tasks.pcb_inspect": ("PcbInspectTask",),
     "robot_rl.envs.tasks.pcb_inspect.board": ("DEFECT_TYPES",),
@@ -49,7 +51,8 @@ _HOMES = {
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
-    "DEFAULT_TASK", "DEFECT_TYPES", "DIFFICULTIES", "DIFFICULTY_NAMES", "ENV_VERSION", "FLAT_GYM_IDS", "GYM_ID",
+    "DEFAULT_ARM", "DEFAULT_TASK", "DEFECT_TYPES", "DIFFICULTIES", "DIFFICULTY_NAMES", "ENV_VERSION", "FLAT_GYM_IDS",
+    "GYM_ID",
     "GYM_IDS", "PERTURBATIONS", "RANDOMIZATIONS", "TASKS", "TASK_NAME", "Difficulty", "ExpertConfig", "InspectionEnv",
     "InspectionGymEnv", "InspectionTask", "LeadInspectTask", "PcbInspectTask", "Randomization", "RewardWeights",
     "ScriptedExpert", "TaskConfig", "TaskError", "Verdict", "get_randomization", "get_task", "keys", "make_env",

@@ -7,8 +7,9 @@ import torch
 from tensordict import TensorDictBase
 
 from robot_rl.envs import keys
+from robot_rl.envs.defaults import DEFAULT_TASK
 from robot_rl.envs.task import InspectionTask, TaskConfig
-from robot_rl.envs.tasks import DEFAULT_TASK, get_task
+from robot_rl.envs.tasks import get_task
 
 
 class ExpertPolicy:

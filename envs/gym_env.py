@@ -9,11 +9,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
+from robot_rl.envs.arms import ArmSpec
+from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.randomization import Randomization
 from robot_rl.envs.task import POSE_DIM, InspectionTask, RewardWeights, Verdict
-from robot_rl.envs.tasks import DEFAULT_TASK, build_task
+from robot_rl.envs.tasks import build_task
 
 
 class InspectionGymEnv(gym.Env):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-TASK_NAME = "pcb-inspect"  # the default task (robot_rl.envs.tasks.DEFAULT_TASK)
+from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
+
+TASK_NAME = DEFAULT_TASK  # the name robot_rl exported before the defaults had a module of their own
 # The PCB task's version. Bump when dynamics, rendering, rewards or flags change: datasets record it and refuse a
 # mismatch. 1: success is a correct verdict given while the board is localized (0 counted any correct verdict).
 # 2: pixels are uint8 [H, W, 3], as Gymnasium renders and TorchRL's pixel transforms expect (1 had [3, H, W]).
@@ -16,7 +18,7 @@ GYM_ID = f"robot_rl/PcbInspect-v{ENV_VERSION}"
 # arm=...)``). Kept in step with robot_rl.envs.tasks.TASKS and robot_rl.envs.arms.ARMS by a test: importing them
 # here would load MuJoCo.
 GYM_IDS = {
-    ("pcb-inspect", "ur5e_like"): GYM_ID,
+    (DEFAULT_TASK, DEFAULT_ARM): GYM_ID,
     ("pcb-inspect", "panda"): f"robot_rl/PcbInspectPanda-v{ENV_VERSION}",
     ("lead-inspect", "ur5e_like"): "robot_rl/LeadInspect-v1",
     ("lead-inspect", "panda"): "robot_rl/LeadInspectPanda-v1",

@@ -14,9 +14,10 @@ import cv2
 import mujoco
 import numpy as np
 
-from robot_rl.envs.arms import ARM_PREFIX, CAMERA_SITE, DEFAULT_ARM, WRIST_CAMERA, ArmSpec, get_arm
+from robot_rl.envs.arms import ARM_PREFIX, CAMERA_SITE, WRIST_CAMERA, ArmSpec, get_arm
 from robot_rl.envs.arms.home import home_qpos
 from robot_rl.envs.arms.spec import attach_arm
+from robot_rl.envs.defaults import DEFAULT_ARM
 from robot_rl.envs.randomization import MAX_MARKS, SOLDER_MASKS, Appearance
 
 ASSET_PACKAGE = "robot_rl.assets"

@@ -19,7 +19,8 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
+from robot_rl.envs.arms import ArmSpec
+from robot_rl.envs.defaults import DEFAULT_ARM
 from robot_rl.envs.difficulty import Difficulty, pick_difficulty
 from robot_rl.envs.ik import CameraPoseIK
 from robot_rl.envs.perception import angle_between, camera_projection, geom_classes

@@ -23,11 +23,12 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase, ParallelEnv
 
 from robot_rl.envs import keys
-from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
+from robot_rl.envs.arms import ArmSpec
+from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.randomization import Randomization
 from robot_rl.envs.task import POSE_DIM, InspectionTask, RewardWeights, StepResult, Verdict
-from robot_rl.envs.tasks import DEFAULT_TASK, build_task, get_task
+from robot_rl.envs.tasks import build_task, get_task
 
 _NO_FLAGS = dict.fromkeys(keys.INFO_FLAGS, False)
 _NO_TERMS = dict.fromkeys(keys.REWARD_TERM_NAMES, 0.0)

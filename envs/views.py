@@ -16,7 +16,8 @@ import math
 import mujoco
 import numpy as np
 
-from robot_rl.envs.arms import CAMERA_SITE, DEFAULT_ARM
+from robot_rl.envs.arms import CAMERA_SITE
+from robot_rl.envs.defaults import DEFAULT_ARM
 from robot_rl.envs.ik import CameraPoseIK
 from robot_rl.envs.perception import PERCEPTION_TARGETS
 from robot_rl.envs.tasks import build_task

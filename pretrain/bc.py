@@ -24,11 +24,7 @@ from robot_rl.checkpoints import rng_state, set_rng_state
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
 from robot_rl.encoder import set_encoder_precision
-from robot_rl.envs.arms import DIGEST_KEY, check_arm
-from robot_rl.envs.difficulty import DIFFICULTY_NAMES
-from robot_rl.envs.randomization import RANDOMIZATIONS
 from robot_rl.envs.tasks import get_task
-from robot_rl.envs.torchrl_env import proof_env
 from robot_rl.episodes import check_scalars
 from robot_rl.errors import TrainingDiverged, UsageError
 from robot_rl.options import resolve_device
@@ -38,6 +34,7 @@ from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift, recolour
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.lerobot_import import open_demos
+from robot_rl.provenance import Provenance
 from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
 from robot_rl.run_logs import RunLogger
 
@@ -75,27 +72,13 @@ class BCRun:
         # Create data
         self.dataset = open_demos(config.data, import_dir=self.run_dir / IMPORTED_DEMOS, resuming=resume,
                                   trust_code=config.trust_code)
-        if config.image_size and config.image_size != self.dataset.image_size:
-            raise UsageError(f"--image-size {config.image_size} does not match the demos in {config.data} "
-                             f"({self.dataset.image_size})")
-        self.task_name = self.dataset.meta["env"]  # a registered name or a user's module:Class
-        self.task = get_task(self.task_name, trust_code=config.trust_code, source=str(self.dataset.root / "meta.json"))
-        if self.dataset.meta["env_version"] != self.task.version:
-            raise UsageError(f"{config.data}: demos of {self.task.name} v{self.dataset.meta['env_version']}, this "
-                             f"code runs v{self.task.version}; collect them again")
-        self.difficulty = self.dataset.meta.get("difficulty", "default")
-        if self.difficulty not in DIFFICULTY_NAMES:
-            raise UsageError(f"{config.data}: unknown difficulty {self.difficulty!r} in meta.json")
-        # The closed-loop checks see what the demos saw (datasets from before the option: none).
-        self.randomization = self.dataset.meta.get("randomization", "none")
-        if self.randomization not in RANDOMIZATIONS:
-            raise UsageError(f"{config.data}: unknown randomization {self.randomization!r} in meta.json")
-        if config.randomization and config.randomization != self.randomization:
-            raise UsageError(f"--randomization {config.randomization} does not match the demos in {config.data} "
-                             f"({self.randomization})")
-        self.arm = self.dataset.meta.get("arm", "ur5e_like")  # datasets from before arms were specs: ur5e_like
-        # An arm file edited since the demos were recorded is refused (before any env is built on it).
-        arm_digest = check_arm(self.arm, self.dataset.meta.get(DIGEST_KEY), str(self.dataset.root / "meta.json"))
+        # The demos' env; the closed-loop checks see what the demos saw. An arm file edited since the demos were
+        # recorded is refused (before any env is built on it).
+        meta_path = self.dataset.root / "meta.json"
+        self.provenance = Provenance.of_dataset(self.dataset.meta, meta_path).inherit(
+            f"the demos in {config.data}", image_size=config.image_size, randomization=config.randomization)
+        self.provenance = self.provenance.verified(meta_path, trust_code=config.trust_code)
+        self.task = get_task(self.provenance.task, trust_code=config.trust_code, source=str(meta_path))
         if config.recolour and not self.dataset.has_masks:
             raise UsageError(f"--recolour {config.recolour}: the demos in {config.data} have no segmentation masks "
                              f"(collect them with collect-demos --masks)")
@@ -114,14 +97,10 @@ class BCRun:
 
         # Create models
         torch.manual_seed(config.seed)
-        env = proof_env(self.difficulty, self.dataset.image_size, self.arm, self.task_name)
+        env = self.provenance.proof_env()
         self.actor = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig.of(config))
         if config.joint_scaling == "demos":  # on resume the checkpoint's buffers replace these
             actor_network(self.actor).encoder.scale_joints_like(train[keys.JOINT_STATE])
-        self.env_info = {"env": self.task_name, "env_version": self.task.version, "difficulty": self.difficulty,
-                         "image_size": self.dataset.image_size, "randomization": self.randomization, "arm": self.arm}
-        if arm_digest is not None:
-            self.env_info[DIGEST_KEY] = arm_digest
         if config.init and not resume:  # on resume the checkpoint holds the weights
             self._start_from(config.init)
         self.actor = self.actor.to(self.device)
@@ -154,12 +133,12 @@ class BCRun:
     def _start_from(self, source: str) -> None:
         """Loads the actor weights (joint scaling included) of the policy at ``source``, which must have been
         trained for the same task, arm and image size with the same architecture."""
-        actor, env_info, path = load_actor(source, trust_code=self.config.trust_code,
-                                           checkpoint_kind=self.config.checkpoint_kind)
-        for name in ("env", "arm", "image_size"):
-            if env_info.get(name) != self.env_info[name]:
-                raise UsageError(f"--policy {path}: a policy for {name} {env_info.get(name)!r}, the demos have "
-                                 f"{self.env_info[name]!r}")
+        actor, provenance, path = load_actor(source, trust_code=self.config.trust_code,
+                                             checkpoint_kind=self.config.checkpoint_kind)
+        for name in ("task", "arm", "image_size"):
+            if getattr(provenance, name) != getattr(self.provenance, name):
+                raise UsageError(f"--policy {path}: a policy for {name} {getattr(provenance, name)!r}, the demos "
+                                 f"have {getattr(self.provenance, name)!r}")
         try:
             self.actor.load_state_dict(actor.state_dict())
         except RuntimeError:
@@ -170,7 +149,7 @@ class BCRun:
     def _checkpoint(self) -> dict:
         return {
             "kind": "bc", "config": asdict(self.config), "policy_config": asdict(PolicyConfig.of(self.config)),
-            "env": self.env_info, "actor": self.actor.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "env": self.provenance.record(), "actor": self.actor.state_dict(), "optimizer": self.optimizer.state_dict(),
             "locator": self.loss.locator.state_dict() if self.loss.locator is not None else None,
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "step": self.step,
             "best_success": self.best_success, "rng": rng_state(), "epoch_sums": dict(self.epoch_sums),
@@ -251,9 +230,8 @@ class BCRun:
     def closed_loop(self) -> dict:
         self.actor.eval()
         num_envs = self.config.eval_envs or os.cpu_count() or 1
-        metrics, _ = evaluate_policy(self.actor, self.eval_seeds, difficulty=self.difficulty,
-                                     image_size=self.dataset.image_size, num_envs=num_envs, device=self.device,
-                                     randomization=self.randomization, arm=self.arm, task=self.task_name)
+        metrics, _ = evaluate_policy(self.actor, self.eval_seeds, num_envs=num_envs, device=self.device,
+                                     **self.provenance.env_kwargs())
         return metrics
 
     def run(self, progress: bool = True, until_epoch: int | None = None) -> dict:

@@ -21,8 +21,6 @@ from tqdm import tqdm
 
 from robot_rl import keys
 from robot_rl.configs import CollectConfig
-from robot_rl.envs import make_env
-from robot_rl.envs.arms import DIGEST_KEY, arm_digest
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks import get_task
@@ -30,6 +28,7 @@ from robot_rl.errors import UsageError
 from robot_rl.locks import exclusive
 from robot_rl.pretrain.dataset import MASKS_FIELD, DemoDataset, EpisodeRecord
 from robot_rl.processes import workers_ignore_stop_signals
+from robot_rl.provenance import Provenance
 
 
 def _plan_run(dataset: DemoDataset, config: CollectConfig) -> dict:
@@ -87,24 +86,22 @@ def collect_demos(config: CollectConfig, progress: bool = True) -> dict:
     summary of the run."""
     # The user's own --task (an unknown name exits 2 before the dataset is touched).
     task = get_task(config.task, trust_code=True)
-    # A user's task given as module:Class is recorded so: later stages import it again from there.
-    info = {"env": config.task if ":" in config.task else task.name, "env_version": task.version,
-            "image_size": config.image_size,
-            "difficulty": config.difficulty, "randomization": config.randomization, "arm": config.arm}
+    # A user's task given as module:Class is recorded so: later stages import it again from there. The arm's
+    # digest (its content): the dataset refuses to mix demos of an edited arm file.
+    provenance = Provenance.new(task=config.task, difficulty=config.difficulty, image_size=config.image_size,
+                                randomization=config.randomization, arm=config.arm)
+    info = provenance.record()
     if config.masks:  # absent = no masks (datasets from before the option)
         info[MASKS_FIELD] = True
-    digest = arm_digest(config.arm)  # an arm file's content: the dataset refuses to mix demos of an edited one
-    if digest is not None:
-        info[DIGEST_KEY] = digest
     with exclusive(config.out, "dataset"):
         dataset = DemoDataset.open_for_append(config.out, info)
         try:
-            return _collect(dataset, config, task, info["env"], progress)
+            return _collect(dataset, config, task, provenance, progress)
         finally:
             dataset.discard()  # only does something if nothing was ever committed
 
 
-def _collect(dataset: DemoDataset, config: CollectConfig, task, task_name: str, progress: bool) -> dict:
+def _collect(dataset: DemoDataset, config: CollectConfig, task, provenance: Provenance, progress: bool) -> dict:
     """The run ``_plan_run`` picks, collected into ``dataset`` a commit at a time; returns the summary."""
     run = _plan_run(dataset, config)
     if run["complete"]:
@@ -116,9 +113,8 @@ def _collect(dataset: DemoDataset, config: CollectConfig, task, task_name: str, 
     policy = ExpertPolicy(TaskConfig(image_size=config.image_size), pose_noise=config.pose_noise, seed=env_seed,
                           task=task)
     with workers_ignore_stop_signals():  # env workers: this process stops them, after its last commit
-        env = make_env(num_envs=num_envs, difficulty=config.difficulty, image_size=config.image_size,
-                       seed=env_seed, randomization=config.randomization, arm=config.arm, task=task_name,
-                       parallel=num_envs > 1, segmentation=config.masks)
+        env = provenance.make_env(num_envs=num_envs, seed=env_seed, parallel=num_envs > 1,
+                                  segmentation=config.masks)
         collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
                               trajs_per_batch=min(config.episodes_per_commit, remaining), traj_format="cat")
     start_time, frames = time.perf_counter(), 0

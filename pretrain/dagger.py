@@ -49,8 +49,6 @@ from robot_rl import keys
 from robot_rl.checkpoints import CONFIG_FILE, load_checkpoint, policy_checkpoint, save_config
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, DAggerConfig
-from robot_rl.envs import make_env
-from robot_rl.envs.arms import DIGEST_KEY
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks import get_task
@@ -63,6 +61,7 @@ from robot_rl.pretrain import bc
 from robot_rl.pretrain.collect import add_whole_episodes
 from robot_rl.pretrain.dataset import META_FILE, DemoDataset, EpisodeRecord
 from robot_rl.processes import workers_ignore_stop_signals
+from robot_rl.provenance import Provenance
 from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
 from robot_rl.run_logs import RunLogger
 
@@ -122,11 +121,9 @@ class DAggerRun:
         self.demos = DemoDataset.open(demos_dir)
         self.device = resolve_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)
-        self.task = get_task(self.demos.meta["env"], trust_code=config.trust_code,
-                             source=str(self.demos.root / META_FILE))
-        self.info = {field: self.demos.meta[field] for field in
-                     ("env", "env_version", "image_size", "difficulty", "randomization", "arm", DIGEST_KEY)
-                     if field in self.demos.meta}
+        meta_path = self.demos.root / META_FILE
+        self.provenance = Provenance.of_dataset(self.demos.meta, meta_path).verified(meta_path, config.trust_code)
+        self.task = get_task(self.provenance.task, trust_code=config.trust_code, source=str(meta_path))
         if not resume:
             save_config(self.run_dir / CONFIG_FILE, config)
         self.aggregate_dir = self.run_dir / AGGREGATE
@@ -143,7 +140,7 @@ class DAggerRun:
 
     # -- the aggregate ----------------------------------------------------------------------------------------
     def _open_aggregate(self) -> DemoDataset:
-        return DemoDataset.open_for_append(self.aggregate_dir, {**self.info, "dagger": True})
+        return DemoDataset.open_for_append(self.aggregate_dir, {**self.provenance.record(), "dagger": True})
 
     def _copy_demos(self, aggregate: DemoDataset) -> DemoDataset:
         """Copies the init run's demos into the aggregate (DAgger's D0), a batch of episodes per commit."""
@@ -187,12 +184,10 @@ class DAggerRun:
         stream = entry["seed"] * 1_000_003 + entry["episodes"]
         actor, _, _ = load_actor(self.policy_of(round_index - 1), device=self.device,
                                  trust_code=self.config.trust_code, precision=self.precision)
-        policy = DAggerPolicy(actor, ExpertPolicy(TaskConfig(image_size=self.info["image_size"]), task=self.task),
+        policy = DAggerPolicy(actor, ExpertPolicy(TaskConfig(image_size=self.provenance.image_size), task=self.task),
                               beta=entry["beta"], seed=stream)
         with workers_ignore_stop_signals():  # env workers: this process stops them, after its last commit
-            env = make_env(num_envs=num_envs, difficulty=self.info["difficulty"], image_size=self.info["image_size"],
-                           seed=stream, randomization=self.info["randomization"], arm=self.info["arm"],
-                           task=self.info["env"], parallel=num_envs > 1)
+            env = self.provenance.make_env(num_envs=num_envs, seed=stream, parallel=num_envs > 1)
             collector = Collector(env, policy, frames_per_batch=16 * num_envs, total_frames=-1,
                                   trajs_per_batch=min(EPISODES_PER_COMMIT, remaining), traj_format="cat")
         bar = tqdm(total=entry["target_episodes"], initial=entry["episodes"], unit="ep",
@@ -227,10 +222,8 @@ class DAggerRun:
         actor, _, _ = load_actor(self.init_checkpoint, device=self.device, trust_code=self.config.trust_code,
                                  precision=self.precision)
         seeds = held_out_seeds(self.config.eval_seed, self.config.eval_episodes, aggregate.episode_seeds())
-        metrics, _ = evaluate_policy(actor, seeds, difficulty=self.info["difficulty"],
-                                     image_size=self.info["image_size"], num_envs=os.cpu_count() or 1,
-                                     device=self.device, randomization=self.info["randomization"],
-                                     arm=self.info["arm"], task=self.info["env"])
+        metrics, _ = evaluate_policy(actor, seeds, num_envs=os.cpu_count() or 1, device=self.device,
+                                     **self.provenance.env_kwargs())
         return metrics
 
     def _record(self, round_index: int, check: Callable[[], dict], aggregate: DemoDataset) -> dict:

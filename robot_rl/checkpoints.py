@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl import compat
 from robot_rl.configs import CHECKPOINT_KINDS
 from robot_rl.errors import NoSpaceLeft, UsageError
 from robot_rl.io import atomic_path, check_space, write_json
@@ -138,15 +139,12 @@ def save_config(path: str | Path, config: Any) -> None:
 
 
 def load_config(path: str | Path, config_cls: type) -> Any:
-    """The config stored at ``path``; an option the file predates takes the value in the class's
-    ``ABSENT_FROM_OLDER_RUNS`` (the behaviour of that time), else its default; a renamed one (the class's
-    ``RENAMED``) is read under its new name."""
+    """The config stored at ``path``; an option the file predates takes the behaviour of that time, a renamed one
+    is read under its new name (``robot_rl.compat.run_config``), the rest of the class's defaults fill in."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: missing (not a run folder of this command?)")
     try:
-        renamed = getattr(config_cls, "RENAMED", {})
-        stored = {renamed.get(name, name): value for name, value in json.loads(path.read_text()).items()}
-        return config_cls(**{**getattr(config_cls, "ABSENT_FROM_OLDER_RUNS", {}), **stored})
+        return config_cls(**compat.run_config(config_cls, json.loads(path.read_text())))
     except (json.JSONDecodeError, TypeError, ValueError) as err:
         raise UsageError(f"{path}: corrupt config ({err})") from None

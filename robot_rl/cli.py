@@ -229,21 +229,12 @@ def _cmd_export_dataset(args: argparse.Namespace) -> int:
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
-    from robot_rl.configs import DEFAULT_ARM, DEFAULT_TASK, PipelineConfig
+    from robot_rl.configs import PipelineConfig
     from robot_rl.options import config_from_args
-    from robot_rl.pipeline import PRESETS, result_table, run_pipeline, with_checkpoint_kind
+    from robot_rl.pipeline import for_options, result_table, run_pipeline
 
     config = config_from_args(PipelineConfig, args)
-    preset = with_checkpoint_kind(PRESETS[config.preset], config.checkpoint_kind)
-    root = config.root or f"runs/pipeline-{config.preset}"
-    # Recorded in the root's preset.json: a root of another task, arm or checkpoint kind is refused.
-    if config.task != DEFAULT_TASK:
-        preset = preset.updated(collect={"task": config.task})
-        root = f"{root}-{config.task}"
-    if config.arm != DEFAULT_ARM:
-        preset = preset.updated(collect={"arm": config.arm})
-        root = f"{root}-{Path(config.arm).stem}"
-    root = config.root or root
+    preset, root = for_options(config)
     result = run_pipeline(preset, root, device=config.device, precision=config.precision)
     print("\n" + result_table(result))
     return 0

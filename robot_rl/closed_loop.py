@@ -14,7 +14,7 @@ from torchrl.envs.utils import step_mdp
 
 from robot_rl import keys
 from robot_rl.envs import make_env
-from robot_rl.envs.tasks import DEFAULT_TASK
+from robot_rl.envs.defaults import DEFAULT_TASK
 from robot_rl.episodes import aggregate, summarize_episode
 
 StepCallback = Callable[[int, TensorDictBase], None]

@@ -7,8 +7,9 @@ into an argparse parser; the pipeline's presets (``robot_rl.pipeline.PRESETS``) 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any
 
+from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
 from robot_rl.options import option, validate
 
 # Kept in step with every task's difficulty presets (robot_rl.envs.difficulty.DIFFICULTY_NAMES) and
@@ -19,12 +20,8 @@ RANDOMIZATION_NAMES = ("none", "default", "wide", "surfaces", "strong")
 RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
                       "default, wide (default plus tables of any colour, four solder masks, marks, twice the camera "
                       "mount range), surfaces (wide with default's camera mount) or strong")
-# Arms are checked where the env is built (an unknown name or a bad ArmSpec file exits 2 there): a user's arm is a
-# JSON file, which only the env package can read.
-DEFAULT_ARM = "ur5e_like"
-# Tasks likewise (the names kept in step with robot_rl.envs.tasks.TASKS by a test; a user's task registered in
-# Python is checked where the env is built).
-DEFAULT_TASK = "pcb-inspect"
+# Arms and tasks are checked where the env is built (an unknown name or a bad ArmSpec file exits 2 there): a user's
+# arm is a JSON file and a user's task a Python class, which only the env package can read.
 TASK_HELP = ("what the camera inspects: pcb-inspect (a board's components, from straight above), lead-inspect "
              "(a connector's pins, from its open side: the view must tilt), or your own task as module:Class (a "
              "Task subclass in an importable module, imported to run it: docs/guides/own-task.md); robot-rl list "
@@ -37,6 +34,7 @@ VIDEO_QUALITIES = ("pretty", "fast")
 VIDEO_CODECS = ("h264", "libsvtav1", "none")  # export-dataset (none: PNG frames)
 EXPORT_FORMATS = ("torchscript", "export", "onnx", "safetensors", "all")
 PIPELINE_PRESETS = ("quick", "full")
+PIPELINE_DAGGER = ("auto", "on", "off")  # robot_rl.pipeline.with_dagger
 LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
 JOINT_SCALINGS = ("bounds", "demos")  # pretrain --joint-scaling
 PRECISIONS = ("auto", "fp32", "bf16")  # robot_rl.precision
@@ -183,11 +181,6 @@ class CollectConfig:
 class BCConfig(ActorArchitecture):
     """Options of ``robot-rl pretrain`` (the architecture options first, from ``ActorArchitecture``)."""
 
-    # What an option added later means in a config stored before it existed (``checkpoints.load_config``), and
-    # the defaults from before the measured recipe became the default, so an older run resumes as it started.
-    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"precision": "fp32", "init": "", "checkpoint_kind": "best",
-                                              "epochs": 20, "eval_every": 5, "eval_episodes": 50}
-
     data: str = option("data/demos", "demonstration dataset folder: from collect-demos, or a LeRobot v3.0 dataset "
                        "(read once into the run folder)")
     run_dir: str = output_option("runs/bc", "run folder to write: config, checkpoints, logs", "run-dir")
@@ -268,9 +261,6 @@ class DAggerConfig:
     """Options of ``robot-rl dagger``: rounds of rollouts of the current policy labelled by the task's expert,
     aggregated with the demos, each followed by BC continued on the aggregate (the init run's BC options)."""
 
-    # What an option added later means in a config stored before it existed (``checkpoints.load_config``).
-    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"checkpoint_kind": "best"}
-
     init: str = policy_option("runs/bc", "BC run folder to start from; its demos and BC options are reused", "init")
     checkpoint_kind: str = checkpoint_kind_option()
     run_dir: str = output_option("runs/dagger", "run folder to write: config, the aggregate dataset, one BC run per "
@@ -311,17 +301,6 @@ class DAggerConfig:
 @dataclass(frozen=True)
 class FinetuneConfig:
     """PPO fine-tuning: every field is one ``--option``."""
-
-    # What an option added later means in a config stored before it existed: the behaviour of that time
-    # (``checkpoints.load_config``), so a resumed older run keeps the design it started with; likewise the defaults
-    # from before the measured recipe became the default.
-    ABSENT_FROM_OLDER_RUNS: ClassVar[dict] = {"target_kl": 0.0, "answer_temperature": 1.0, "continue_floor": 0.0,
-                                              "anchor_floor": 0.0, "guess_penalty": 0.0, "precision": "fp32",
-                                              "checkpoint_kind": "best", "total_frames": 200_000, "num_envs": 4,
-                                              "ppo_epochs": 4, "minibatch_size": 128, "critic_warmup": 3,
-                                              "shaping": 0.0, "eval_every": 5, "checkpoint_every": 5}
-    # Options renamed since: a stored config's old name -> the new one (``checkpoints.load_config``).
-    RENAMED: ClassVar[dict] = {"hidden": "critic_hidden"}  # it also set --from-scratch's actor width then
 
     init: str = policy_option("", "BC run folder (or checkpoint) to start the actor from; '' with --from-scratch",
                               "init")
@@ -384,6 +363,9 @@ class FinetuneConfig:
                                   "early episodes last long enough to explore; 0 = leave the head as initialized")
     pose_min_scale: float = option(0.1, "lower bound of the pose TanhNormal's scale while fine-tuning (pre-tanh); "
                                    "0 = the policy's own (BC's 0.3 makes most sampled episodes fail)")
+    residual_scale: float = option(0.0, "train a residual on the frozen BC policy instead of its heads: a zero-"
+                                   "initialized MLP adds at most this much to the pose's loc (pre-tanh); the "
+                                   "verdict stays BC's (0 = off: PPO fine-tunes the heads)")
     shaping: float = option(1.0, "weight of the env's potential-based shaping term (0 = off)")
     guess_penalty: float = option(1.0, "subtracted from the reward of a verdict given while the board is not "
                                   "localized, so the reward agrees with success (0 = the env's reward: a lucky "
@@ -428,6 +410,7 @@ class FinetuneConfig:
             ("verdict_ce_weight", self.verdict_ce_weight >= 0, ">= 0"),
             ("continue_prob", 0 <= self.continue_prob < 1, "in [0, 1)"),
             ("pose_min_scale", self.pose_min_scale >= 0, ">= 0"),
+            ("residual_scale", 0 <= self.residual_scale < 10, "in [0, 10)"),
             ("clip_epsilon", 0 < self.clip_epsilon < 1, "in (0, 1)"),
             ("entropy_coeff", self.entropy_coeff >= 0, ">= 0"),
             ("critic_coeff", self.critic_coeff > 0, "> 0"), ("clip_value", self.clip_value >= 0, ">= 0"),
@@ -449,6 +432,8 @@ class FinetuneConfig:
         ])
         if self.anchor_weight and self.from_scratch:
             raise ValueError("--anchor-weight needs a pretrained policy; use 0 with --from-scratch")
+        if self.residual_scale and self.from_scratch:
+            raise ValueError("--residual-scale corrects a pretrained policy; use 0 with --from-scratch")
         if self.continue_prob and not self.from_scratch:
             raise ValueError("--continue-prob sets up a fresh verdict head; use it with --from-scratch")
 
@@ -559,11 +544,15 @@ class PipelineConfig:
                                   "check)", choices=CHECKPOINT_KINDS)
     task: str = option(DEFAULT_TASK, TASK_HELP)
     arm: str = option(DEFAULT_ARM, ARM_HELP)
+    dagger: str = option("auto", "a DAgger stage between pretrain and finetune (rollouts of the BC policy labelled "
+                         "by the task's expert): on, off, or auto (on for the tasks where it measurably pays: "
+                         "lead-inspect)", choices=PIPELINE_DAGGER)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("auto", PRECISION_HELP + " (every stage)", choices=PRECISIONS)
 
     def __post_init__(self) -> None:
         validate(self, [("preset", self.preset in PIPELINE_PRESETS, _one_of(PIPELINE_PRESETS)),
+                        ("dagger", self.dagger in PIPELINE_DAGGER, _one_of(PIPELINE_DAGGER)),
                         ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
                         ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS))])
 

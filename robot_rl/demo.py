@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.envs import keys, make_env
+from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import summarize_episode
@@ -14,8 +15,8 @@ from robot_rl.video import side_by_side, write_png
 
 
 def run_expert_demo(out_dir: str | Path, episodes: int = 3, difficulty: str = "default", image_size: int = 84,
-                    seed: int = 0, frames_per_episode: int = 4, arm: str = "ur5e_like",
-                    task: str = "pcb-inspect") -> list[dict]:
+                    seed: int = 0, frames_per_episode: int = 4, arm: str = DEFAULT_ARM,
+                    task: str = DEFAULT_TASK) -> list[dict]:
     """Runs the expert for ``episodes`` episodes, writes ``frames_per_episode`` PNGs of each (wrist camera beside
     the third-person camera) under ``out_dir/frames/``, and returns one metrics dict per episode."""
     out_dir = Path(out_dir)

@@ -14,8 +14,9 @@ from scipy.stats import binomtest
 from tensordict import TensorDictBase
 
 from robot_rl.envs import keys
+from robot_rl.envs.defaults import DEFAULT_TASK
 from robot_rl.envs.task import Verdict
-from robot_rl.envs.tasks import DEFAULT_TASK, get_task
+from robot_rl.envs.tasks import get_task
 
 
 def summarize_episode(rollout: TensorDictBase, task: str = DEFAULT_TASK) -> dict:

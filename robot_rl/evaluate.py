@@ -17,16 +17,15 @@ from robot_rl import keys
 from robot_rl.checkpoints import run_folder_of
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
-from robot_rl.envs import make_env
 from robot_rl.envs.randomization import PERTURBATIONS, describe, get_randomization
 from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import aggregate, summarize_episode
-from robot_rl.errors import UsageError
 from robot_rl.io import write_json, write_text
 from robot_rl.locks import exclusive
 from robot_rl.options import resolve_device
 from robot_rl.policy_io import load_actor
 from robot_rl.precision import resolve_precision
+from robot_rl.provenance import Provenance
 from robot_rl.tables import markdown_table
 from robot_rl.video import VideoRecorder
 
@@ -65,14 +64,13 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
     ]) + "\n"
 
 
-def _run_boards(actor, env_info: dict, config: EvaluateConfig, out_dir: Path, difficulty: str, randomization: str,
-                device, progress: bool, desc: str = "evaluate") -> tuple[dict, list[dict], list[str]]:
-    """One episode per board seed of ``config``; returns (aggregate metrics, per-episode summaries, videos)."""
+def _run_boards(actor, provenance: Provenance, config: EvaluateConfig, out_dir: Path, device, progress: bool,
+                desc: str = "evaluate") -> tuple[dict, list[dict], list[str]]:
+    """One episode per board seed of ``config`` in the env ``provenance`` describes; returns (aggregate metrics,
+    per-episode summaries, videos)."""
     seeds = list(range(config.seed, config.seed + config.episodes))
     num_envs = min(config.num_envs, config.episodes)
-    env = make_env(num_envs=num_envs, difficulty=difficulty, image_size=env_info["image_size"], parallel=False,
-                   episode_seeds=seeds, device=device, randomization=randomization, arm=env_info["arm"],
-                   task=env_info["env"])
+    env = provenance.make_env(num_envs=num_envs, parallel=False, episode_seeds=seeds, device=device)
     recorder = VideoRecorder(env, config, out_dir, num_envs)
     bar = tqdm(total=config.episodes, unit="ep", desc=desc, disable=not progress)
 
@@ -87,11 +85,11 @@ def _run_boards(actor, env_info: dict, config: EvaluateConfig, out_dir: Path, di
     finally:
         bar.close()
         env.close()
-    summaries = [{"episode": k, **summarize_episode(r, env_info["env"])} for k, r in enumerate(rollouts)]
+    summaries = [{"episode": k, **summarize_episode(r, provenance.task)} for k, r in enumerate(rollouts)]
     return aggregate(summaries), summaries, recorder.written
 
 
-def perturbation_suite(actor, env_info: dict, config: EvaluateConfig, out_dir: Path, difficulty: str, device,
+def perturbation_suite(actor, provenance: Provenance, config: EvaluateConfig, out_dir: Path, device,
                        nominal: tuple[dict, list[str]] | None = None, progress: bool = True) -> list[dict]:
     """The same boards without randomization and under each fixed shift of ``PERTURBATIONS``; one row per
     setting (success with its Wilson interval, guesses, collisions, a failure video). ``nominal`` reuses an
@@ -103,8 +101,8 @@ def perturbation_suite(actor, env_info: dict, config: EvaluateConfig, out_dir: P
         if name == "none" and nominal is not None:
             metrics, videos, folder = nominal[0], nominal[1][:1], out_dir
         else:
-            metrics, _, videos = _run_boards(actor, env_info, suite_config, folder, difficulty, name, device,
-                                             progress, desc=f"evaluate {name}")
+            metrics, _, videos = _run_boards(actor, replace(provenance, randomization=name), suite_config, folder,
+                                             device, progress, desc=f"evaluate {name}")
         rows.append({"shift": name, "change": describe(get_randomization(name)), "episodes": metrics["episodes"],
                      "success_rate": metrics["success_rate"], "success_ci95": metrics["success_ci95"],
                      "guesses": metrics["guesses"], "collisions_per_episode": metrics["collisions_per_episode"],
@@ -127,31 +125,29 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     """Runs the evaluation; writes report.json, report.md, videos/ and contact_sheet.png (and, with
     ``--perturbations``, the suite under perturbations/); returns the metrics."""
     device = resolve_device(config.device)
-    actor, env_info, checkpoint = load_actor(config.checkpoint, device=device, trust_code=config.trust_code,
-                                             task=config.task, precision=config.precision,
-                                             checkpoint_kind=config.checkpoint_kind)
+    actor, trained_in, checkpoint = load_actor(config.checkpoint, device=device, trust_code=config.trust_code,
+                                               task=config.task, precision=config.precision,
+                                               checkpoint_kind=config.checkpoint_kind)
     precision = resolve_precision(config.precision, device)  # what ran, for the report
-    if config.arm and config.arm != env_info["arm"]:
-        raise UsageError(f"--arm {config.arm}: {checkpoint} was trained on arm {env_info['arm']!r}")
+    # Other boards and randomizations than the policy's are what evaluation is for; another arm is not.
+    provenance = trained_in.inherit(str(checkpoint), may_change=("difficulty", "randomization"), arm=config.arm,
+                                    difficulty=config.difficulty, randomization=config.randomization)
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "eval"
     with exclusive(out_dir, "evaluation folder"):  # one writer of its report and videos at a time
-        difficulty = config.difficulty or env_info["difficulty"]
-        randomization = config.randomization or env_info["randomization"]
         seeds = list(range(config.seed, config.seed + config.episodes))
-        metrics, summaries, videos = _run_boards(actor, env_info, config, out_dir, difficulty, randomization, device,
-                                                 progress)
-        info = {"checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind, "difficulty": difficulty,
-                "image_size": env_info["image_size"],
-                "randomization": randomization, "arm": env_info["arm"], "task": env_info["env"],
+        metrics, summaries, videos = _run_boards(actor, provenance, config, out_dir, device, progress)
+        info = {"checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind,
+                "difficulty": provenance.difficulty, "image_size": provenance.image_size,
+                "randomization": provenance.randomization, "arm": provenance.arm, "task": provenance.task,
                 "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": precision,
-                "defect_types": list(get_task(env_info["env"]).defect_types)}
+                "defect_types": list(get_task(provenance.task).defect_types)}
         report = {"metrics": metrics, "info": info, "config": asdict(config), "videos": videos, "episodes": summaries}
         markdown = report_markdown(metrics, summaries, info)
         if config.perturbations:
-            nominal = (metrics, [v for v in videos if "failure" in v]) if randomization == "none" else None
-            report["perturbations"] = perturbation_suite(actor, env_info, config, out_dir, difficulty, device,
-                                                           nominal, progress)
+            nominal = (metrics, [v for v in videos if "failure" in v]) if provenance.randomization == "none" else None
+            report["perturbations"] = perturbation_suite(actor, provenance, config, out_dir, device, nominal,
+                                                           progress)
             markdown += "\n" + perturbation_markdown(report["perturbations"]) + "\n"
         write_json(out_dir / "report.json", report)
         write_text(out_dir / "report.md", markdown)

@@ -25,6 +25,7 @@ from robot_rl.io import atomic_path, write_json
 from robot_rl.locks import exclusive
 from robot_rl.policy import actor_network
 from robot_rl.policy_io import WEIGHTS_FILE, checkpoint_policy_config, load_actor, save_weights
+from robot_rl.provenance import Provenance
 
 FILES = {"torchscript": "policy.torchscript.pt", "export": "policy.pt2", "onnx": "policy.onnx",
          "safetensors": WEIGHTS_FILE}
@@ -50,17 +51,17 @@ def deploy(actor) -> DeployedPolicy:
     return DeployedPolicy(actor_network(actor), actor.pose_low.cpu(), actor.pose_high.cpu()).eval()
 
 
-def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, dict, Path]:
-    """The deterministic plain-torch policy of a checkpoint, with its env info and checkpoint path."""
-    actor, env_info, path = load_actor(checkpoint)
-    return deploy(actor), env_info, path
+def deployed_policy(checkpoint: str | Path) -> tuple[DeployedPolicy, Provenance, Path]:
+    """The deterministic plain-torch policy of a checkpoint, with the env it was trained in and its path."""
+    actor, provenance, path = load_actor(checkpoint)
+    return deploy(actor), provenance, path
 
 
-def export_safetensors(actor, env_info: dict, checkpoint: Path, out_dir: Path) -> Path:
+def export_safetensors(actor, provenance: Provenance, checkpoint: Path, out_dir: Path) -> Path:
     """The actor's weights (``model.safetensors``) and its architecture and env (``config.json``): the stochastic
     actor itself, for ``load_actor`` or further training, without pickle."""
     policy_config = checkpoint_policy_config(load_checkpoint(checkpoint), checkpoint)
-    return save_weights(actor, policy_config, env_info, out_dir, source=str(checkpoint))
+    return save_weights(actor, policy_config, provenance, out_dir, source=str(checkpoint))
 
 
 def example_inputs(image_size: int, batch: int = 2, joint_state_dim: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,19 +98,19 @@ def export_onnx(policy: DeployedPolicy, inputs, path: Path) -> None:
 
 def export(config: ExportConfig) -> dict:
     """Writes the requested formats and ``policy.json``; returns {format: path} of what was written."""
-    actor, env_info, checkpoint = load_actor(config.checkpoint, trust_code=config.trust_code,
+    actor, provenance, checkpoint = load_actor(config.checkpoint, trust_code=config.trust_code,
                                              checkpoint_kind=config.checkpoint_kind)
     policy = deploy(actor)
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "export"
     formats = list(FILES) if config.format == "all" else [config.format]
-    joints = len(get_arm(env_info["arm"]).joints)
-    inputs = example_inputs(env_info["image_size"], joint_state_dim=2 * joints)
+    joints = len(get_arm(provenance.arm).joints)
+    inputs = example_inputs(provenance.image_size, joint_state_dim=2 * joints)
     with exclusive(out_dir, "export folder"):  # one writer of its files at a time
-        return _write_exports(actor, policy, env_info, checkpoint, config, out_dir, formats, joints, inputs)
+        return _write_exports(actor, policy, provenance, checkpoint, config, out_dir, formats, joints, inputs)
 
 
-def _write_exports(actor, policy: DeployedPolicy, env_info: dict, checkpoint: Path, config: ExportConfig,
+def _write_exports(actor, policy: DeployedPolicy, provenance: Provenance, checkpoint: Path, config: ExportConfig,
                    out_dir: Path, formats: list[str], joints: int, inputs) -> dict:
     """Writes each format in ``formats`` and ``policy.json`` into ``out_dir``; returns {format: path}."""
     written = {}
@@ -124,18 +125,18 @@ def _write_exports(actor, policy: DeployedPolicy, env_info: dict, checkpoint: Pa
             continue
         path = out_dir / FILES[name]
         if name == "safetensors":
-            export_safetensors(actor, env_info, checkpoint, out_dir)
+            export_safetensors(actor, provenance, checkpoint, out_dir)
         else:
             {"torchscript": export_torchscript, "export": export_program, "onnx": export_onnx}[name](policy, inputs,
                                                                                                     path)
         written[name] = str(path)
-    size = env_info["image_size"]
+    size = provenance.image_size
     write_json(out_dir / "policy.json", {
-        "checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind, "env": env_info,
+        "checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind, "env": provenance.record(),
         "files": {k: Path(v).name for k, v in written.items()},
         "inputs": {"pixels": f"uint8 [B, {size}, {size}, 3], RGB, wrist camera",
                    "joint_state": f"float32 [B, {2 * joints}]: {joints} joint angles (rad), {joints} joint velocities "
-                                  f"(rad/s), arm {env_info['arm']}"},
+                                  f"(rad/s), arm {provenance.arm}"},
         "outputs": {"pose": "float32 [B, 6] in [-1, 1]: camera translation (x 3 cm) and rotation (x 0.15 rad)",
                     "verdict": "int64 [B]: " + ", ".join(f"{v.value} {v.name.lower()}" for v in Verdict)},
     })

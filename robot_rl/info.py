@@ -10,6 +10,8 @@ import json
 import re
 from pathlib import Path
 
+from robot_rl import compat
+from robot_rl.envs.defaults import DEFAULT_TASK
 from robot_rl.errors import UsageError
 
 Lines = list[tuple[str, str]]  # (label, value) rows, printed aligned
@@ -24,9 +26,9 @@ def _json(path: Path) -> dict:
 
 def _env_lines(env: dict) -> Lines:
     """Task, arm, difficulty, randomization and image size of a dataset's meta or a checkpoint's env."""
-    return [("task", str(env.get("env", "pcb-inspect"))), ("arm", str(env.get("arm", "ur5e_like"))),
-            ("difficulty", str(env.get("difficulty", "default"))),
-            ("randomization", str(env.get("randomization", "none"))),
+    env = compat.dataset_meta(env)  # what older artefacts lack, as they meant it
+    return [("task", str(env.get("env", DEFAULT_TASK))), ("arm", str(env["arm"])),
+            ("difficulty", str(env["difficulty"])), ("randomization", str(env["randomization"])),
             ("image size", f"{env.get('image_size')} x {env.get('image_size')}")]
 
 

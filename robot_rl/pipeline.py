@@ -17,8 +17,10 @@ import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from robot_rl import compat
 from robot_rl.checkpoints import policy_checkpoint
-from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EvaluateConfig, FinetuneConfig
+from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EvaluateConfig, FinetuneConfig, PipelineConfig
+from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
@@ -31,7 +33,7 @@ from robot_rl.run_folder import RunFolder, ensure_finished
 from robot_rl.tables import markdown_table
 
 # Where each stage writes, under the pipeline's root; the stages are linked through these.
-DEMOS, BC, DAGGER, PPO, EVAL_BC, EVAL = "demos", "bc", "dagger", "ppo", "eval-bc", "eval"
+DEMOS, BC, DAGGER, PPO, EVAL_BC, EVAL_DAGGER, EVAL = "demos", "bc", "dagger", "ppo", "eval-bc", "eval-dagger", "eval"
 # Fields that link stages or pick the device: set by the pipeline, not options of a preset.
 WIRING = {"collect": ("out",), "pretrain": ("data", "run_dir", "device", "precision"),
           "dagger": ("init", "run_dir", "device", "precision"), "finetune": ("init", "run_dir", "device", "precision"),
@@ -92,6 +94,33 @@ PRESETS = {
 }
 
 
+# Each preset's DAgger stage, sized like its BC: quick as benchmarks/bc_vs_scratch.py's lead-dagger preset (the
+# quick BC start, then 2 rounds), full as benchmarks/lead_inspect.py's DAgger arm (4 rounds on the 1,200-demo BC).
+DAGGER_STAGES = {
+    "quick": DAggerConfig(init=BC, run_dir=DAGGER, rounds=2, episodes_per_round=150, epochs_per_round=4,
+                          eval_episodes=50),
+    "full": DAggerConfig(init=BC, run_dir=DAGGER, rounds=4, episodes_per_round=200, epochs_per_round=2,
+                         eval_episodes=100),
+}
+# The tasks whose BC start DAgger lifts (benchmarks/results/lead_inspect.json, bc_vs_scratch_lead-dagger.json); on
+# pcb-inspect BC alone reaches its targets, so auto leaves the stage out there.
+DAGGER_PAYS = ("lead-inspect",)
+
+
+def for_options(config: PipelineConfig) -> tuple[Preset, str]:
+    """The preset ``config`` asks for, with its task, arm, DAgger stage and checkpoint kind, and the root it writes
+    ('' = runs/pipeline-PRESET, plus -TASK and -ARM for another task or arm than the defaults)."""
+    preset, root = PRESETS[config.preset], f"runs/pipeline-{config.preset}"
+    if config.task != DEFAULT_TASK:
+        preset, root = preset.updated(collect={"task": config.task}), f"{root}-{config.task}"
+    if config.arm != DEFAULT_ARM:
+        preset, root = preset.updated(collect={"arm": config.arm}), f"{root}-{Path(config.arm).stem}"
+    if config.dagger == "on" or (config.dagger == "auto" and config.task in DAGGER_PAYS):
+        preset = replace(preset, dagger=DAGGER_STAGES[config.preset])
+    # Recorded in the root's preset.json: a root of another task, arm, DAgger choice or checkpoint kind is refused.
+    return with_checkpoint_kind(preset, config.checkpoint_kind), config.root or root
+
+
 def with_checkpoint_kind(preset: Preset, kind: str) -> Preset:
     """``preset`` with every stage that reads a run folder's policy taking ``kind`` ("last" or "best")."""
     stages = {"finetune": {"checkpoint_kind": kind}, "evaluate": {"checkpoint_kind": kind}}
@@ -112,10 +141,9 @@ def _check_preset(root: Path, preset: Preset) -> None:
     if not path.is_file():
         write_json(path, wanted)
         return
-    # Roots from before the presets were typed recorded only the options that differed from the defaults.
     defaults = {stage: {f.name: f.default for f in fields(STAGE_CONFIGS[stage])} for stage in WIRING}
-    stored = {stage: {k: v for k, v in {**defaults[stage], **options}.items() if k not in WIRING[stage]}
-              for stage, options in json.loads(path.read_text()).items()}
+    stored = {stage: {k: v for k, v in options.items() if k not in WIRING[stage]}
+              for stage, options in compat.preset_options(json.loads(path.read_text()), defaults).items()}
     changed = [f"{stage}.{name}: {stored.get(stage, {}).get(name)!r} -> {options.get(name)!r}"
                for stage, options in {**{stage: {} for stage in stored}, **wanted}.items()
                for name in sorted(set(options) | set(stored.get(stage, {})))
@@ -190,7 +218,7 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
                                log)
     timings["evaluate BC"] = time.perf_counter() - start
 
-    start_dir = bc_dir
+    start_dir, after_dagger = bc_dir, None
     if preset.dagger is not None:  # PPO starts from the policy DAgger ends with (a BC run folder of its own)
         start = time.perf_counter()
         dagger_dir = root / preset.dagger.run_dir
@@ -198,6 +226,8 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
             preset.dagger, init=str(bc_dir), run_dir=str(dagger_dir), device=device, precision=precision), progress,
             log)
         start_dir = dagger.final_policy_run(RunFolder(dagger_dir).summary())
+        after_dagger = _evaluate_stage("[3c/5] evaluate DAgger", start_dir, root / EVAL_DAGGER, bc_options, device,
+                                       precision, progress, log)
         timings["dagger"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -215,7 +245,8 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
     timings["evaluate"] = time.perf_counter() - start
     kind = preset.evaluate.checkpoint_kind
     result = {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
-              "bc_report": str(bc_eval_dir), "after_bc": after_bc, "metrics": after_ppo, "checkpoint_kind": kind,
+              "bc_report": str(bc_eval_dir), "after_bc": after_bc, "after_dagger": after_dagger,
+              "metrics": after_ppo, "checkpoint_kind": kind,
               "policies": {"bc": str(policy_checkpoint(bc_dir, kind)), "ppo": str(policy_checkpoint(ppo_dir, kind))},
               "ppo_best": (RunFolder(ppo_dir).summary() or {}).get("best"),
               "seconds": {k: round(v, 1) for k, v in timings.items()}}
@@ -225,10 +256,12 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
 
 def result_table(result: dict) -> str:
     """The pipeline's closing lines: success (Wilson 95% CI), guesses, collisions and episode length after BC
-    and after PPO on the same boards, then where the report, videos and contact sheet are."""
+    (and DAgger) and after PPO on the same boards, then where the report, videos and contact sheet are."""
     kind = result.get("checkpoint_kind", "last")
     rows, best = [], result.get("ppo_best") if kind == "last" else None
-    for stage, metrics in (("after BC", result["after_bc"]), (f"after PPO ({kind}.pt)", result["metrics"])):
+    stages = [("after BC", result["after_bc"]), ("after DAgger", result.get("after_dagger")),
+              (f"after PPO ({kind}.pt)", result["metrics"])]
+    for stage, metrics in ((stage, metrics) for stage, metrics in stages if metrics is not None):
         lo, hi = metrics["success_ci95"]
         rows.append({"policy": stage,
                      "success (95% CI)": f"{metrics['success_rate']:.0%} ({lo:.0%}-{hi:.0%}), "

@@ -32,6 +32,9 @@ class PolicyConfig(ActorArchitecture):
     # probability of continuing. 1 and 0 = the plain 3-way softmax BC trains; PPO fine-tuning sets others.
     answer_temperature: float = 1.0
     continue_floor: float = 0.0
+    # PPO's residual on a frozen policy (``ResidualActorHeads``): the largest change it may make to the pose's loc
+    # (pre-tanh). 0 = none: PPO fine-tunes the heads themselves.
+    residual_scale: float = 0.0
 
     @classmethod
     def of(cls, options: ActorArchitecture) -> PolicyConfig:
@@ -46,6 +49,8 @@ class PolicyConfig(ActorArchitecture):
             raise ValueError(f"PolicyConfig.answer_temperature must be > 0, got {self.answer_temperature}")
         if not 0 <= self.continue_floor < 1:
             raise ValueError(f"PolicyConfig.continue_floor must be in [0, 1), got {self.continue_floor}")
+        if not 0 <= self.residual_scale < 10:
+            raise ValueError(f"PolicyConfig.residual_scale must be in [0, 10), got {self.residual_scale}")
 
 
 def _mlp(inputs: int, hidden: int, outputs: int) -> nn.Sequential:
@@ -126,6 +131,38 @@ class ActorHeads(nn.Module):
         return loc, nn.functional.softplus(scale) + self.min_scale, logits
 
 
+class ResidualActorHeads(ActorHeads):
+    """``ActorHeads`` plus a residual on the pose's loc: ``loc + residual_scale * tanh(residual(features))``, the
+    residual MLP's last layer zero, so the policy starts as the heads alone. With ``freeze_base`` PPO trains the
+    residual only: the pose scale and the verdict stay the pretrained policy's.
+
+    Why (ResiP, Ankile et al. 2024): PPO fine-tuning every head of a precise, few-demo policy can find that guessing
+    the verdict pays sooner than a better approach (the lead task's PPO ended guessing); a bounded correction of the
+    approach, with the verdict left as BC taught it, cannot trade localization for guesses. The base heads keep
+    their parameter names, so a BC checkpoint loads into them as it is."""
+
+    def __init__(self, features: int, hidden: int, pose_dim: int, verdicts: int, min_scale: float,
+                 answer_temperature: float = 1.0, continue_floor: float = 0.0, continue_head: bool = False,
+                 residual_scale: float = 0.1):
+        super().__init__(features, hidden, pose_dim, verdicts, min_scale, answer_temperature, continue_floor,
+                         continue_head)
+        self.residual_scale = residual_scale
+        self.residual = _mlp(features, hidden, pose_dim)
+        nn.init.zeros_(self.residual[-1].weight)
+        nn.init.zeros_(self.residual[-1].bias)
+
+    def freeze_base(self) -> None:
+        """Only the residual trains (requires_grad is not stored in checkpoints: call it after every build)."""
+        for name, parameter in self.named_parameters():
+            parameter.requires_grad_(name.startswith("residual."))
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        loc, scale, logits = super().forward(features)
+        with torch.autocast(features.device.type, enabled=False):
+            correction = self.residual_scale * torch.tanh(self.residual(features.float()))
+        return loc + correction, scale, logits
+
+
 class ActorNetwork(nn.Module):
     """Pixels and joint state -> distribution parameters (one encoder pass)."""
 
@@ -157,9 +194,10 @@ def make_actor(observation_spec: Composite, action_spec: Composite,
     config = config or PolicyConfig()
     pose_spec, verdict_spec = spec_leaf(action_spec, keys.POSE), spec_leaf(action_spec, keys.VERDICT)
     encoder = _encoder(observation_spec, config)
-    heads = ActorHeads(encoder.output_shape()[0], config.hidden, pose_spec.shape[-1], verdict_spec.space.n,
-                       config.min_scale, config.answer_temperature, config.continue_floor,
-                       config.continue_head)
+    residual = {"residual_scale": config.residual_scale} if config.residual_scale else {}
+    heads = (ResidualActorHeads if residual else ActorHeads)(
+        encoder.output_shape()[0], config.hidden, pose_spec.shape[-1], verdict_spec.space.n, config.min_scale,
+        config.answer_temperature, config.continue_floor, config.continue_head, **residual)
     return PolicyActor(ActorNetwork(encoder, heads), pose_spec.space.low, pose_spec.space.high)
 
 
@@ -211,6 +249,20 @@ def set_continue_probability(actor: ProbabilisticActor, probability: float) -> N
         raise ValueError(f"set_continue_probability: {probability} is not above the head's continue floor {floor}")
     sigmoid_continue = (probability - floor) / (1 - floor)
     heads.bias_answer_now(heads.answer_temperature * math.log((1 - sigmoid_continue) / sigmoid_continue))
+
+
+def load_pretrained_weights(actor: PolicyActor, state: dict) -> None:
+    """A pretrained policy's weights into ``actor``, which has the same architecture or that architecture plus a
+    residual (``ResidualActorHeads``): the residual keeps its zero start and the rest is frozen; any other
+    difference is a RuntimeError."""
+    missing, unexpected = actor.load_state_dict(state, strict=False)
+    heads = actor_network(actor).heads
+    residual = isinstance(heads, ResidualActorHeads)
+    if unexpected or any(not (residual and ".heads.residual." in name) for name in missing):
+        raise RuntimeError(f"the pretrained weights do not fit the actor: missing {missing[:3]}, unexpected "
+                           f"{unexpected[:3]}")
+    if residual:
+        heads.freeze_base()
 
 
 def rewrap_actor(actor: PolicyActor, network: nn.Module) -> PolicyActor:

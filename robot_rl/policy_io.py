@@ -10,32 +10,28 @@ from pathlib import Path
 import torch
 from torchrl.modules import ProbabilisticActor
 
-from robot_rl.artefact_schema import check_env_info, check_export_config, check_policy_config
+from robot_rl import compat
+from robot_rl.artefact_schema import check_export_config, check_policy_config
 from robot_rl.encoder import set_encoder_precision
 from robot_rl.policy import PolicyConfig, make_actor
 from robot_rl.precision import resolve_precision
+from robot_rl.provenance import Provenance
 
 
 def checkpoint_policy_config(state: dict, source: str | Path = "checkpoint") -> PolicyConfig:
-    """The architecture stored in a checkpoint (its weights come from the checkpoint, not from encoder_weights);
-    a missing, unknown or out-of-range value is a UsageError naming ``source``."""
-    # Checkpoints written before these options existed: pooled feature only, joint velocities read; the image
-    # critic's share_encoder is gone (PPO's critic reads the privileged state).
-    defaults = {"keypoints": 0, "joint_velocities": True}
-    check_policy_config(state.get("policy_config"), source, {f.name for f in fields(PolicyConfig)} | {"share_encoder"})
-    stored = {k: v for k, v in state["policy_config"].items() if k != "share_encoder"}
-    return PolicyConfig(**{**defaults, **stored, "encoder_weights": ""})
-
-
-# What checkpoints written before an env option existed were trained with.
-ENV_INFO_DEFAULTS = {"randomization": "none", "arm": "ur5e_like"}
+    """The architecture stored in a checkpoint (its weights come from the checkpoint, not from encoder_weights;
+    older checkpoints filled in by ``compat.policy_config``); a missing, unknown or out-of-range value is a
+    UsageError naming ``source``."""
+    known = {f.name for f in fields(PolicyConfig)} | set(compat.POLICY_CONFIG_DROPPED)
+    check_policy_config(state.get("policy_config"), source, known)
+    return PolicyConfig(**{**compat.policy_config(state["policy_config"]), "encoder_weights": ""})
 
 
 WEIGHTS_FILE, WEIGHTS_CONFIG = "model.safetensors", "config.json"  # the Hugging Face names for weights + config
 
 
-def save_weights(actor: ProbabilisticActor, policy_config: PolicyConfig, env_info: dict, folder: str | Path,
-                 source: str = "") -> Path:
+def save_weights(actor: ProbabilisticActor, policy_config: PolicyConfig, provenance: Provenance,
+                 folder: str | Path, source: str = "") -> Path:
     """Writes the actor's weights as ``model.safetensors`` and its architecture and env as ``config.json`` (no
     pickle: ``load_actor(folder)`` rebuilds the actor from them). Returns the weights' path."""
     from safetensors.torch import save_file
@@ -49,7 +45,7 @@ def save_weights(actor: ProbabilisticActor, policy_config: PolicyConfig, env_inf
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata={"format": "robot_rl-policy"})
     write_json(folder / WEIGHTS_CONFIG, {"format": "robot_rl-policy", "format_version": 1, "source": source,
-                                         "policy_config": asdict(policy_config), "env": env_info})
+                                         "policy_config": asdict(policy_config), "env": provenance.record()})
     return path
 
 
@@ -62,7 +58,7 @@ def _weights_of(source: Path) -> Path | None:
 
 def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_code: bool = False,
                task: str = "", precision: str = "fp32",
-               checkpoint_kind: str = "last") -> tuple[ProbabilisticActor, dict, Path]:
+               checkpoint_kind: str = "last") -> tuple[ProbabilisticActor, Provenance, Path]:
     """The actor of a BC or PPO checkpoint, or of exported weights: ``source`` is a run folder (its ``last.pt``, or
     ``best.pt`` with ``checkpoint_kind`` "best": ``checkpoints.policy_checkpoint``), a .pt file, or
     ``model.safetensors`` (or its folder) with ``config.json`` beside it, read without pickle. A ``module:Class``
@@ -70,13 +66,9 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_cod
     ``task`` than the recorded one is refused. Its encoder runs in ``precision`` (``auto``, ``fp32`` or ``bf16``,
     resolved for ``device``: ``robot_rl.precision``); the weights stay fp32.
 
-    Returns (actor in eval mode, the env info it was trained on {env (the task), difficulty, image_size, arm, ...},
-    its path).
+    Returns (actor in eval mode, the env it was trained in, its path).
     """
     from robot_rl.checkpoints import load_checkpoint, policy_checkpoint
-    from robot_rl.envs.arms import DIGEST_KEY, check_arm
-    from robot_rl.envs.tasks import check_task_version, get_task
-    from robot_rl.envs.torchrl_env import InspectionEnv
     from robot_rl.errors import UsageError
 
     weights = _weights_of(Path(source))
@@ -89,29 +81,15 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_cod
         if state.get("kind") not in ("bc", "ppo") or not {"actor", "env", "policy_config"} <= set(state):
             raise UsageError(f"{path}: not a robot_rl policy checkpoint")
         recorded_in = path
-    env_info = recorded_env_info(state, recorded_in)
-    if task and task != env_info["env"]:
-        raise UsageError(f"--task {task}: {path} was trained on task {env_info['env']!r}")
-    task_class = get_task(env_info["env"], trust_code=trust_code or task == env_info["env"], source=str(recorded_in))
-    check_task_version(task_class, env_info.get("env_version"), str(recorded_in))
-    check_arm(env_info["arm"], env_info.get(DIGEST_KEY), str(recorded_in))
+    provenance = Provenance.of_checkpoint(state, recorded_in).inherit(str(path), task=task)
+    provenance = provenance.verified(recorded_in, trust_code=trust_code or task == provenance.task)
     policy_config = checkpoint_policy_config(state, recorded_in)
-    proof = InspectionEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], arm=env_info["arm"],
-                          task=env_info["env"])
+    proof = provenance.proof_env()
     actor = make_actor(proof.observation_spec, proof.full_action_spec, policy_config)
     _check_weights(actor.state_dict(), state["actor"], path)
     actor.load_state_dict(state["actor"])
     set_encoder_precision(actor, resolve_precision(precision, torch.device(device)))
-    return actor.to(device).eval(), env_info, path
-
-
-def recorded_env_info(state: dict, source: str | Path) -> dict:
-    """A checkpoint's env info (what older ones lack filled in), checked value by value (UsageError naming
-    ``source``)."""
-    env = state.get("env")
-    env_info = {**ENV_INFO_DEFAULTS, **env} if isinstance(env, dict) else env
-    check_env_info(env_info, source)
-    return env_info
+    return actor.to(device).eval(), provenance, path
 
 
 def _check_weights(expected: dict, given: object, path: Path) -> None:

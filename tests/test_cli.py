@@ -57,6 +57,22 @@ def test_pipeline_arm_goes_to_the_demos_and_names_the_default_root(monkeypatch):
     assert panda.options()["collect"]["arm"] == "panda"  # in preset.json: a root of another arm is refused
 
 
+def test_pipeline_runs_dagger_where_it_pays_unless_told(monkeypatch):
+    from robot_rl import pipeline
+
+    calls = []
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda preset, root, **options: calls.append((preset, root)) or {})
+    monkeypatch.setattr(pipeline, "result_table", lambda result: "")
+    for argv in (["--task", "lead-inspect"], ["--task", "lead-inspect", "--dagger", "off"], [],
+                 ["--dagger", "on", "--preset", "full", "--checkpoint-kind", "best"]):
+        assert main(["pipeline", *argv]) == 0, argv
+    (lead, lead_root), (lead_off, _), (pcb, _), (pcb_on, _) = calls
+    assert lead_root == "runs/pipeline-quick-lead-inspect"
+    assert lead.dagger == pipeline.DAGGER_STAGES["quick"] and "dagger" in lead.options()  # recorded in preset.json
+    assert lead_off.dagger is None and pcb.dagger is None and "dagger" not in pcb.options()
+    assert pcb_on.dagger.rounds == pipeline.DAGGER_STAGES["full"].rounds and pcb_on.dagger.checkpoint_kind == "best"
+
+
 def _unwritable(tmp_path):
     """A folder this process cannot create files in (root ignores permissions: /sys refuses it too)."""
     import os

@@ -202,8 +202,8 @@ def _taken_by_pretrain(folder, kind, tmp_path, monkeypatch):
 
     def start_from_policy(config):
         # BCRun's own start from --policy, in a run whose actor and env are those of the policy itself.
-        actor, env_info, _ = load_actor(config.init)
-        bc.BCRun._start_from(SimpleNamespace(config=config, env_info=env_info, actor=actor), config.init)
+        actor, provenance, _ = load_actor(config.init)
+        bc.BCRun._start_from(SimpleNamespace(config=config, provenance=provenance, actor=actor), config.init)
         return {"finished": True, "best_success": 0.0, "final_eval": {}}
 
     monkeypatch.setattr(bc, "load_actor", recording_load_actor)
@@ -283,16 +283,18 @@ def test_pretrain_and_finetune_say_which_recipe_they_run(two_checkpoints, tmp_pa
 @pytest.mark.parametrize("config_cls", [configs.BCConfig, configs.FinetuneConfig, configs.DAggerConfig])
 def test_a_config_stored_before_the_new_defaults_resumes_with_its_own_values(config_cls, tmp_path):
     from robot_rl.checkpoints import load_config
+    from robot_rl.compat import RUN_CONFIG_DEFAULTS
 
+    absent = RUN_CONFIG_DEFAULTS[config_cls.__name__]
     fields = {f.name for f in dataclasses.fields(config_cls)}
     stored = {k: v for k, v in dataclasses.asdict(config_cls(init="runs/bc")).items()
-              if k not in config_cls.ABSENT_FROM_OLDER_RUNS}
+              if k not in absent}
     (tmp_path / "config.json").write_text(json.dumps(stored))
     older = load_config(tmp_path / "config.json", config_cls)
     assert older.checkpoint_kind == "best"  # what a run folder meant when it was started
-    for name, value in config_cls.ABSENT_FROM_OLDER_RUNS.items():
+    for name, value in absent.items():
         assert name in fields and getattr(older, name) == value
-    explicit = {**stored, **{name: getattr(config_cls(init="x"), name) for name in config_cls.ABSENT_FROM_OLDER_RUNS}}
+    explicit = {**stored, **{name: getattr(config_cls(init="x"), name) for name in absent}}
     (tmp_path / "config.json").write_text(json.dumps(explicit))
     assert load_config(tmp_path / "config.json", config_cls) == config_cls(**explicit)
 

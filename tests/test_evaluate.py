@@ -98,7 +98,7 @@ def test_exported_safetensors_rebuild_the_actor_without_pickle(bc_run_dir, tmp_p
         assert env_info == reference_info and path == folder / "model.safetensors"
         for name, value in reference.state_dict().items():
             assert torch.equal(actor.state_dict()[name], value), name
-    td = InspectionEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], num_envs=2,
+    td = InspectionEnv(difficulty=env_info.difficulty, image_size=env_info.image_size, num_envs=2,
                        seed=3).reset()
     with torch.no_grad(), set_interaction_type(InteractionType.DETERMINISTIC):
         assert torch.equal(actor(td.clone())["action", "pose"], reference(td.clone())["action", "pose"])
@@ -116,7 +116,7 @@ def test_export_round_trip_matches_the_actor_on_real_observations(bc_run_dir, tm
     policy, env_info, _ = deployed_policy(bc_run_dir)
     from robot_rl.envs.torchrl_env import InspectionEnv
 
-    env = InspectionEnv(difficulty=env_info["difficulty"], image_size=env_info["image_size"], num_envs=3, seed=4)
+    env = InspectionEnv(difficulty=env_info.difficulty, image_size=env_info.image_size, num_envs=3, seed=4)
     td = env.rollout(4, break_when_any_done=False).reshape(-1)
     pixels, joints = td["pixels"], td["joint_state"]
     with torch.no_grad():

@@ -63,6 +63,8 @@ LAYER_OF = {
     "robot_rl.policy": "core",
     "robot_rl.policy_io": "core",
     "robot_rl.artefact_schema": "core",
+    "robot_rl.compat": "core",
+    "robot_rl.provenance": "core",
     "robot_rl.checkpoints": "core",
     "robot_rl.run_folder": "core",
     "robot_rl.run_logs": "core",

@@ -109,7 +109,7 @@ def test_a_bf16_bc_run_has_finite_losses_and_writes_an_fp32_checkpoint_and_expor
     assert main(["export", "--policy", str(tmp_path / "run"), "--format", "torchscript",
                  "--out", str(tmp_path / "export")]) == 0
     program = torch.jit.load(str(tmp_path / "export" / FILES["torchscript"]))
-    inputs = example_inputs(env_info["image_size"], batch=3)
+    inputs = example_inputs(env_info.image_size, batch=3)
     with torch.no_grad():
         for exported, reference in zip(program(*inputs), deploy(actor)(*inputs)):
             torch.testing.assert_close(exported, reference)

@@ -27,8 +27,8 @@ from robot_rl.envs.arms.spec import (
     mjcf_path,
 )
 from robot_rl.envs.arms.ur5e_like import UR5E_LIKE
+from robot_rl.envs.defaults import DEFAULT_ARM
 
-DEFAULT_ARM = UR5E_LIKE.name
 ARMS: dict[str, ArmSpec] = {arm.name: arm for arm in (UR5E_LIKE, PANDA)}
 
 __all__ = ["ARMS", "ARM_PREFIX", "CAMERA_SITE", "DEFAULT_ARM", "DIGEST_KEY", "HOME_CAMERA_POS", "WRIST_CAMERA",

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from robot_rl.envs.arms import DEFAULT_ARM, ArmSpec
+from robot_rl.envs.arms import ArmSpec
+from robot_rl.envs.defaults import DEFAULT_ARM
 from robot_rl.envs.difficulty import Difficulty
 from robot_rl.envs.errors import UsageError
 from robot_rl.envs.randomization import Randomization
@@ -24,7 +25,6 @@ from robot_rl.envs.tasks.lead_inspect import LeadInspectTask
 from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
 
 TASKS: dict[str, type[InspectionTask]] = {task.name: task for task in (PcbInspectTask, LeadInspectTask)}
-DEFAULT_TASK = PcbInspectTask.name
 
 
 class TaskError(UsageError, ValueError):

@@ -21,7 +21,8 @@ from torchrl.envs import ParallelEnv
 
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs import make_env
-from robot_rl.envs.tasks import DEFAULT_TASK, get_task
+from robot_rl.envs.defaults import DEFAULT_TASK
+from robot_rl.envs.tasks import get_task
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.processes import workers_ignore_stop_signals
 

@@ -36,12 +36,10 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.checkpoints import load_checkpoint, policy_checkpoint, rng_state, set_rng_state
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
-from robot_rl.configs import DEFAULT_ARM, FinetuneConfig
+from robot_rl.configs import FinetuneConfig
 from robot_rl.encoder import calibrate_batchnorm, encoder_precision, set_encoder_precision
 from robot_rl.envs import make_env
-from robot_rl.envs.arms import DIGEST_KEY, arm_digest, check_arm
-from robot_rl.envs.tasks import DEFAULT_TASK, check_task_version, get_task
-from robot_rl.envs.torchrl_env import proof_env
+from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import aggregate, check_scalars, finished_episodes
 from robot_rl.errors import CollectionFailed, TrainingDiverged, UsageError
 from robot_rl.finetune import distributed
@@ -54,12 +52,14 @@ from robot_rl.policy import (
     actor_network,
     feature_writing_actor,
     heads_actor,
+    load_pretrained_weights,
     make_actor,
     rewrap_actor,
     set_continue_probability,
 )
-from robot_rl.policy_io import checkpoint_policy_config, recorded_env_info
+from robot_rl.policy_io import checkpoint_policy_config
 from robot_rl.precision import resolve_precision
+from robot_rl.provenance import Provenance
 from robot_rl.run_folder import RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
 from robot_rl.run_logs import RunLogger
 
@@ -82,41 +82,28 @@ def load_pretrained(run_dir: str | Path, checkpoint_kind: str = "last") -> dict:
     return state
 
 
-def starting_point(config: FinetuneConfig) -> tuple[dict, PolicyConfig, dict | None]:
-    """(env info, policy architecture, BC checkpoint or None) of a run: the BC run's, or fresh for --from-scratch.
+def starting_point(config: FinetuneConfig) -> tuple[Provenance, PolicyConfig, dict | None]:
+    """(the env, policy architecture, BC checkpoint or None) of a run: the BC run's, or new for --from-scratch.
     Env options given next to --policy must agree with the BC run's."""
     pretrained_state = load_pretrained(config.init, config.checkpoint_kind) if config.init else None
+    options = {name: getattr(config, name) for name in ("task", "difficulty", "image_size", "randomization", "arm")}
     if pretrained_state is not None:
-        env_info = recorded_env_info(pretrained_state, f"--policy {config.init}")
-        policy_config = checkpoint_policy_config(pretrained_state, f"--policy {config.init}")
-        for name in ("difficulty", "image_size", "randomization", "arm"):
-            given = getattr(config, name)
-            if given and given != env_info[name]:
-                raise UsageError(f"--{name.replace('_', '-')} {given} differs from the BC run's {env_info[name]}")
-        if config.task and config.task != env_info["env"]:
-            raise UsageError(f"--task {config.task} differs from the BC run's {env_info['env']}")
-        task = get_task(env_info["env"], trust_code=config.trust_code or config.task == env_info["env"],
-                        source=f"--policy {config.init}")
-        check_task_version(task, env_info.get("env_version"), f"--policy {config.init}")
-        digest = check_arm(env_info["arm"], env_info.get(DIGEST_KEY), f"--policy {config.init}")
+        source = f"--policy {config.init}"
+        provenance = Provenance.of_checkpoint(pretrained_state, source).inherit(f"the BC run {config.init}",
+                                                                                **options)
+        provenance = provenance.verified(source, trust_code=config.trust_code or config.task == provenance.task)
+        policy_config = checkpoint_policy_config(pretrained_state, source)
     else:
-        task_name = config.task or DEFAULT_TASK
-        env_info = {"env": task_name, "env_version": get_task(task_name, trust_code=True).version,
-                    "difficulty": config.difficulty or "default", "image_size": config.image_size or 84,
-                    "randomization": config.randomization or "none",
-                    "arm": config.arm or DEFAULT_ARM}
-        digest = arm_digest(env_info["arm"])
+        provenance = Provenance.new(**options)
         policy_config = PolicyConfig()  # the architecture defaults, as BC's
-    if digest is not None:
-        env_info[DIGEST_KEY] = digest
     if config.pose_min_scale:
         # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
         # policy, so PPO sees successes to reinforce. The deterministic policy (tanh of the mean) is unchanged.
         policy_config = replace(policy_config, min_scale=config.pose_min_scale)
     # The same for the verdict: answer where the policy is sure, not by chance on any step (policy.py).
     policy_config = replace(policy_config, answer_temperature=config.answer_temperature,
-                            continue_floor=config.continue_floor)
-    return env_info, policy_config, pretrained_state
+                            continue_floor=config.continue_floor, residual_scale=config.residual_scale)
+    return provenance, policy_config, pretrained_state
 
 
 class PPORun:
@@ -135,12 +122,9 @@ class PPORun:
         torch.manual_seed(config.seed)  # the same initial weights on every rank
 
         # Resolve the starting point: the BC run's env and architecture, or fresh ones
-        self.env_info, self.policy_config, pretrained_state = starting_point(config)
-        self.env_kwargs = {"difficulty": self.env_info["difficulty"], "image_size": self.env_info["image_size"],
-                           "randomization": self.env_info["randomization"], "arm": self.env_info["arm"],
-                           "task": self.env_info["env"],
-                           "reward_weights": {"shaping": config.shaping, "guess": -config.guess_penalty},
-                           "shaping_gamma": config.gamma}
+        self.provenance, self.policy_config, pretrained_state = starting_point(config)
+        self.env_kwargs = self.provenance.env_kwargs(
+            reward_weights={"shaping": config.shaping, "guess": -config.guess_penalty}, shaping_gamma=config.gamma)
 
         # Create models: the actor (BC weights or fresh), its frozen copy for the anchor, the privileged critic
         self._make_models(pretrained_state)
@@ -179,19 +163,18 @@ class PPORun:
 
     def _make_models(self, pretrained_state: dict | None) -> None:
         config = self.config
-        proof = proof_env(self.env_info["difficulty"], self.env_info["image_size"], self.env_info["arm"],
-                          self.env_info["env"])
+        proof = self.provenance.proof_env()
         self.actor = make_actor(proof.observation_spec, proof.full_action_spec, self.policy_config)
         self.pretrained = None
         if pretrained_state is not None:
-            self.actor.load_state_dict(pretrained_state["actor"])
+            load_pretrained_weights(self.actor, pretrained_state["actor"])
             self.pretrained = copy.deepcopy(self.actor).requires_grad_(False).eval().to(self.device)
         else:
             self._calibrate_batchnorm()
             if config.continue_prob:
                 set_continue_probability(self.actor, config.continue_prob)
         self.critic = make_privileged_critic(proof.observation_spec, config.critic_hidden,
-                                             get_task(self.env_info["env"]).inspection_offset)
+                                             get_task(self.provenance.task).inspection_offset)
         # Eval mode throughout: BatchNorm uses fixed statistics, so the policy that collected a batch is the
         # policy whose log-probs the loss evaluates, whatever minibatch it sits in. Gradients still flow.
         self.actor.to(self.device).eval()
@@ -238,7 +221,7 @@ class PPORun:
     # -- checkpoints ------------------------------------------------------------------------------------------
     def _checkpoint(self) -> dict:
         return {
-            "kind": "ppo", "config": asdict(self.config), "env": self.env_info,
+            "kind": "ppo", "config": asdict(self.config), "env": self.provenance.record(),
             "policy_config": asdict(self.policy_config), "actor": self.actor.state_dict(),
             "critic": self.critic.state_dict(), "learner": self.learner.state_dict(), "iteration": self.iteration,
             "frames": self.frames, "curve": self.curve, "best": self.best, "seconds": self.seconds,
@@ -301,7 +284,7 @@ class PPORun:
             if self.logger is not None:
                 self.logger.close()
         summary = {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
-                   "init": config.init or "scratch", "env": self.env_info, "seconds": round(self.seconds, 1),
+                   "init": config.init or "scratch", "env": self.provenance.record(), "seconds": round(self.seconds, 1),
                    "finished": self.iteration == config.iterations, "precision": self.precision}
         if self.is_main and summary["finished"]:
             self.folder.finish(summary)
@@ -316,7 +299,7 @@ class PPORun:
         self.iteration += 1
         self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
         push_weights(self.collector, self.collection_policy)
-        episodes = finished_episodes(batch.reshape(-1, batch.shape[-1]), self.env_info["env"])
+        episodes = finished_episodes(batch.reshape(-1, batch.shape[-1]), self.provenance.task)
         if episodes:  # sampled actions (exploration), next to the deterministic eval/ figures
             stats = aggregate(episodes)
             metrics.update({f"train/{name}": stats[name] for name in (

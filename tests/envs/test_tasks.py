@@ -14,9 +14,10 @@ from torchrl.envs.utils import check_env_specs
 from robot_rl import GYM_IDS
 from robot_rl.envs import keys
 from robot_rl.envs.arms import ARMS
+from robot_rl.envs.defaults import DEFAULT_TASK
 from robot_rl.envs.difficulty import DIFFICULTY_NAMES
 from robot_rl.envs.task import TaskConfig
-from robot_rl.envs.tasks import DEFAULT_TASK, TASKS, TaskError, get_task, register_task
+from robot_rl.envs.tasks import TASKS, TaskError, get_task, register_task
 from robot_rl.envs.tasks.lead_inspect import LeadInspectTask
 from robot_rl.envs.tasks.lead_inspect.part import DEFECT_TYPES
 from robot_rl.envs.tasks.pcb_inspect import PcbInspectTask
@@ -144,9 +145,9 @@ def test_every_stage_runs_from_the_cli_with_the_lead_task_and_its_checkpoint_ref
     assert json.loads((ppo / "export" / "policy.json").read_text())["env"]["env"] == "lead-inspect"
     capsys.readouterr()
     assert main(["evaluate", "--policy", str(ppo), "--task", "pcb-inspect"]) == 2
-    assert "was trained on task 'lead-inspect'" in capsys.readouterr().err
+    assert "--task pcb-inspect does not match" in capsys.readouterr().err
     assert main(["finetune", "--policy", str(bc), "--out", str(tmp_path / "ppo2"), "--task", "pcb-inspect"]) == 2
-    assert "--task pcb-inspect differs from the BC run's lead-inspect" in capsys.readouterr().err
+    assert f"--task pcb-inspect does not match the BC run {bc} (task 'lead-inspect')" in capsys.readouterr().err
     assert main(["collect-demos", "--out", str(data), "--episodes", "2", "--difficulty", "easy", "--image-size",
                  "32", "--num-envs", "1"]) == 2  # the dataset holds demos of another task
     assert "dataset has env='lead-inspect'" in capsys.readouterr().err

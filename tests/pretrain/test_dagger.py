@@ -99,7 +99,7 @@ def test_beta_one_reproduces_expert_demos(bc_run_dir, demos_dir, tmp_path):
     assert DemoDataset.open(tmp_path / "dagger" / AGGREGATE).frames == aggregate.frames
     start = final_policy_run(summary)
     assert start == tmp_path / "dagger" / "rounds" / "round-01" and (start / "checkpoints" / "last.pt").is_file()
-    assert load_actor(start)[1]["env"] == demos.meta["env"]
+    assert load_actor(start)[1].task == demos.meta["env"]
 
 
 def test_kill_9_mid_round_resumes_with_the_frames_recorded_so_far(bc_run_dir, tmp_path):
