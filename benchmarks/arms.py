@@ -18,16 +18,14 @@ at default difficulty on >= 200 boards with every arm.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
-import torch
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import random_pose_continue
 
 from robot_rl.closed_loop import run_episodes
-from robot_rl.envs import keys
 from robot_rl.envs.arms import ARMS
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.tasks import DEFAULT_TASK, TASKS
@@ -38,6 +36,12 @@ from robot_rl.tables import markdown_table
 RESULTS = Path(__file__).parent / "results" / "arms.json"
 FIRST_SEED = 40_000_000
 TARGET_SUCCESS, TARGET_COLLISIONS = 0.95, 0.0
+
+BENCHMARK = Benchmark("arms", __doc__, variants=(
+    Variant("pcb-inspect", (), "the PCB task's expert with every arm on 200 default boards, and env steps/s"),
+    Variant("lead-inspect", ("--task", "lead-inspect", "--difficulties", "easy", "default", "hard", "--out",
+                             "benchmarks/results/arms_lead_inspect.json"), "the lead task, its three levels"),
+))
 
 
 def expert_on_boards(task: str, arm: str, difficulty: str, boards: int, num_envs: int) -> dict:
@@ -51,12 +55,6 @@ def expert_on_boards(task: str, arm: str, difficulty: str, boards: int, num_envs
         env.close()
     metrics = aggregate([summarize_episode(r, task) for r in rollouts])
     return {"metrics": metrics, "wall_s": round(time.perf_counter() - start, 1)}
-
-
-def random_pose_continue(td):
-    td.set(keys.POSE, torch.rand(*td.batch_size, 6) * 2 - 1)
-    td.set(keys.VERDICT, torch.zeros(td.batch_size, dtype=torch.int64))
-    return td
 
 
 def alternating_rates(task: str, arms: list[str], steps: int, repeats: int) -> dict[str, float]:
@@ -76,8 +74,7 @@ def alternating_rates(task: str, arms: list[str], steps: int, repeats: int) -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = BENCHMARK.parser()
     parser.add_argument("--task", default=DEFAULT_TASK, choices=list(TASKS))
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--boards", type=int, default=200, help="fresh boards per arm and difficulty")
@@ -86,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=300, help="steps per timed rollout")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
 
     start = time.perf_counter()
     expert, rows = {}, []
@@ -118,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                             "boards_at_least": 200, "met": met}
             print(f"target ({arm}, default): success >= {TARGET_SUCCESS:.0%}"
                   f"{', 0 collisions' if collisions is not None else ''}, >= 200 boards: {'met' if met else 'MISSED'}")
-    write_results("arms", {"task": args.task, "image_size": 84,
+    BENCHMARK.write({"task": args.task, "image_size": 84,
                           "first_seed": FIRST_SEED, "expert": expert,
                           "steps_per_s": {arm: round(rate, 1) for arm, rate in rates.items()},
                           "throughput": {"steps": args.steps, "repeats": args.repeats,

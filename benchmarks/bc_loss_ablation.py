@@ -15,13 +15,12 @@ Wilson 95% interval, guesses, collisions, episode length. Variants (all else as 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
 from robot_rl.evaluate import evaluate
@@ -40,15 +39,18 @@ VARIANTS = {
     "no locator": {"locate_weight": 0.0},
 }
 
+BENCHMARK = Benchmark("bc_loss_ablation", __doc__, variants=(
+    Variant("all", (), "the four BC variants on the same 1,000 easy demos, 50 fresh boards each"),
+))
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = BENCHMARK.parser()
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--boards", type=int, default=50, help="fresh evaluation boards per variant")
     parser.add_argument("--root", default="runs/bc-loss-ablation", help="demos and run folders (reused)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
     root = Path(args.root)
     collect = replace(COLLECT, out=str(root / "demos"), seed=0)
     if not (root / "demos" / "meta.json").is_file():
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                      "episode length": metrics["episode_length"], "BC seconds": round(train_s)})
         print(f"{name}: {metrics['success_rate']:.0%}", file=sys.stderr)
         # Written after every variant: an interrupted run keeps what it measured.
-        write_results("bc_loss_ablation", {"setting": {"collect": COLLECT, "pretrain": PRETRAIN, "seed": 0,
+        BENCHMARK.write({"setting": {"collect": COLLECT, "pretrain": PRETRAIN, "seed": 0,
                                           "eval_seeds": [30_000_000, 30_000_000 + args.boards - 1]},
                               "variants": results}, out=args.out)
     print(markdown_table(rows))

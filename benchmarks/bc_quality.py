@@ -16,16 +16,15 @@ reused (and the BC time measured when it ran kept).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import closed_loop_checks
 
 from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, EvaluateConfig
-from robot_rl.episodes import wilson_interval
 from robot_rl.evaluate import evaluate
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
@@ -33,34 +32,44 @@ from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder
-from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results" / "bc_quality.json"
+
+_PANDA = ("--arm", "panda", "--data", "data/demos-panda")
+BENCHMARK = Benchmark("bc_quality", __doc__, variants=(
+    Variant("recipe", (), "the README's BC recipe: 1,200 default demos at 84x84, 6 epochs"),
+    Variant("bf16", ("--precision", "bf16", "--run-dir", "runs/bc-quality-bf16", "--out",
+                     "benchmarks/results/bc_quality_bf16.json"), "the recipe with the encoder in bf16"),
+    Variant("panda", (*_PANDA, "--run-dir", "runs/bc-panda", "--out", "benchmarks/results/bc_quality_panda.json"),
+            "the recipe on the Franka Panda"),
+    Variant("panda-velocities", (*_PANDA, "--joint-velocities", "--run-dir", "runs/bc-panda-vel", "--out",
+                                 "benchmarks/results/bc_quality_panda_velocities.json"),
+            "the Panda, the policy reading joint velocities"),
+    Variant("panda-continue-head", (*_PANDA, "--joint-velocities", "--joint-scaling", "demos", "--continue-head",
+                                    "--run-dir", "runs/bc-panda-continue-head", "--out",
+                                    "benchmarks/results/bc_quality_panda_continue_head.json"),
+            "the Panda, velocities scaled by the demos, 'continue' from its own head"),
+    Variant("panda-timing", (*_PANDA, "--joint-velocities", "--joint-scaling", "demos", "--continue-head",
+                             "--timing-weight", "10", "--run-dir", "runs/bc-panda-timing", "--out",
+                             "benchmarks/results/bc_quality_panda_timing.json"),
+            "the continue-head variant with the answer-or-wait loss"),
+    Variant("panda-timing-only", (*_PANDA, "--joint-velocities", "--joint-scaling", "demos", "--timing-weight",
+                                  "10", "--run-dir", "runs/bc-panda-timing-only", "--out",
+                                  "benchmarks/results/bc_quality_panda_timing_only.json"),
+            "the answer-or-wait loss without the continue head"),
+    Variant("lead-inspect", ("--task", "lead-inspect", "--data", "data/demos-lead", "--run-dir", "runs/bc-lead",
+                             "--out", "benchmarks/results/bc_quality_lead_inspect.json"),
+            "the recipe on the lead-inspection task"),
+))
 
 
 def _percent(rate: float, low: float, high: float) -> str:
     return f"{rate:.0%} ({low:.0%}-{high:.0%})"
 
 
-def closed_loop_checks(run_dir: Path, steps_per_epoch: int) -> list[dict]:
-    """The BC run's closed-loop checks, from its log: epoch, success with CI, guesses, collisions, length."""
-    logged = {name: dict(read_scalar(run_dir, f"eval/{name}")) for name in
-              ("success_rate", "boards", "guesses", "collisions_per_episode", "episode_length")}
-    checks = []
-    for step, rate in logged["success_rate"].items():
-        boards = int(logged["boards"][step])
-        low, high = wilson_interval(round(rate * boards), boards)
-        checks.append({"epoch": step // steps_per_epoch, "success_rate": rate, "success_ci95": [low, high],
-                       "boards": boards, "guesses": int(logged["guesses"][step]),
-                       "collisions_per_episode": logged["collisions_per_episode"][step],
-                       "episode_length": logged["episode_length"][step]})
-    return checks
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = BENCHMARK.parser()
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations")
     parser.add_argument("--epochs", type=int, default=6, help="BC epochs")
     parser.add_argument("--eval-every", type=int, default=2, help="epochs between closed-loop checks")
@@ -80,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--precision", choices=PRECISIONS, default="auto", help="the encoder's compute precision")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
     collect = CollectConfig(out=args.data, episodes=args.episodes, difficulty="default", image_size=84, seed=0,
                             arm=args.arm, task=args.task)
     bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
@@ -100,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = ensure_trained(bc_config)
     seconds["pretrain"] = time.perf_counter() - start
     if reused and args.out.is_file():  # a finished run read back: keep the BC time measured when it ran
-        seconds["pretrain"] = json.loads(args.out.read_text())["wall_s"]["pretrain"]
+        seconds["pretrain"] = json.loads(args.out.read_text())["parts"]["pretrain"]
     start = time.perf_counter()
     # The last policy is what BC ends with; best.pt was chosen by the checks, on other boards than these.
     fresh = {name: evaluate(EvaluateConfig(checkpoint=str(run_dir / "checkpoints" / f"{name}.pt"),
@@ -123,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                      "episode length": metrics["episode_length"]})
     print(markdown_table(rows))
     val_episodes = max(1, round(len(dataset.episodes) * bc_config.val_fraction))
-    write_results("bc_quality", {
+    BENCHMARK.write({
         "precision": describe(args.precision, resolve_device(args.device)),
         "arm": dataset.meta.get("arm", "ur5e_like"), "task": dataset.meta["env"],
         "recipe": {"demos": len(dataset.episodes), "frames": dataset.frames, "difficulty": "default",

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import subprocess
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import torch
 import torchvision
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl.precision import autocast, describe
 from robot_rl.tables import markdown_table
@@ -34,6 +33,10 @@ RESULTS = Path(__file__).parent / "results" / "bc_throughput.json"
 
 
 BF16_TARGET = 1.4  # bf16 BC samples/s over fp32, where bf16 is native (fixed before the run)
+
+BENCHMARK = Benchmark("bc_throughput", __doc__, variants=(
+    Variant("all", (), "BC step samples/s against bare ResNet18, fp32 and bf16, then peak memory"),
+))
 
 
 def bare_resnet(size: int, batch: int, steps: int, precision: str = "fp32", channels_last: bool = True) -> float:
@@ -127,8 +130,7 @@ def ensure_dataset(folder: str, episodes: int, size: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = BENCHMARK.parser()
     parser.add_argument("--data-84", default="data/demos", help="84x84 demo dataset (large)")
     parser.add_argument("--data-84-small", default="data/demos-small",
                         help="84x84 demo dataset 10x smaller (memory comparison)")
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds of every measurement")
     parser.add_argument("--skip-memory", action="store_true", help="throughput only")
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     started = time.perf_counter()
@@ -182,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if memory:
         print()
         print(markdown_table(memory))
-    write_results("bc_throughput", {"precision": describe("auto", "cpu"), "batch": args.batch, "rounds": args.rounds,
+    BENCHMARK.write({"precision": describe("auto", "cpu"), "batch": args.batch, "rounds": args.rounds,
                          "throughput": rows, "bf16_speedup": speedups, "targets": targets, "memory": memory,
                          "wall_s": round(time.perf_counter() - started, 1)}, out=RESULTS)
     print(f"\nwrote {RESULTS}")

@@ -11,12 +11,12 @@ are reused. Writes ``benchmarks/results/finetune_ablation.json``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
-from bc_vs_scratch import (
+from harness import Benchmark, Variant
+from protocols import (
     PRESETS,
     RESULTS,
     frames_to_threshold,
@@ -26,7 +26,6 @@ from bc_vs_scratch import (
     start_success,
     threshold_rule,
 )
-from results_file import write_results
 
 from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
@@ -45,6 +44,10 @@ VARIANTS = {
     "4x the frames (65,536)": {"total_frames": 65_536},
 }
 
+BENCHMARK = Benchmark("finetune_ablation", __doc__, variants=(
+    Variant("all", (), "each lever of the fine-tuning design off in turn, from the cpu preset's BC policy"),
+))
+
 
 def _logged(run_dir: Path, name: str) -> list[float]:
     """One logged scalar of a run, per iteration (the trainer's CSV log)."""
@@ -52,11 +55,11 @@ def _logged(run_dir: Path, name: str) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BENCHMARK.parser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="PPO seeds per variant")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--device", default="auto")
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
     preset = PRESETS["cpu"]
     bc_dir, _ = prepare_bc(preset, args.device)
     root = Path(preset["bc"].run_dir).parent / "ablation"
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
     print(markdown_table(rows))
     out = RESULTS / "finetune_ablation.json"
-    write_results("finetune_ablation", {"threshold": threshold, "threshold_rule": "BC start + (1 - BC start) / 2",
+    BENCHMARK.write({"threshold": threshold, "threshold_rule": "BC start + (1 - BC start) / 2",
                      "bc_start": start_metrics["success_rate"], "budget_frames": reference.total_frames,
                      "variants": results, "table": rows}, out=out)
     print(f"wrote {out}")

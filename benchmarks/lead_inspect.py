@@ -25,15 +25,14 @@ against wall-clock seconds (checks placed by epoch or round within their stage's
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from bc_quality import closed_loop_checks
-from timing import describe_machine, provenance
+from harness import Benchmark, Variant
+from protocols import closed_loop_checks
 
 from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, DAggerConfig, EvaluateConfig
 from robot_rl.errors import RunStopped
@@ -55,6 +54,11 @@ DAGGER = {"rounds": 4, "episodes_per_round": 200, "epochs_per_round": 2, "beta":
 TARGETS = {"last_policy_success_min": 0.90, "collisions_per_episode_max": 0.1, "fresh_boards": 100}
 FINAL_METRICS = ("episodes", "success_rate", "success_ci95", "guesses", "verdict_accuracy", "collisions_per_episode",
                  "episode_length", "timed_out")
+
+BENCHMARK = Benchmark("lead_inspect", __doc__, variants=(
+    Variant("all", (), "the recipe, BC trained longer and BC + DAgger on the lead task"),
+    Variant("recipe-dagger", ("--arms", "recipe", "dagger"), "the recipe, then DAgger from it"),
+), targets=TARGETS)
 
 
 class Stages:
@@ -150,8 +154,7 @@ def plot(arms: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = BENCHMARK.parser()
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="arms to run in this part")
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations")
     parser.add_argument("--boards", type=int, default=100, help="boards per check and in the final evaluation")
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--precision", choices=PRECISIONS, default="auto", help="the encoder's compute precision")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output (a PNG beside it)")
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
     args.root.mkdir(parents=True, exist_ok=True)
     stages = Stages(args.root / "stages.json")
     device = resolve_device(args.device)
@@ -227,15 +230,14 @@ def main(argv: list[str] | None = None) -> int:
              "target met": a["targets"]["met"]} for name, a in arms.items() if a["status"] == "done"]
     if rows:
         print(markdown_table(rows))
-    write_json(args.out, {
-        "benchmark": "lead_inspect", **provenance(), "machine": describe_machine(),
+    BENCHMARK.write({
         "precision": describe(args.precision, device), "task": TASK, "arm": ARM, "difficulty": DIFFICULTY,
         "image_size": IMAGE_SIZE, "demos": {"episodes": len(dataset.episodes), "frames": dataset.frames},
-        "targets": TARGETS, "arms": arms, "stages": stages.stages,
-        "wall_s": round(sum(stage["seconds"] for stage in stages.stages.values()), 1),  # every part of every stage
+        "arms": arms, "stages": stages.stages,
         "note": "checks are placed on the wall-clock axis by epoch (BC) or round (DAgger) within their stage's "
                 "measured seconds; the final points are measured",
-    })
+    }, out=args.out, parts={name: stage["seconds"] for name, stage in stages.stages.items()},
+        wall_s=round(sum(stage["seconds"] for stage in stages.stages.values()), 1))  # every part of every stage
     plot(arms, args.out.with_suffix(".png"))
     print(f"wrote {args.out}")
     return 0

@@ -17,7 +17,6 @@ bundled in the venv's PyAV wheel, as a machine without a system FFmpeg needs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl import keys
 from robot_rl.configs import CollectConfig
@@ -67,6 +66,10 @@ print(json.dumps({"len": len(ds), "num_episodes": ds.num_episodes, "fps": ds.fps
                   "task": items[0]["task"], "lerobot": lerobot.__version__ if hasattr(lerobot, "__version__")
                   else "0.4.4", "datasets": datasets.__version__}))
 """
+
+BENCHMARK = Benchmark("lerobot_validation", __doc__, variants=(
+    Variant("all", (), "export-dataset with each codec, loaded by LeRobot 0.4.4 in a venv of its own"),
+))
 
 
 def _pip(venv: Path, *args: str) -> None:
@@ -124,12 +127,12 @@ def compare(demos: DemoDataset, loaded: dict) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BENCHMARK.parser()
     parser.add_argument("--venv", type=Path, default=None, help="LeRobot venv to reuse or create (default: temporary)")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--image-size", type=int, default=84)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    args = BENCHMARK.parse(parser)
     with tempfile.TemporaryDirectory(prefix="lerobot-validation-") as scratch:
         scratch = Path(scratch)
         venv = args.venv or scratch / "venv"
@@ -160,7 +163,7 @@ def main() -> int:
                                 "features_compared", "features_exact", "episode_boundaries_exact"]))
     all_ok = all(r.get("loaded") and r["frames_match"] and r["episodes_match"] and not r["features_not_exact"]
                  and r["episode_boundaries_exact"] for r in rows)
-    write_results("lerobot_validation", {"lerobot": LEROBOT,
+    BENCHMARK.write({"lerobot": LEROBOT,
                           "episodes": args.episodes, "image_size": args.image_size, "source_frames": demos.frames,
                           "rows": rows, "all_checks_pass": all_ok, "install_seconds": round(install_s, 1)},
                               out=args.out)

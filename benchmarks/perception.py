@@ -33,7 +33,6 @@ ResNet18's images/s.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -42,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from results_file import PROVENANCE_KEYS, write_results
+from harness import Benchmark, Variant
+from results_file import read_results
 
 from robot_rl.configs import BCConfig, CollectConfig, EncoderPretrainConfig, EvaluateConfig
 from robot_rl.encoder import ImageEncoder
@@ -64,6 +64,11 @@ RECOLOURED = "table,board,background"
 # arm: (demos with masks, encoder weights, recolour)
 ARMS = {"baseline": (False, False, ""), "encoder": (False, True, ""), "recolour": (True, False, RECOLOURED),
         "encoder+recolour": (True, True, RECOLOURED)}
+
+BENCHMARK = Benchmark("perception", __doc__, variants=(
+    Variant("all", (), "every part (about 13 h on 2 CPU cores)"),
+    *(Variant(part, ("--parts", part), f"the {part} part") for part in PARTS),
+))
 
 
 def paths(root: Path) -> dict[str, Path]:
@@ -189,7 +194,7 @@ def _recorded_baseline_seconds(config: BCConfig) -> float | None:
     record = Path(__file__).parent / "results" / "robustness_surfaces.json"
     if not record.is_file():
         return None
-    arm = json.loads(record.read_text())["arms"].get("surfaces-12-epochs", {})
+    arm = read_results(record)["arms"].get("surfaces-12-epochs", {})
     same = Path(arm.get("run_dir", "")).resolve() == Path(config.run_dir).resolve()
     return arm.get("wall_s", {}).get("pretrain") if same else None
 
@@ -288,8 +293,7 @@ def print_table(results: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = BENCHMARK.parser()
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="parts to run")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), help="BC arms of 'arms'")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="BC seeds of every arm in 'arms'")
@@ -303,13 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--throughput-steps", type=int, default=20, help="timed training steps per model")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output (parts not run are kept)")
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
 
     where = paths(args.root)
-    results = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    # A part run again replaces its entry; the file's provenance is this invocation's.
-    results = {k: v for k, v in results.items() if k not in PROVENANCE_KEYS or k == "wall_s"}
-    wall = dict(results.pop("wall_s", None) or {})
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    # A part run again replaces its entry and its seconds; the file's provenance is this invocation's.
+    results, wall = dict(previous.get("metrics") or {}), dict(previous.get("parts") or {})
     for part in PARTS:
         if part not in args.parts:
             continue
@@ -334,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "baseline_surfaces_nominal": BASELINE_SURFACES_SUCCESS},
                     "verdicts": judge(results)})
     print(f"verdicts: {results['verdicts']}")
-    write_results("perception", results, out=args.out, wall_s=wall)
+    BENCHMARK.write(results, out=args.out, wall_s=wall)
     print(f"wrote {args.out}")
     return 0
 

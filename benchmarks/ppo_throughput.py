@@ -23,7 +23,6 @@ PPO >= 70% of the bound; bf16 PPO frames/s >= 1.3x fp32 (direct collector) where
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import pstats
 import shutil
@@ -33,9 +32,8 @@ import time
 from pathlib import Path
 
 import torch
-from bc_vs_scratch import PRESETS, RESULTS, ppo_config, prepare_bc
-from env_throughput import random_pose_continue
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import PRESETS, RESULTS, ppo_config, prepare_bc, random_pose_continue
 from timing import median_rate
 
 from robot_rl.envs.torchrl_env import InspectionEnv
@@ -56,6 +54,10 @@ VARIANTS = {"direct collector": ({}, None),
 PROFILE_PARTS = (("env step (all of it)", "torchrl_env.py:_step"), ("  of which physics", "scene.py:step"),
                  ("  of which IK", "ik.py:solve"), ("  of which rendering", "rendering.py:render"),
                  ("policy forward: encoder", "encoder.py:forward"), ("GAE + PPO update", "learner.py:update"))
+
+BENCHMARK = Benchmark("ppo_throughput", __doc__, variants=(
+    Variant("few", (), "PPO frames/s at the few preset against the env and policy bound, fp32 and bf16"),
+))
 
 
 def env_alone(num_envs: int, image_size: int, repeats: int) -> float:
@@ -111,10 +113,10 @@ def profile_iteration(run: trainer.PPORun) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BENCHMARK.parser()
     parser.add_argument("--iterations", type=int, default=3, help="timed PPO iterations per collector")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats of the env and policy rates")
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
     bc_dir, _ = prepare_bc(PRESET, "cpu")
     root = Path(PRESET["bc"].run_dir).parent / "throughput"
     shutil.rmtree(root, ignore_errors=True)
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                           for k in profiles["fp32"]]))
     print(f"bf16 / fp32 PPO frames/s: {speedups}; targets {targets}")
     out = RESULTS / "ppo_throughput.json"
-    write_results("ppo_throughput", {"precision": describe("auto", "cpu"),
+    BENCHMARK.write({"precision": describe("auto", "cpu"),
                      "rows": rows, "bound_frames_per_s": bounds, "profile_direct_iteration": profiles,
                      "bf16_speedup": speedups, "targets": targets,
                      "target_fraction_of_bound": TARGET_FRACTION_OF_BOUND,

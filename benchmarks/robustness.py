@@ -20,13 +20,12 @@ like every other finished stage here.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
 from robot_rl.evaluate import evaluate
@@ -50,6 +49,17 @@ ARMS = {"none": ("none", "data/demos", "runs/bc-quality", None),
 # Shifts that no policy centring the board in its image can pass, by geometry alone (benchmarks/shifted_camera.py,
 # measured without any policy): reported, and left out of the targets.
 GEOMETRY = Path(__file__).parent / "results" / "shifted_camera.json"
+
+BENCHMARK = Benchmark("robustness", __doc__, variants=(
+    Variant("none-default", (), "the recipe without and with default randomization, under the suite"),
+    Variant("default-12-epochs", ("--arms", "default-12-epochs", "--out",
+                                  "benchmarks/results/robustness_12_epochs.json"),
+            "the randomized demos trained 12 epochs"),
+    Variant("wide", ("--arms", "wide-12-epochs", "default-12-epochs", "--out",
+                     "benchmarks/results/robustness_wide.json"), "the wide preset beside default, 12 epochs"),
+    Variant("surfaces", ("--arms", "surfaces-12-epochs", "--out", "benchmarks/results/robustness_surfaces.json"),
+            "wide's surfaces with default's camera range, 12 epochs"),
+))
 
 
 def unpassable_shifts() -> list[str]:
@@ -78,15 +88,14 @@ def train_arm(randomization: str, data: str, run_dir: str, epochs: int, args) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = BENCHMARK.parser()
     parser.add_argument("--arms", nargs="+", default=["none", "default"], choices=list(ARMS), help="arms to run")
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations per arm")
     parser.add_argument("--epochs", type=int, default=6, help="BC epochs")
     parser.add_argument("--boards", type=int, default=100, help="boards per check and per shift")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
 
     arms, rows = {}, []
     for arm in args.arms:
@@ -123,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'met' if targets[arm]['nominal_met'] else 'missed'}; every shift >= {TARGET_SHIFT_SUCCESS:.0%}"
               f"{' but ' + ', '.join(excluded) if excluded else ''}: "
               f"missed on {', '.join(targets[arm]['shifts_missed']) or 'none'}")
-    write_results("robustness", {"recipe": {"demos": args.episodes, "difficulty": "default", "image_size": 84,
+    BENCHMARK.write({"recipe": {"demos": args.episodes, "difficulty": "default", "image_size": 84,
                                      "epochs": args.epochs, "boards": args.boards, "checkpoint": "best.pt",
                                      "evaluation_seeds_from": 30_000_000},
                           "arms": arms, "targets": targets or None}, out=args.out)

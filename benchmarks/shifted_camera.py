@@ -20,13 +20,12 @@ than ``TARGET`` of the boards (the robustness target): then even a perfect pixel
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl.envs.randomization import describe, get_randomization
 from robot_rl.envs.scene import BOARD_TOP, CAMERA_SITE, WRIST_CAMERA
@@ -40,6 +39,10 @@ from robot_rl.tables import markdown_table
 RESULTS = Path(__file__).parent / "results" / "shifted_camera.json"
 TARGET = 0.90  # the robustness benchmark's shift target
 SEEDS_FROM = 40_000_000  # boards no other benchmark uses
+
+BENCHMARK = Benchmark("shifted_camera", __doc__, variants=(
+    Variant("shifted-camera", (), "whether any pixels-only policy can pass the shifted_camera shift, 200 boards"),
+))
 
 
 def pose(position: np.ndarray, rotation: np.ndarray) -> np.ndarray:
@@ -97,11 +100,11 @@ def mount_to_camera(task: PcbInspectTask) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BENCHMARK.parser()
     parser.add_argument("--boards", type=int, default=200)
     parser.add_argument("--shift", default="shifted_camera")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
+    args = BENCHMARK.parse(parser, argv)
 
     start = time.perf_counter()
     config = TaskConfig(image_size=84)
@@ -137,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(of {config.image_size}); centre tolerance {config.centre_tolerance * 1000:.0f} mm")
     print(f"{args.shift}: {'unpassable' if unpassable else 'passable'} by a pixels-only policy "
           f"(best {best:.0%} vs the {TARGET:.0%} target)")
-    write_results("shifted_camera", {
+    BENCHMARK.write({
         "shift": args.shift,
         "change": describe(get_randomization(args.shift)), "centre_tolerance_mm": config.centre_tolerance * 1000,
         "expert_reached_inspection": total, "boards": args.boards, "seeds_from": SEEDS_FROM, "target": TARGET,

@@ -78,7 +78,7 @@ def test_write_results_adds_provenance(tmp_path, monkeypatch):
 
     path = write_results("example", {"rows": [1, 2], "commit": "measured-elsewhere"}, out=tmp_path / "x.json")
     data = json.loads(path.read_text())
-    assert data["benchmark"] == "example" and data["rows"] == [1, 2]
+    assert data["benchmark"] == "example" and data["metrics"] == {"rows": [1, 2]}
     assert data["commit"] == "measured-elsewhere"  # the payload's own fields win
     assert data["argv"] == ["benchmarks/example.py", "--fast"] and data["date"] and data["machine"]["cpu"]
     assert isinstance(data["wall_s"], float)
