@@ -23,7 +23,7 @@ HERE = Path(__file__).parent
 # Modules of this folder that are no benchmark: the harness, the protocol definitions and the helpers.
 LIBRARIES = ("harness", "protocols", "results_file", "timing")
 # Scripts that maintain the results and docs rather than measure (each has its own command line).
-TOOLS = ("backfill_provenance", "render_docs")
+TOOLS = ("convert_results", "render_docs")
 REGISTRY: dict[str, Benchmark] = {}
 
 
