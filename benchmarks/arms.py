@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 from harness import Benchmark, Variant
-from protocols import random_pose_continue
+from protocols import ci_cell, random_pose_continue
 
 from robot_rl.closed_loop import run_episodes
 from robot_rl.envs.arms import ARMS
@@ -33,7 +32,6 @@ from robot_rl.envs.torchrl_env import InspectionEnv, make_env
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "arms.json"
 FIRST_SEED = 40_000_000
 TARGET_SUCCESS, TARGET_COLLISIONS = 0.95, 0.0
 
@@ -41,7 +39,7 @@ BENCHMARK = Benchmark("arms", __doc__, variants=(
     Variant("pcb-inspect", (), "the PCB task's expert with every arm on 200 default boards, and env steps/s"),
     Variant("lead-inspect", ("--task", "lead-inspect", "--difficulties", "easy", "default", "hard", "--out",
                              "benchmarks/results/arms_lead_inspect.json"), "the lead task, its three levels"),
-))
+), common={"boards": (200, "fresh boards per arm and difficulty"), "out": None})
 
 
 def expert_on_boards(task: str, arm: str, difficulty: str, boards: int, num_envs: int) -> dict:
@@ -73,28 +71,24 @@ def alternating_rates(task: str, arms: list[str], steps: int, repeats: int) -> d
     return {arm: sorted(r)[len(r) // 2] for arm, r in rates.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = BENCHMARK.parser()
+def options(parser) -> None:
     parser.add_argument("--task", default=DEFAULT_TASK, choices=list(TASKS))
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    parser.add_argument("--boards", type=int, default=200, help="fresh boards per arm and difficulty")
     parser.add_argument("--difficulties", nargs="+", default=["default"], choices=["easy", "default", "hard"])
     parser.add_argument("--num-envs", type=int, default=2, help="ParallelEnv workers for the expert episodes")
     parser.add_argument("--steps", type=int, default=300, help="steps per timed rollout")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = BENCHMARK.parse(parser, argv)
 
-    start = time.perf_counter()
+
+def run(args) -> dict:
     expert, rows = {}, []
     for arm in args.arms:
         for difficulty in args.difficulties:
             result = expert_on_boards(args.task, arm, difficulty, args.boards, args.num_envs)
             expert[f"{arm}/{difficulty}"] = result
             m = result["metrics"]
-            low, high = m["success_ci95"]
             rows.append({"arm": arm, "difficulty": difficulty, "boards": m["episodes"],
-                         "expert success (95% CI)": f"{m['success_rate']:.1%} ({low:.1%}-{high:.1%})",
+                         "expert success (95% CI)": ci_cell(m["success_rate"], m["success_ci95"], 1),
                          "collisions / episode": f"{m['collisions_per_episode']:.3f}",
                          "episode length": m["episode_length"], "wall s": result["wall_s"]})
     rates = alternating_rates(args.task, args.arms, args.steps, args.repeats)
@@ -115,15 +109,12 @@ def main(argv: list[str] | None = None) -> int:
                             "boards_at_least": 200, "met": met}
             print(f"target ({arm}, default): success >= {TARGET_SUCCESS:.0%}"
                   f"{', 0 collisions' if collisions is not None else ''}, >= 200 boards: {'met' if met else 'MISSED'}")
-    BENCHMARK.write({"task": args.task, "image_size": 84,
-                          "first_seed": FIRST_SEED, "expert": expert,
-                          "steps_per_s": {arm: round(rate, 1) for arm, rate in rates.items()},
-                          "throughput": {"steps": args.steps, "repeats": args.repeats,
-                                         "policy": "random pose, continue", "timing": "alternating, median"},
-                          "targets": targets, "wall_s": round(time.perf_counter() - start, 1)}, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return {"task": args.task, "image_size": 84, "first_seed": FIRST_SEED, "expert": expert,
+            "steps_per_s": {arm: round(rate, 1) for arm, rate in rates.items()},
+            "throughput": {"steps": args.steps, "repeats": args.repeats, "policy": "random pose, continue",
+                           "timing": "alternating, median"},
+            "targets": targets}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 
 from harness import Benchmark, Variant
-from protocols import closed_loop_checks
+from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics
 
-from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, EvaluateConfig
-from robot_rl.evaluate import evaluate
+from robot_rl.configs import BCConfig, CollectConfig
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
 from robot_rl.pretrain.bc import ensure_trained
@@ -33,8 +32,6 @@ from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
-
-RESULTS = Path(__file__).parent / "results" / "bc_quality.json"
 
 _PANDA = ("--arm", "panda", "--data", "data/demos-panda")
 BENCHMARK = Benchmark("bc_quality", __doc__, variants=(
@@ -61,19 +58,14 @@ BENCHMARK = Benchmark("bc_quality", __doc__, variants=(
     Variant("lead-inspect", ("--task", "lead-inspect", "--data", "data/demos-lead", "--run-dir", "runs/bc-lead",
                              "--out", "benchmarks/results/bc_quality_lead_inspect.json"),
             "the recipe on the lead-inspection task"),
-))
+), common={"boards": (100, "boards per check and in the final evaluation"), "device": "auto", "precision": "auto",
+           "out": None})
 
 
-def _percent(rate: float, low: float, high: float) -> str:
-    return f"{rate:.0%} ({low:.0%}-{high:.0%})"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = BENCHMARK.parser()
+def options(parser) -> None:
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations")
     parser.add_argument("--epochs", type=int, default=6, help="BC epochs")
     parser.add_argument("--eval-every", type=int, default=2, help="epochs between closed-loop checks")
-    parser.add_argument("--boards", type=int, default=100, help="boards per check and in the final evaluation")
     parser.add_argument("--data", default="data/demos", help="demo folder (reused when complete)")
     parser.add_argument("--run-dir", default="runs/bc-quality", help="BC run folder (reused when finished)")
     parser.add_argument("--arm", default="ur5e_like", help="the arm collecting the demos (recorded in them)")
@@ -86,10 +78,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="'continue' from an MLP of its own (the recipe: one MLP writes pose and verdict)")
     parser.add_argument("--timing-weight", type=float, default=0.0,
                         help="weight of BC's balanced answer-or-wait loss at the board (the recipe: 0, off)")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto", help="the encoder's compute precision")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = BENCHMARK.parse(parser, argv)
+
+
+def run(args) -> dict:
     collect = CollectConfig(out=args.data, episodes=args.episodes, difficulty="default", image_size=84, seed=0,
                             arm=args.arm, task=args.task)
     bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
@@ -112,27 +103,24 @@ def main(argv: list[str] | None = None) -> int:
         seconds["pretrain"] = json.loads(args.out.read_text())["parts"]["pretrain"]
     start = time.perf_counter()
     # The last policy is what BC ends with; best.pt was chosen by the checks, on other boards than these.
-    fresh = {name: evaluate(EvaluateConfig(checkpoint=str(run_dir / "checkpoints" / f"{name}.pt"),
-                                           episodes=args.boards, out=str(run_dir / f"eval-fresh-{name}"), videos=0,
-                                           failure_videos=0, device=args.device, precision=args.precision),
-                                            progress=False)
-             for name in ("last", "best")}
+    fresh = {name: evaluate_fresh(run_dir / "checkpoints" / f"{name}.pt", args.boards, run_dir / f"eval-fresh-{name}",
+                                  device=args.device, precision=args.precision) for name in ("last", "best")}
     seconds["evaluate"] = time.perf_counter() - start
 
     checks = closed_loop_checks(run_dir, summary["steps"] // summary["epochs"])
     rows = [{"check": f"epoch {c['epoch']} (BC's held-out boards)",
-             "success (95% CI)": _percent(c["success_rate"], *c["success_ci95"]), "boards": c["boards"],
+             "success (95% CI)": ci_cell(c["success_rate"], c["success_ci95"]), "boards": c["boards"],
              "guesses": c["guesses"], "collisions / episode": c["collisions_per_episode"],
              "episode length": c["episode_length"]} for c in checks]
     for name, result in fresh.items():
         metrics = result["metrics"]
         rows.append({"check": f"{name}.pt on fresh boards", "boards": metrics["episodes"],
-                     "success (95% CI)": _percent(metrics["success_rate"], *metrics["success_ci95"]),
+                     "success (95% CI)": ci_cell(metrics["success_rate"], metrics["success_ci95"]),
                      "guesses": metrics["guesses"], "collisions / episode": metrics["collisions_per_episode"],
                      "episode length": metrics["episode_length"]})
     print(markdown_table(rows))
     val_episodes = max(1, round(len(dataset.episodes) * bc_config.val_fraction))
-    BENCHMARK.write({
+    return {
         "precision": describe(args.precision, resolve_device(args.device)),
         "arm": dataset.meta.get("arm", "ur5e_like"), "task": dataset.meta["env"],
         "recipe": {"demos": len(dataset.episodes), "frames": dataset.frames, "difficulty": "default",
@@ -144,15 +132,11 @@ def main(argv: list[str] | None = None) -> int:
                    "best_epoch_success": summary["best_success"]},
         "checks": checks,
         **{key: {"seeds": fresh[name]["info"]["seeds"], "checkpoint": f"{name}.pt",
-                 **{k: fresh[name]["metrics"][k] for k in ("episodes", "success_rate", "success_ci95", "guesses",
-                                                           "verdict_accuracy", "collisions_per_episode",
-                                                           "episode_length", "timed_out")}}
+                 **final_metrics(fresh[name]["metrics"])}
            for key, name in (("fresh_boards", "best"), ("fresh_boards_last", "last"))},
         "wall_s": {k: round(v, 1) for k, v in seconds.items()},
-    }, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    }
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -42,16 +42,18 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from harness import Benchmark, Variant, add_device
+from harness import Benchmark, Variant
 from protocols import (
     PRESETS,
     RESULTS,
     bc_curves_of_preset,
+    ci_cell,
     frames_to_threshold,
     fresh_board_success,
     largest_fall_after,
     median_or_none,
     on_fresh_boards,
+    png_figure,
     ppo_config,
     prepare_bc,
     run_ppo,
@@ -61,8 +63,6 @@ from protocols import (
     with_precision,
 )
 
-from robot_rl.configs import PRECISIONS
-from robot_rl.io import atomic_path
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
 from robot_rl.pretrain.dataset import DemoDataset
@@ -79,7 +79,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
     Variant("lead-dagger-bc", ("--preset", "lead-dagger", "--arms", "bc"),
             "the lead task from a BC + DAgger start, 3 seeds"),
     Variant("gpu", ("--preset", "gpu"), "224x224, larger budgets, for a CUDA machine"),
-))
+), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device"),
+           "precision": ("auto", "the encoder's precision (fp32 or bf16: folders and results file of their own)")})
 
 
 def _point(curve_point: dict) -> dict:
@@ -148,39 +149,29 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
 
 
 def plot(curves: dict[str, list[list[dict]]], threshold: float, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-    for (name, runs), colour in zip(curves.items(), ("tab:blue", "tab:orange")):
-        length = min(len(c) for c in runs)
-        frames = np.array([p["frames"] for p in runs[0][:length]])
-        success = np.array([[p["success_rate"] for p in c[:length]] for c in runs])
-        label = "PPO from few-demo BC" if name == "bc" else "PPO from scratch"
-        ax.plot(frames, success.mean(0), color=colour, label=f"{label} (mean of {len(runs)} seeds)")
-        ax.fill_between(frames, success.min(0), success.max(0), color=colour, alpha=0.2)
-    ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"tau = {threshold:.0%}")
-    ax.set(xlabel="environment frames (PPO)", ylabel="success on 50 held-out boards", ylim=(0, 1.02), title=title)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    """Each arm's check success against PPO frames: the mean over seeds, their min-max band, and tau."""
+    with png_figure(path) as ax:
+        for (name, runs), colour in zip(curves.items(), ("tab:blue", "tab:orange")):
+            length = min(len(c) for c in runs)
+            frames = np.array([p["frames"] for p in runs[0][:length]])
+            success = np.array([[p["success_rate"] for p in c[:length]] for c in runs])
+            label = "PPO from few-demo BC" if name == "bc" else "PPO from scratch"
+            ax.plot(frames, success.mean(0), color=colour, label=f"{label} (mean of {len(runs)} seeds)")
+            ax.fill_between(frames, success.min(0), success.max(0), color=colour, alpha=0.2)
+        ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"tau = {threshold:.0%}")
+        ax.set(xlabel="environment frames (PPO)", ylabel="success on 50 held-out boards", ylim=(0, 1.02),
+               title=title)
+        ax.legend(loc="lower right", fontsize=8)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = BENCHMARK.parser()
+def options(parser) -> None:
     parser.add_argument("--preset", choices=list(PRESETS), default="cpu", help="budget and image size")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="PPO seeds (default: the preset's)")
     parser.add_argument("--arms", nargs="+", choices=("bc", "scratch"), default=["bc", "scratch"],
                         help="arms to run now (in parts: the other arm's finished runs are read, never started)")
     parser.add_argument("--fresh-boards", type=int, default=100, help="boards no run has seen, for last/best.pt")
-    add_device(parser, help="learner device")
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
-                        help="the encoder's precision (fp32 or bf16: folders and results file of their own)")
-    args = BENCHMARK.parse(parser, argv)
+
+
+def run(args) -> int:
     preset = PRESETS[args.preset]
     name = args.preset
     if args.precision != "auto":
@@ -245,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                        run_frames)
     rows = [{"arm": "PPO from few-demo BC" if arm == "bc" else "PPO from scratch", "seed": seed,
              "check start": f"{c[0]['success_rate']:.0%}", "check end": f"{c[-1]['success_rate']:.0%}",
-             "last.pt, fresh boards": "{:.0%} ({:.0%}-{:.0%})".format(f["last"]["rate"], *f["last"]["ci95"]),
-             "best.pt, fresh boards": "{:.0%} ({:.0%}-{:.0%})".format(f["best"]["rate"], *f["best"]["ci95"]),
+             "last.pt, fresh boards": ci_cell(f["last"]["rate"], f["last"]["ci95"]),
+             "best.pt, fresh boards": ci_cell(f["best"]["rate"], f["best"]["ci95"]),
              "last.pt guesses": f["last"]["guesses"],
              f"frames to {threshold:.0%}": result["arms"][arm]["frames_to_threshold"][str(seed)],
              "budget": run_frames[arm][str(seed)], "minutes": round((seconds[arm][str(seed)] or 0) / 60, 1)}
@@ -286,4 +277,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -12,7 +12,6 @@ episode, localized frames the expert continued on, verdict frames, and the joint
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 from harness import Benchmark, Variant
@@ -22,12 +21,10 @@ from robot_rl.envs.tasks import get_task
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "demo_decisions.json"
-
 BENCHMARK = Benchmark("demo_decisions", __doc__, variants=(
     Variant("ur5e-panda", ("--data", "data/demos", "data/demos-panda"),
             "the README recipe's demos and the Panda's (bc_quality's recipe and panda variants make them)"),
-))
+), common={"out": None})
 
 
 def describe(path: str) -> dict:
@@ -54,20 +51,18 @@ def describe(path: str) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = BENCHMARK.parser()
+def options(parser) -> None:
     parser.add_argument("--data", nargs="+", required=True, help="demo dataset folders")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = BENCHMARK.parse(parser, argv)
+
+
+def run(args) -> dict:
     torch.set_num_threads(1)
     rows = [describe(path) for path in args.data]
     print(markdown_table(rows, ["arm", "task", "episodes", "frames_per_episode", "waiting_frames_per_episode",
                                 "verdict_frames_per_episode", "waiting_per_verdict", "median_speed_waiting",
                                 "median_speed_verdict"]))
-    BENCHMARK.write({"rows": rows}, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return {"rows": rows}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 from harness import Benchmark, Variant
@@ -29,13 +28,13 @@ from timing import median_rate
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "env_throughput.json"
 TARGET_STEPS_PER_S = 800  # at 84x84, in one process
 MAX_RANDOMIZATION_SLOWDOWN = 0.10  # domain randomization may cost at most this fraction of steps/s
 
 BENCHMARK = Benchmark("env_throughput", __doc__, variants=(
     Variant("all", (), "env steps/s at 84x84 and 224x224 against Gymnasium's Pusher-v5"),
-), targets={"steps_per_s_84": TARGET_STEPS_PER_S, "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN})
+), targets={"steps_per_s_84": TARGET_STEPS_PER_S, "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN},
+   common={"out": None})
 
 
 def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repeats: int) -> float:
@@ -87,8 +86,7 @@ def time_pusher(image_size: int, steps: int, repeats: int) -> float | None:
     return rate
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = BENCHMARK.parser()
+def options(parser) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[84, 224], help="image sides (pixels)")
     parser.add_argument("--steps", type=int, default=1000, help="env steps per timed rollout")
     parser.add_argument("--pusher-steps", type=int, default=100, help="Pusher-v5 steps per timed run")
@@ -96,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median reported)")
     parser.add_argument("--pair-repeats", type=int, default=7,
                         help="alternating timed runs per randomization comparison (median reported)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = BENCHMARK.parse(parser, argv)
+
+
+def run(args) -> dict:
     torch.set_num_threads(1)
 
     rows = []
@@ -132,15 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             slowdowns[r["image"]] = max(slowdowns.get(r["image"], 0.0), 1 - r["x_without_randomization"])
     best_84 = max((r["steps_per_s"] for r in rows if r["image"] == "84x84" and r["env"].startswith("pcb")),
                   default=None)
-    BENCHMARK.write({"rows": rows,
-                          "target_steps_per_s_84": TARGET_STEPS_PER_S, "best_steps_per_s_84": best_84,
-                          "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN,
-                          "randomization_slowdown": slowdowns,
-                          "randomization_target_met_84": slowdowns.get("84x84", 1.0) <= MAX_RANDOMIZATION_SLOWDOWN},
-                              out=args.out)
-    print(f"\nwrote {args.out}")
-    return 0
+    return {"rows": rows, "target_steps_per_s_84": TARGET_STEPS_PER_S, "best_steps_per_s_84": best_84,
+            "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN, "randomization_slowdown": slowdowns,
+            "randomization_target_met_84": slowdowns.get("84x84", 1.0) <= MAX_RANDOMIZATION_SLOWDOWN}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

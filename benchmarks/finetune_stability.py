@@ -33,6 +33,7 @@ from protocols import (
     FRESH_BOARDS_SEED,
     PRESETS,
     RESULTS,
+    ci_cell,
     frames_to_threshold,
     fresh_board_success,
     largest_fall_after,
@@ -85,7 +86,8 @@ DIAGNOSTICS = ("kl_approx", "clip_fraction", "anchor_weight", "anchor_kl", "entr
 BENCHMARK = Benchmark("finetune_stability", __doc__, variants=(
     Variant("start", ("--part", "start"), "the BC start under each verdict sampling, and the first Adam steps"),
     Variant("ppo", ("--part", "ppo"), "the PPO variants from the few preset's BC policy, seed 0"),
-))
+), common={"seeds": ([0], "PPO seeds per variant"), "boards": (100, "fresh boards for the start and last/best"),
+           "device": "auto"})
 
 
 def sampled_start(bc_dir: Path, boards: int, device: str) -> list[dict]:
@@ -184,19 +186,17 @@ def _row(result: dict) -> dict:
             "best check": f"{max(p['success_rate'] for p in result['curve']):.0%}",
             "frames to tau": result["frames_to_threshold"],
             "largest fall below best": f"{result['largest_fall_below_best']:.0%}",
-            "last.pt (fresh)": "{:.0%} ({:.0%}-{:.0%})".format(fresh["last"]["rate"], *fresh["last"]["ci95"]),
-            "best.pt (fresh)": "{:.0%} ({:.0%}-{:.0%})".format(fresh["best"]["rate"], *fresh["best"]["ci95"]),
+            "last.pt (fresh)": ci_cell(fresh["last"]["rate"], fresh["last"]["ci95"]),
+            "best.pt (fresh)": ci_cell(fresh["best"]["rate"], fresh["best"]["ci95"]),
             "last.pt guesses": fresh["last"]["guesses"]}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = BENCHMARK.parser()
+def options(parser) -> None:
     parser.add_argument("--part", choices=("start", "ppo"), default="ppo")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="PPO seeds per variant")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--boards", type=int, default=100, help="fresh boards for the start and last/best")
-    parser.add_argument("--device", default="auto")
-    args = BENCHMARK.parse(parser, argv)
+
+
+def run(args) -> dict:
     start = time.perf_counter()
     args.device = str(resolve_device(args.device))
     bc_dir, _ = prepare_bc(PRESET, args.device)
@@ -231,11 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                          "wall_s": round(time.perf_counter() - start)}  # its last invocation's
     # Each part keeps its own provenance; the file's top level is this invocation's.
     done = [part for part in ("start", "ppo") if part in result]
-    BENCHMARK.write({part: result[part] for part in done}, out=OUT,
-                    wall_s={part: result[part]["wall_s"] for part in done})
-    print(f"wrote {OUT}")
-    return 0
+    return {**{part: result[part] for part in done}, "wall_s": {part: result[part]["wall_s"] for part in done}}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

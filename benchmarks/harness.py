@@ -1,5 +1,12 @@
-"""The one runner of ``benchmarks/``: each script declares a ``Benchmark`` (its named variants and its targets);
-the harness gives it the shared command line and writes its results file in the one schema (``results_file``).
+"""The one runner of ``benchmarks/``: each script declares a ``Benchmark`` (its named variants, its targets and
+which shared options it takes) and a ``run(args) -> payload``; the harness parses the command line (the shared
+options declared once here, the script's own added by its ``options(parser)``), times ``run`` and writes the
+payload as the results file in the one schema (``results_file``).
+
+    BENCHMARK = Benchmark("arms", __doc__, variants=(...), common={"boards": 200, "out": None})
+    ...
+    if __name__ == "__main__":
+        sys.exit(BENCHMARK.main(run, options))
 
 A variant is a named command line of its script (``--variant NAME`` runs it; options given after it are added,
 and a repeated option takes its last value); the Makefile's bench targets run variants by name, and ``--list``
@@ -16,6 +23,8 @@ import argparse
 import importlib
 import os
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +34,17 @@ LIBRARIES = ("harness", "protocols", "results_file", "timing")
 # Scripts that maintain the results and docs rather than measure (each has its own command line).
 TOOLS = ("convert_results", "render_docs")
 REGISTRY: dict[str, Benchmark] = {}
+RESULTS_DIR = HERE / "results"
+# The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it
+# takes in ``Benchmark.common`` with its default (or ``(default, help)``); ``out``'s None is results/NAME.json.
+COMMON = {
+    "device": ({}, "device: auto, cpu or cuda"),
+    "precision": ({}, "the encoder's compute precision"),
+    "out": ({"type": Path}, "JSON output"),
+    "threads": ({"type": int}, "torch CPU threads"),
+    "boards": ({"type": int}, "fresh boards per evaluation"),
+    "seeds": ({"type": int, "nargs": "+"}, "seeds"),
+}
 
 
 @dataclass(frozen=True)
@@ -41,12 +61,14 @@ class Benchmark:
     """A benchmark script's declaration: ``name`` (the script's module name, and its results file's default
     stem), ``doc`` (the script's
     docstring: its first line describes it), ``variants`` (the first is what the bare command runs) and
-    ``targets`` (what it must reach, fixed before any run; None where it has none)."""
+    ``targets`` (what it must reach, fixed before any run; None where it has none) and ``common``: the shared
+    options it takes (``COMMON``), each with its default or ``(default, help)``."""
 
     name: str
     doc: str
     variants: tuple[Variant, ...]
     targets: dict | None = None
+    common: dict = field(default_factory=dict)
     variant: str | None = field(default=None, init=False)  # the variant the parsed command line asked for
 
     def __post_init__(self):
@@ -80,6 +102,45 @@ class Benchmark:
                            help="run a named variant (its options first, then the ones given here)")
         return parser
 
+    def add_common(self, parser: argparse.ArgumentParser) -> None:
+        """Adds the shared options the script takes, with its defaults (``common``)."""
+        for name, value in self.common.items():
+            default, help = value if isinstance(value, tuple) else (value, COMMON[name][1])
+            options = dict(COMMON[name][0])
+            if name == "precision":
+                from robot_rl.configs import PRECISIONS
+
+                options["choices"] = PRECISIONS
+            if name == "out" and default is None:
+                default = RESULTS_DIR / f"{self.name}.json"
+            if name == "out" and default == "required":
+                options["required"], default = True, None
+            parser.add_argument(f"--{name}", default=default, help=help, **options)
+
+    def main(self, run: Callable[[argparse.Namespace], dict | int | None],
+             options: Callable[[argparse.ArgumentParser], None] | None = None, argv: list[str] | None = None) -> int:
+        """The script's entry point: parses ``argv`` (the shared options, then the script's own from
+        ``options(parser)``), sets torch's threads where the script takes ``--threads``, and times ``run(args)``.
+        A dict it returns is the payload, written (``write``) to ``--out`` (results/NAME.json without it) with
+        those seconds as ``wall_s`` unless the payload has its own; an int is the exit status of a script that
+        wrote its file itself (None: 0)."""
+        parser = self.parser()
+        self.add_common(parser)
+        if options is not None:
+            options(parser)
+        args = self.parse(parser, argv)
+        if "threads" in self.common:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        start = time.perf_counter()
+        payload = run(args)
+        if not isinstance(payload, dict):
+            return payload or 0
+        path = self.write(payload, out=getattr(args, "out", None), wall_s=round(time.perf_counter() - start, 1))
+        print(f"wrote {path}")
+        return 0
+
     def parse(self, parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
         """Parses ``argv`` (default: the command line) after the asked variant's options; ``--list`` prints the
         variants and exits 0 (before any required option is asked for)."""
@@ -103,17 +164,6 @@ class Benchmark:
         kwargs.setdefault("targets", self.targets)
         notes = {**kwargs.pop("notes", {}), **({"variant": self.variant} if self.variant else {})}
         return write_results(self.name, payload, out=out, notes=notes, **kwargs)
-
-
-def add_device(parser: argparse.ArgumentParser, default: str = "auto", precision: bool = False,
-               help: str = "device: auto, cpu or cuda") -> None:
-    """The shared ``--device`` (and ``--precision``: the encoder's compute precision) options."""
-    parser.add_argument("--device", default=default, help=help)
-    if precision:
-        from robot_rl.configs import PRECISIONS
-
-        parser.add_argument("--precision", choices=PRECISIONS, default="auto",
-                            help="the encoder's compute precision")
 
 
 def script_names() -> list[str]:

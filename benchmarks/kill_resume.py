@@ -244,8 +244,7 @@ def ctrl_c_trial(work: Path, durations: dict, delay: float) -> dict:
     return ctrl_c
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = BENCHMARK.parser()
+def options(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments and of which recovery")
     parser.add_argument("--work", default="runs/kill-resume", help="scratch folder (emptied first)")
     parser.add_argument("--ctrl-c-only", action="store_true",
@@ -254,8 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lifecycle-only", action="store_true",
                         help="rerun only the SIGTERM, two-writer, bad-input and full-disk trials on the kept "
                              "scratch folder's reference runs; the kill and Ctrl-C trials of the results file are kept")
-    args = BENCHMARK.parse(parser, argv)
-    argv = sys.argv[1:] if argv is None else argv
+
+
+def run(args) -> int:
+    argv = sys.argv[1:]
     _commit.at_start = _commit()  # the code that ran, even if the checkout changes while it runs
     start = time.perf_counter()
     work = Path(args.work)
@@ -622,4 +623,4 @@ def disk_full_trial(work: Path) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

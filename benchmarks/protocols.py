@@ -1,7 +1,8 @@
 """The protocols the benchmarks share, in one importable module: the PPO presets (demos, BC, PPO and seeds of
-each comparison), the threshold rule and frames-to-threshold, the fresh-board evaluation, and the helpers that
-prepare and run one arm. ``bc_vs_scratch.py`` defines the BC-vs-scratch protocol over them; ``finetune_ablation``,
-``finetune_stability``, ``ppo_throughput`` and ``few_demo_bc`` reuse its presets and runs.
+each comparison), the threshold rule and frames-to-threshold, the fresh-board evaluations, the helpers that
+prepare and run one arm, and the table cell and PNG figure the scripts report with. ``bc_vs_scratch.py`` defines
+the BC-vs-scratch protocol over them; ``finetune_ablation``, ``finetune_stability``, ``ppo_throughput`` and
+``few_demo_bc`` reuse its presets and runs.
 
 The ``few`` preset (and the lead task's two) is the recipe of the pipeline's ``quick`` preset
 (``robot_rl.pipeline.PRESETS``), built from it: one recipe, one place for its numbers.
@@ -10,16 +11,20 @@ The ``few`` preset (and the lead task's two) is the recipe of the pipeline's ``q
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
 
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
-from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, FinetuneConfig
+from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EvaluateConfig, FinetuneConfig
 from robot_rl.envs import keys
 from robot_rl.episodes import wilson_interval
+from robot_rl.evaluate import evaluate
 from robot_rl.finetune import trainer
+from robot_rl.io import atomic_path
 from robot_rl.options import resolve_device
 from robot_rl.pipeline import PRESETS as PIPELINE_PRESETS
 from robot_rl.policy_io import load_actor
@@ -31,6 +36,9 @@ from robot_rl.run_logs import read_scalar
 
 RESULTS = Path(__file__).parent / "results"
 
+# What a results file keeps of an evaluation's metrics.
+FINAL_METRICS = ("episodes", "success_rate", "success_ci95", "guesses", "verdict_accuracy", "collisions_per_episode",
+                 "episode_length", "timed_out")
 FRESH_BOARDS_SEED = 40_000_000  # boards for last.pt / best.pt: neither demos, BC checks nor PPO checks use them
 
 # The CPU presets' PPO: frozen encoder (features cached at collection), privileged critic, shaping for both arms;
@@ -137,6 +145,55 @@ def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision:
             "verdict_accuracy": metrics["verdict_accuracy"],
             # Guesses given after the board had been localized: the policy was there and left before answering.
             "guesses_after_localizing": sum(e["guess"] and e["steps_to_localize"] is not None for e in episodes)}
+
+
+def evaluate_fresh(checkpoint: str | Path, boards: int, out: str | Path, **options) -> dict:
+    """``robot-rl evaluate`` of a checkpoint (or run folder) on ``boards`` fresh boards (evaluate's own seeds,
+    which no training run or check uses), without videos unless ``options`` ask; its report (info, metrics)."""
+    config = EvaluateConfig(**{"videos": 0, "failure_videos": 0, **options}, checkpoint=str(checkpoint),
+                            episodes=boards, out=str(out))
+    return evaluate(config, progress=False)
+
+
+def perturbation_suite(checkpoint: str | Path, boards: int, out: str | Path, device: str) -> list[dict]:
+    """``evaluate --perturbations`` of a checkpoint on ``boards`` fresh boards, nominal (no randomization) and
+    under every fixed shift of the suite (one failure video each): one metrics row per shift."""
+    return evaluate_fresh(checkpoint, boards, out, randomization="none", perturbations=True, failure_videos=1,
+                          video_quality="fast", device=device)["perturbations"]
+
+
+def suite_rows(arm: str, suite: list[dict]) -> list[dict]:
+    """Table rows of an arm's ``perturbation_suite``: shift, success with its interval, boards, guesses."""
+    return [{"arm": arm, "shift": row["shift"], "success (95% CI)": ci_cell(row["success_rate"], row["success_ci95"]),
+             "boards": row["episodes"], "guesses": row["guesses"]} for row in suite]
+
+
+def final_metrics(metrics: dict) -> dict:
+    """The ``FINAL_METRICS`` of an evaluation's metrics."""
+    return {key: metrics[key] for key in FINAL_METRICS}
+
+
+def ci_cell(rate: float, ci95: tuple[float, float] | list[float], digits: int = 0) -> str:
+    """A table cell: a rate with its Wilson 95% interval, ``62% (48%-74%)`` (``digits`` decimals)."""
+    return f"{rate:.{digits}%} ({ci95[0]:.{digits}%}-{ci95[1]:.{digits}%})"
+
+
+@contextmanager
+def png_figure(path: Path) -> Iterator:
+    """A 6.4 x 4 inch figure's axes to draw on; written to ``path`` as PNG (atomically) when the block ends."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    try:
+        yield ax
+        fig.tight_layout()
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)
 
 
 def fresh_board_success(run_dir: Path, boards: int, device: str, precision: str = "auto") -> dict:

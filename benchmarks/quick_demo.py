@@ -22,25 +22,23 @@ import time
 from pathlib import Path
 
 from harness import Benchmark, Variant
+from protocols import final_metrics
 
 from robot_rl.pipeline import PRESETS, RESULT_FILE, result_table
 from robot_rl.precision import describe
 
-RESULTS = Path(__file__).parent / "results" / "quick_demo.json"
 REPO = Path(__file__).resolve().parent.parent
-METRICS = ("episodes", "success_rate", "success_ci95", "guesses", "verdict_accuracy", "collisions_per_episode",
-           "episode_length", "timed_out")
 
 BENCHMARK = Benchmark("quick_demo", __doc__, variants=(
     Variant("fresh-clone", (), "make demo in a fresh clone of HEAD, timed"),
-))
+), common={"out": None})
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = BENCHMARK.parser()
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
+def options(parser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
-    args = BENCHMARK.parse(parser, argv)
+
+
+def run(args) -> int:
     clone = Path(tempfile.mkdtemp(prefix="robot-rl-quick-demo-")) / "robot_rl"
     try:
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
@@ -68,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         "commit": commit,  # the clone's: the code the demo ran
         "precision": describe("auto", "cpu"),
         "preset": PRESETS["quick"].options(),
-        "after_bc": {k: result["after_bc"][k] for k in METRICS},
-        "after_ppo": {k: result["metrics"][k] for k in METRICS},
+        "after_bc": final_metrics(result["after_bc"]),
+        "after_ppo": final_metrics(result["metrics"]),
         "targets": {"pipeline_minutes_max": 15, "success_min": 0.8, "boards_min": 50,
                     "met": bool(pipeline_s <= 15 * 60 and result["metrics"]["success_rate"] >= 0.8
                                 and result["metrics"]["episodes"] >= 50),
@@ -82,4 +80,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

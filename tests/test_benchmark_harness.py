@@ -64,6 +64,26 @@ def test_a_variant_is_its_options_then_the_ones_given(monkeypatch):
     assert bench.parse(parser, []).n == 0 and bench.variant is None
 
 
+def test_main_takes_the_declared_common_options_runs_and_writes_the_payload(tmp_path, monkeypatch):
+    monkeypatch.setattr(harness, "REGISTRY", {})
+    bench = harness.Benchmark("toy", "A toy.\n", (harness.Variant("a", ("--n", "3"), "three"),),
+                              common={"boards": 7, "out": None})
+
+    def options(parser):
+        parser.add_argument("--n", type=int, default=0)
+
+    out = tmp_path / "toy.json"
+    def run(args):
+        return {"n": args.n, "boards": args.boards}
+
+    assert bench.main(run, options, ["--variant", "a", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["metrics"] == {"n": 3, "boards": 7} and data["variant"] == "a" and data["wall_s"] >= 0
+    assert bench.main(lambda args: 2, options, []) == 2  # a script that wrote its own file: its exit status
+    with pytest.raises(SystemExit):
+        bench.main(lambda args: 0, options, ["--device", "cpu"])  # not declared: not taken
+
+
 def test_write_results_puts_the_payload_in_the_schema(tmp_path):
     path = write_results("toy", {"rows": [1], "targets": {"met": True}, "wall_s": {"a": 1.0, "b": 2.5}},
                          out=tmp_path / "toy.json")
