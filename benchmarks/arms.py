@@ -11,9 +11,7 @@ Targets, fixed before the first run (issue: arm and task API): with the Panda, e
 collisions at default difficulty on >= 200 boards (PCB task); on the lead-inspection task, expert success >= 95%
 at default difficulty on >= 200 boards with every arm.
 
-    python benchmarks/arms.py  # ~3 min (2 CPU cores); writes benchmarks/results/arms.json
-    python benchmarks/arms.py --task lead-inspect --difficulties easy default hard \
-        --out benchmarks/results/arms_lead_inspect.json   # the second task, its three levels
+    python benchmarks/arms.py --list   # the named variants (--variant NAME runs one)
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ FIRST_SEED = 40_000_000
 TARGET_SUCCESS, TARGET_COLLISIONS = 0.95, 0.0
 
 BENCHMARK = Benchmark("arms", __doc__, variants=(
-    Variant("pcb-inspect", (), "the PCB task's expert with every arm on 200 default boards, and env steps/s"),
+    Variant("pcb-inspect", (), "the PCB task's expert with every arm on 200 default boards, and env steps/s (~3 min)"),
     Variant("lead-inspect", ("--task", "lead-inspect", "--difficulties", "easy", "default", "hard", "--out",
                              "benchmarks/results/arms_lead_inspect.json"), "the lead task, its three levels"),
 ), common={"boards": (200, "fresh boards per arm and difficulty"), "out": None})

@@ -7,11 +7,7 @@ verdict while the board is localized) with its Wilson 95% interval and board cou
 and episode length; plus the wall time of each stage and the machine. Folders that already hold a finished stage are
 reused (and the BC time measured when it ran kept).
 
-    python benchmarks/bc_quality.py     # about 30 minutes on 2 CPU cores; writes benchmarks/results/bc_quality.json
-    python benchmarks/bc_quality.py --arm panda --data data/demos-panda --run-dir runs/bc-panda \
-        --out benchmarks/results/bc_quality_panda.json     # the same recipe on the Franka Panda
-    python benchmarks/bc_quality.py --task lead-inspect --data data/demos-lead --run-dir runs/bc-lead \
-        --out benchmarks/results/bc_quality_lead_inspect.json   # the same recipe on the lead-inspection task
+    python benchmarks/bc_quality.py --list   # the named variants (--variant NAME runs one)
 """
 
 from __future__ import annotations
@@ -35,7 +31,7 @@ from robot_rl.tables import markdown_table
 
 _PANDA = ("--arm", "panda", "--data", "data/demos-panda")
 BENCHMARK = Benchmark("bc_quality", __doc__, variants=(
-    Variant("recipe", (), "the README's BC recipe: 1,200 default demos at 84x84, 6 epochs"),
+    Variant("recipe", (), "the README's BC recipe: 1,200 default demos at 84x84, 6 epochs (~30 min on 2 CPU cores)"),
     Variant("bf16", ("--precision", "bf16", "--run-dir", "runs/bc-quality-bf16", "--out",
                      "benchmarks/results/bc_quality_bf16.json"), "the recipe with the encoder in bf16"),
     Variant("panda", (*_PANDA, "--run-dir", "runs/bc-panda", "--out", "benchmarks/results/bc_quality_panda.json"),

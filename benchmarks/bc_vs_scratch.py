@@ -22,12 +22,7 @@ Finished runs are reused (a killed benchmark resumes where it stopped), and ``--
 (the BC arm first; scratch's budget follows from it). Writes ``benchmarks/results/bc_vs_scratch_<preset>.json``
 (each run's minutes in ``run_seconds``) and a PNG of mean and min-max success against frames.
 
-    python benchmarks/bc_vs_scratch.py --preset few --arms bc        # BC arm: 3 x 65,536 frames
-    python benchmarks/bc_vs_scratch.py --preset few --arms scratch   # then scratch, >= 3x BC's frames to tau
-    python benchmarks/bc_vs_scratch.py --preset lead-few --arms bc   # the few protocol on the lead task, one seed
-    python benchmarks/bc_vs_scratch.py --preset lead-dagger --arms bc  # the lead task, BC + DAgger start, 3 seeds
-    python benchmarks/bc_vs_scratch.py --preset gpu                  # 224x224, larger budgets, for a CUDA machine
-    python benchmarks/bc_vs_scratch.py --preset few --arms bc --seeds 0 --precision bf16   # the encoder in bf16
+    python benchmarks/bc_vs_scratch.py --list   # the named variants (--variant NAME runs one)
 
 ``--precision fp32|bf16`` runs BC, PPO and every evaluation in that precision, in folders and a results file of
 their own (``..._bf16``); the demos are shared. Without it (``auto``) the precision follows the machine.

@@ -21,11 +21,7 @@ recolouring reaches >= 95% nominal and >= 90% under every shift of the suite (bl
 none excluded); and beats the equal-wall-time baseline; encoder pretraining trains at >= 80% of the bare
 ResNet18's images/s.
 
-    python benchmarks/perception.py                       # all parts (~13 h on 2 CPU cores, below)
-    python benchmarks/perception.py --parts throughput    # ~10 min
-    python benchmarks/perception.py --parts encoder       # ~25 min: 20,000 views, 8 epochs
-    python benchmarks/perception.py --parts arms          # ~2.4 h per arm (BC 12 epochs + the suite)
-    python benchmarks/perception.py --parts equal-time    # ~2.7 h
+    python benchmarks/perception.py --list   # the named variants (--variant NAME runs one)
     python benchmarks/perception.py --parts arms --arms encoder+recolour --seeds 1 2  # the winner's seeds
     python benchmarks/perception.py --root /tmp/p --episodes 8 --epochs 1 --boards 4 --views 200 \\
         --encoder-epochs 1 --out /tmp/p/perception.json   # a toy run end to end (not a result)
@@ -66,7 +62,8 @@ ARMS = {"baseline": (False, False, ""), "encoder": (False, True, ""), "recolour"
 
 BENCHMARK = Benchmark("perception", __doc__, variants=(
     Variant("all", (), "every part (about 13 h on 2 CPU cores)"),
-    *(Variant(part, ("--parts", part), f"the {part} part") for part in PARTS),
+    *(Variant(part, ("--parts", part), f"the {part} part ({time})") for part, time in zip(PARTS, (
+        "~10 min", "~25 min: 20,000 views, 8 epochs", "~2.4 h per arm: BC 12 epochs + the suite", "~2.7 h"))),
 ), common={"seeds": ([0], "BC seeds of every arm in 'arms'"), "boards": (100, "boards per check and per shift"),
            "device": "auto", "out": (None, "JSON output (parts not run are kept)")})
 

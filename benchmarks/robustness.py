@@ -11,11 +11,8 @@ shift and >= 95% nominal; shifts that geometry alone rules out (``unpassable_shi
 ``none`` arm's folders default to ``benchmarks/bc_quality.py``'s (the same recipe), which are reused when finished,
 like every other finished stage here.
 
-    python benchmarks/robustness.py  # ~35 min per arm trained (2 CPU cores); writes benchmarks/results/robustness.json
-    python benchmarks/robustness.py --arms default-12-epochs --out benchmarks/results/robustness_12_epochs.json
-    python benchmarks/robustness.py --arms wide-12-epochs default-12-epochs \
-        --out benchmarks/results/robustness_wide.json
-    python benchmarks/robustness.py --arms surfaces-12-epochs --out benchmarks/results/robustness_surfaces.json
+    python benchmarks/robustness.py --list   # the named variants (--variant NAME runs one)
+    # about 35 minutes per arm trained on 2 CPU cores; writes benchmarks/results/robustness.json
 """
 
 from __future__ import annotations
