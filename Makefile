@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
-.PHONY: demo test test-slow docs docs-render bench bench-quality bench-bc-vs-scratch bench-arms-tasks lint sysdeps clean
+.PHONY: demo test test-slow docs docs-render bench-list bench bench-quality bench-bc-vs-scratch bench-arms-tasks \
+	bench-diagnostics bench-reliability bench-perception bench-gpu lint sysdeps clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
@@ -39,39 +40,64 @@ docs-render: $(STAMP)
 docs: docs-render
 	$(BIN)/mkdocs build --strict --site-dir site
 
+# Every benchmark script runs through benchmarks/harness.py: `--variant NAME` is a named command line of the
+# script, `make bench-list` prints them all. Results land in benchmarks/results/ in one schema.
+bench-list: $(STAMP)
+	$(BIN)/python benchmarks/harness.py --list
+
 bench: $(STAMP)
-	$(BIN)/python benchmarks/env_throughput.py
-	$(BIN)/python benchmarks/bc_throughput.py
-	$(BIN)/python benchmarks/collector_scaling.py
-	$(BIN)/python benchmarks/export_latency.py
+	$(BIN)/python benchmarks/env_throughput.py --variant all
+	$(BIN)/python benchmarks/bc_throughput.py --variant all
+	$(BIN)/python benchmarks/collector_scaling.py --variant all
+	$(BIN)/python benchmarks/export_latency.py --variant fresh-weights
 
 # What the README says BC and the demo achieve: the demo from a fresh clone, the BC recipe, the BC-loss ablation.
 bench-quality: $(STAMP)
-	$(BIN)/python benchmarks/quick_demo.py
-	$(BIN)/python benchmarks/bc_quality.py
-	$(BIN)/python benchmarks/bc_loss_ablation.py
-	$(BIN)/python benchmarks/robustness.py
+	$(BIN)/python benchmarks/quick_demo.py --variant fresh-clone
+	$(BIN)/python benchmarks/bc_quality.py --variant recipe
+	$(BIN)/python benchmarks/bc_loss_ablation.py --variant all
+	$(BIN)/python benchmarks/robustness.py --variant none-default
 
 bench-bc-vs-scratch: $(STAMP)
-	$(BIN)/python benchmarks/bc_vs_scratch.py --preset few --arms bc
-	$(BIN)/python benchmarks/bc_vs_scratch.py --preset few --arms scratch
-	$(BIN)/python benchmarks/finetune_stability.py --part start
-	$(BIN)/python benchmarks/finetune_stability.py --part ppo
-	$(BIN)/python benchmarks/ppo_throughput.py
-	$(BIN)/python benchmarks/bc_vs_scratch.py --preset cpu
-	$(BIN)/python benchmarks/few_demo_bc.py
-	$(BIN)/python benchmarks/finetune_ablation.py
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-bc
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-scratch
+	$(BIN)/python benchmarks/finetune_stability.py --variant start
+	$(BIN)/python benchmarks/finetune_stability.py --variant ppo
+	$(BIN)/python benchmarks/ppo_throughput.py --variant few
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant cpu
+	$(BIN)/python benchmarks/few_demo_bc.py --variant all
+	$(BIN)/python benchmarks/finetune_ablation.py --variant all
 
 # Arms, tasks and formats: the experts per arm and task, BC on them, PPO on the lead task, LeRobot's own loader.
 bench-arms-tasks: $(STAMP)
-	$(BIN)/python benchmarks/arms.py
-	$(BIN)/python benchmarks/arms.py --task lead-inspect --difficulties easy default hard --out benchmarks/results/arms_lead_inspect.json
-	$(BIN)/python benchmarks/bc_quality.py --arm panda --data data/demos-panda --run-dir runs/bc-panda --out benchmarks/results/bc_quality_panda.json
-	$(BIN)/python benchmarks/bc_quality.py --task lead-inspect --data data/demos-lead --run-dir runs/bc-lead --out benchmarks/results/bc_quality_lead_inspect.json
-	$(BIN)/python benchmarks/bc_vs_scratch.py --preset lead-few --arms bc
-	$(BIN)/python benchmarks/lead_inspect.py
-	$(BIN)/python benchmarks/bc_vs_scratch.py --preset lead-dagger --arms bc
-	$(BIN)/python benchmarks/lerobot_validation.py
+	$(BIN)/python benchmarks/arms.py --variant pcb-inspect
+	$(BIN)/python benchmarks/arms.py --variant lead-inspect
+	$(BIN)/python benchmarks/bc_quality.py --variant panda
+	$(BIN)/python benchmarks/bc_quality.py --variant lead-inspect
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-few-bc
+	$(BIN)/python benchmarks/lead_inspect.py --variant all
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-dagger-bc
+	$(BIN)/python benchmarks/lerobot_validation.py --variant all
+
+# Why a policy fails where it does: which shifts geometry rules out (robustness reads it), where the experts wait
+# in the demos, what the verdict heads say at rest (the runs of bench-quality and bench-arms-tasks, and one more).
+bench-diagnostics: $(STAMP)
+	$(BIN)/python benchmarks/shifted_camera.py --variant shifted-camera
+	$(BIN)/python benchmarks/demo_decisions.py --variant ur5e-panda
+	$(BIN)/python benchmarks/bc_quality.py --variant panda-velocities
+	$(BIN)/python benchmarks/verdict_probe.py --variant ur5e-panda
+
+# kill -9, Ctrl-C, SIGTERM, two writers, bad inputs and a full disk against every command (about 30 minutes).
+bench-reliability: $(STAMP)
+	$(BIN)/python benchmarks/kill_resume.py --variant all
+
+# Encoder pretraining and recolouring under the perturbation suite (about 13 hours on 2 CPU cores).
+bench-perception: $(STAMP)
+	$(BIN)/python benchmarks/perception.py --variant all
+
+# The GPU fast path (exits 2 without CUDA).
+bench-gpu: $(STAMP)
+	$(BIN)/python benchmarks/gpu_benchmark.py --variant cuda
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -11,23 +11,18 @@ Targets, fixed before the first run (issue: arm and task API): with the Panda, e
 collisions at default difficulty on >= 200 boards (PCB task); on the lead-inspection task, expert success >= 95%
 at default difficulty on >= 200 boards with every arm.
 
-    python benchmarks/arms.py  # ~3 min (2 CPU cores); writes benchmarks/results/arms.json
-    python benchmarks/arms.py --task lead-inspect --difficulties easy default hard \
-        --out benchmarks/results/arms_lead_inspect.json   # the second task, its three levels
+    python benchmarks/arms.py --list   # the named variants (--variant NAME runs one)
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
-import torch
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import ci_cell, random_pose_continue
 
 from robot_rl.closed_loop import run_episodes
-from robot_rl.envs import keys
 from robot_rl.envs.arms import ARMS
 from robot_rl.envs.defaults import DEFAULT_TASK
 from robot_rl.envs.expert_policy import ExpertPolicy
@@ -36,9 +31,14 @@ from robot_rl.envs.torchrl_env import InspectionEnv, make_env
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "arms.json"
 FIRST_SEED = 40_000_000
 TARGET_SUCCESS, TARGET_COLLISIONS = 0.95, 0.0
+
+BENCHMARK = Benchmark("arms", __doc__, variants=(
+    Variant("pcb-inspect", (), "the PCB task's expert with every arm on 200 default boards, and env steps/s (~3 min)"),
+    Variant("lead-inspect", ("--task", "lead-inspect", "--difficulties", "easy", "default", "hard", "--out",
+                             "benchmarks/results/arms_lead_inspect.json"), "the lead task, its three levels"),
+), common={"boards": (200, "fresh boards per arm and difficulty"), "out": None})
 
 
 def expert_on_boards(task: str, arm: str, difficulty: str, boards: int, num_envs: int) -> dict:
@@ -52,12 +52,6 @@ def expert_on_boards(task: str, arm: str, difficulty: str, boards: int, num_envs
         env.close()
     metrics = aggregate([summarize_episode(r, task) for r in rollouts])
     return {"metrics": metrics, "wall_s": round(time.perf_counter() - start, 1)}
-
-
-def random_pose_continue(td):
-    td.set(keys.POSE, torch.rand(*td.batch_size, 6) * 2 - 1)
-    td.set(keys.VERDICT, torch.zeros(td.batch_size, dtype=torch.int64))
-    return td
 
 
 def alternating_rates(task: str, arms: list[str], steps: int, repeats: int) -> dict[str, float]:
@@ -76,29 +70,24 @@ def alternating_rates(task: str, arms: list[str], steps: int, repeats: int) -> d
     return {arm: sorted(r)[len(r) // 2] for arm, r in rates.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--task", default=DEFAULT_TASK, choices=list(TASKS))
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    parser.add_argument("--boards", type=int, default=200, help="fresh boards per arm and difficulty")
     parser.add_argument("--difficulties", nargs="+", default=["default"], choices=["easy", "default", "hard"])
     parser.add_argument("--num-envs", type=int, default=2, help="ParallelEnv workers for the expert episodes")
     parser.add_argument("--steps", type=int, default=300, help="steps per timed rollout")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
 
-    start = time.perf_counter()
+
+def run(args) -> dict:
     expert, rows = {}, []
     for arm in args.arms:
         for difficulty in args.difficulties:
             result = expert_on_boards(args.task, arm, difficulty, args.boards, args.num_envs)
             expert[f"{arm}/{difficulty}"] = result
             m = result["metrics"]
-            low, high = m["success_ci95"]
             rows.append({"arm": arm, "difficulty": difficulty, "boards": m["episodes"],
-                         "expert success (95% CI)": f"{m['success_rate']:.1%} ({low:.1%}-{high:.1%})",
+                         "expert success (95% CI)": ci_cell(m["success_rate"], m["success_ci95"], 1),
                          "collisions / episode": f"{m['collisions_per_episode']:.3f}",
                          "episode length": m["episode_length"], "wall s": result["wall_s"]})
     rates = alternating_rates(args.task, args.arms, args.steps, args.repeats)
@@ -119,15 +108,12 @@ def main(argv: list[str] | None = None) -> int:
                             "boards_at_least": 200, "met": met}
             print(f"target ({arm}, default): success >= {TARGET_SUCCESS:.0%}"
                   f"{', 0 collisions' if collisions is not None else ''}, >= 200 boards: {'met' if met else 'MISSED'}")
-    write_results("arms", {"task": args.task, "image_size": 84,
-                          "first_seed": FIRST_SEED, "expert": expert,
-                          "steps_per_s": {arm: round(rate, 1) for arm, rate in rates.items()},
-                          "throughput": {"steps": args.steps, "repeats": args.repeats,
-                                         "policy": "random pose, continue", "timing": "alternating, median"},
-                          "targets": targets, "wall_s": round(time.perf_counter() - start, 1)}, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return {"task": args.task, "image_size": 84, "first_seed": FIRST_SEED, "expert": expert,
+            "steps_per_s": {arm: round(rate, 1) for arm, rate in rates.items()},
+            "throughput": {"steps": args.steps, "repeats": args.repeats, "policy": "random pose, continue",
+                           "timing": "alternating, median"},
+            "targets": targets}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -15,21 +15,19 @@ Wilson 95% interval, guesses, collisions, episode length. Variants (all else as 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import ci_cell, evaluate_fresh, final_metrics
 
-from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
-from robot_rl.evaluate import evaluate
+from robot_rl.configs import BCConfig, CollectConfig
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "bc_loss_ablation.json"
 # The setting (the quick preset's BC stage until issue 18).
 COLLECT = CollectConfig(out="demos", episodes=1000, difficulty="easy", image_size=64)
 PRETRAIN = BCConfig(data="demos", run_dir="bc", epochs=4, batch_size=64, eval_every=0, eval_episodes=20)
@@ -40,15 +38,17 @@ VARIANTS = {
     "no locator": {"locate_weight": 0.0},
 }
 
+BENCHMARK = Benchmark("bc_loss_ablation", __doc__, variants=(
+    Variant("all", (), "the four BC variants on the same 1,000 easy demos, 50 fresh boards each"),
+), common={"boards": (50, "fresh evaluation boards per variant"), "out": None})
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+def options(parser) -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--boards", type=int, default=50, help="fresh evaluation boards per variant")
     parser.add_argument("--root", default="runs/bc-loss-ablation", help="demos and run folders (reused)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
     root = Path(args.root)
     collect = replace(COLLECT, out=str(root / "demos"), seed=0)
     if not (root / "demos" / "meta.json").is_file():
@@ -60,27 +60,19 @@ def main(argv: list[str] | None = None) -> int:
         ensure_trained(replace(PRETRAIN, **VARIANTS[name], data=str(root / "demos"), run_dir=str(run_dir),
                                seed=0), progress=False)
         train_s = time.perf_counter() - start
-        metrics = evaluate(EvaluateConfig(checkpoint=str(run_dir), checkpoint_kind="best", episodes=args.boards,
-                                          videos=0, failure_videos=0, out=str(run_dir / "eval-fresh")),
-                           progress=False)["metrics"]
-        lo, hi = metrics["success_ci95"]
-        results[name] = {"options": VARIANTS[name], "train_s": round(train_s, 1),
-                         **{k: metrics[k] for k in ("episodes", "success_rate", "success_ci95", "guesses",
-                                                    "verdict_accuracy", "collisions_per_episode",
-                                                    "episode_length", "timed_out")}}
-        rows.append({"variant": name, "success (95% CI)": f"{metrics['success_rate']:.0%} ({lo:.0%}-{hi:.0%})",
+        metrics = evaluate_fresh(run_dir, args.boards, run_dir / "eval-fresh", checkpoint_kind="best")["metrics"]
+        results[name] = {"options": VARIANTS[name], "train_s": round(train_s, 1), **final_metrics(metrics)}
+        rows.append({"variant": name, "success (95% CI)": ci_cell(metrics["success_rate"], metrics["success_ci95"]),
                      "boards": metrics["episodes"], "guesses": metrics["guesses"],
                      "collisions / episode": metrics["collisions_per_episode"],
                      "episode length": metrics["episode_length"], "BC seconds": round(train_s)})
         print(f"{name}: {metrics['success_rate']:.0%}", file=sys.stderr)
-        # Written after every variant: an interrupted run keeps what it measured.
-        write_results("bc_loss_ablation", {"setting": {"collect": COLLECT, "pretrain": PRETRAIN, "seed": 0,
-                                          "eval_seeds": [30_000_000, 30_000_000 + args.boards - 1]},
-                              "variants": results}, out=args.out)
+        payload = {"setting": {"collect": COLLECT, "pretrain": PRETRAIN, "seed": 0,
+                               "eval_seeds": [30_000_000, 30_000_000 + args.boards - 1]}, "variants": results}
+        BENCHMARK.write(payload, out=args.out)  # after every variant: an interrupted run keeps what it measured
     print(markdown_table(rows))
-    print(f"wrote {args.out}")
-    return 0
+    return payload
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

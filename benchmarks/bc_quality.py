@@ -7,64 +7,61 @@ verdict while the board is localized) with its Wilson 95% interval and board cou
 and episode length; plus the wall time of each stage and the machine. Folders that already hold a finished stage are
 reused (and the BC time measured when it ran kept).
 
-    python benchmarks/bc_quality.py     # about 30 minutes on 2 CPU cores; writes benchmarks/results/bc_quality.json
-    python benchmarks/bc_quality.py --arm panda --data data/demos-panda --run-dir runs/bc-panda \
-        --out benchmarks/results/bc_quality_panda.json     # the same recipe on the Franka Panda
-    python benchmarks/bc_quality.py --task lead-inspect --data data/demos-lead --run-dir runs/bc-lead \
-        --out benchmarks/results/bc_quality_lead_inspect.json   # the same recipe on the lead-inspection task
+    python benchmarks/bc_quality.py --list   # the named variants (--variant NAME runs one)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics
 
-from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, EvaluateConfig
-from robot_rl.episodes import wilson_interval
-from robot_rl.evaluate import evaluate
+from robot_rl.configs import BCConfig, CollectConfig
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder
-from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "bc_quality.json"
+_PANDA = ("--arm", "panda", "--data", "data/demos-panda")
+BENCHMARK = Benchmark("bc_quality", __doc__, variants=(
+    Variant("recipe", (), "the README's BC recipe: 1,200 default demos at 84x84, 6 epochs (~30 min on 2 CPU cores)"),
+    Variant("bf16", ("--precision", "bf16", "--run-dir", "runs/bc-quality-bf16", "--out",
+                     "benchmarks/results/bc_quality_bf16.json"), "the recipe with the encoder in bf16"),
+    Variant("panda", (*_PANDA, "--run-dir", "runs/bc-panda", "--out", "benchmarks/results/bc_quality_panda.json"),
+            "the recipe on the Franka Panda"),
+    Variant("panda-velocities", (*_PANDA, "--joint-velocities", "--run-dir", "runs/bc-panda-vel", "--out",
+                                 "benchmarks/results/bc_quality_panda_velocities.json"),
+            "the Panda, the policy reading joint velocities"),
+    Variant("panda-continue-head", (*_PANDA, "--joint-velocities", "--joint-scaling", "demos", "--continue-head",
+                                    "--run-dir", "runs/bc-panda-continue-head", "--out",
+                                    "benchmarks/results/bc_quality_panda_continue_head.json"),
+            "the Panda, velocities scaled by the demos, 'continue' from its own head"),
+    Variant("panda-timing", (*_PANDA, "--joint-velocities", "--joint-scaling", "demos", "--continue-head",
+                             "--timing-weight", "10", "--run-dir", "runs/bc-panda-timing", "--out",
+                             "benchmarks/results/bc_quality_panda_timing.json"),
+            "the continue-head variant with the answer-or-wait loss"),
+    Variant("panda-timing-only", (*_PANDA, "--joint-velocities", "--joint-scaling", "demos", "--timing-weight",
+                                  "10", "--run-dir", "runs/bc-panda-timing-only", "--out",
+                                  "benchmarks/results/bc_quality_panda_timing_only.json"),
+            "the answer-or-wait loss without the continue head"),
+    Variant("lead-inspect", ("--task", "lead-inspect", "--data", "data/demos-lead", "--run-dir", "runs/bc-lead",
+                             "--out", "benchmarks/results/bc_quality_lead_inspect.json"),
+            "the recipe on the lead-inspection task"),
+), common={"boards": (100, "boards per check and in the final evaluation"), "device": "auto", "precision": "auto",
+           "out": None})
 
 
-def _percent(rate: float, low: float, high: float) -> str:
-    return f"{rate:.0%} ({low:.0%}-{high:.0%})"
-
-
-def closed_loop_checks(run_dir: Path, steps_per_epoch: int) -> list[dict]:
-    """The BC run's closed-loop checks, from its log: epoch, success with CI, guesses, collisions, length."""
-    logged = {name: dict(read_scalar(run_dir, f"eval/{name}")) for name in
-              ("success_rate", "boards", "guesses", "collisions_per_episode", "episode_length")}
-    checks = []
-    for step, rate in logged["success_rate"].items():
-        boards = int(logged["boards"][step])
-        low, high = wilson_interval(round(rate * boards), boards)
-        checks.append({"epoch": step // steps_per_epoch, "success_rate": rate, "success_ci95": [low, high],
-                       "boards": boards, "guesses": int(logged["guesses"][step]),
-                       "collisions_per_episode": logged["collisions_per_episode"][step],
-                       "episode_length": logged["episode_length"][step]})
-    return checks
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations")
     parser.add_argument("--epochs", type=int, default=6, help="BC epochs")
     parser.add_argument("--eval-every", type=int, default=2, help="epochs between closed-loop checks")
-    parser.add_argument("--boards", type=int, default=100, help="boards per check and in the final evaluation")
     parser.add_argument("--data", default="data/demos", help="demo folder (reused when complete)")
     parser.add_argument("--run-dir", default="runs/bc-quality", help="BC run folder (reused when finished)")
     parser.add_argument("--arm", default="ur5e_like", help="the arm collecting the demos (recorded in them)")
@@ -77,10 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="'continue' from an MLP of its own (the recipe: one MLP writes pose and verdict)")
     parser.add_argument("--timing-weight", type=float, default=0.0,
                         help="weight of BC's balanced answer-or-wait loss at the board (the recipe: 0, off)")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto", help="the encoder's compute precision")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
     collect = CollectConfig(out=args.data, episodes=args.episodes, difficulty="default", image_size=84, seed=0,
                             arm=args.arm, task=args.task)
     bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
@@ -100,30 +96,27 @@ def main(argv: list[str] | None = None) -> int:
     summary = ensure_trained(bc_config)
     seconds["pretrain"] = time.perf_counter() - start
     if reused and args.out.is_file():  # a finished run read back: keep the BC time measured when it ran
-        seconds["pretrain"] = json.loads(args.out.read_text())["wall_s"]["pretrain"]
+        seconds["pretrain"] = json.loads(args.out.read_text())["parts"]["pretrain"]
     start = time.perf_counter()
     # The last policy is what BC ends with; best.pt was chosen by the checks, on other boards than these.
-    fresh = {name: evaluate(EvaluateConfig(checkpoint=str(run_dir / "checkpoints" / f"{name}.pt"),
-                                           episodes=args.boards, out=str(run_dir / f"eval-fresh-{name}"), videos=0,
-                                           failure_videos=0, device=args.device, precision=args.precision),
-                                            progress=False)
-             for name in ("last", "best")}
+    fresh = {name: evaluate_fresh(run_dir / "checkpoints" / f"{name}.pt", args.boards, run_dir / f"eval-fresh-{name}",
+                                  device=args.device, precision=args.precision) for name in ("last", "best")}
     seconds["evaluate"] = time.perf_counter() - start
 
     checks = closed_loop_checks(run_dir, summary["steps"] // summary["epochs"])
     rows = [{"check": f"epoch {c['epoch']} (BC's held-out boards)",
-             "success (95% CI)": _percent(c["success_rate"], *c["success_ci95"]), "boards": c["boards"],
+             "success (95% CI)": ci_cell(c["success_rate"], c["success_ci95"]), "boards": c["boards"],
              "guesses": c["guesses"], "collisions / episode": c["collisions_per_episode"],
              "episode length": c["episode_length"]} for c in checks]
     for name, result in fresh.items():
         metrics = result["metrics"]
         rows.append({"check": f"{name}.pt on fresh boards", "boards": metrics["episodes"],
-                     "success (95% CI)": _percent(metrics["success_rate"], *metrics["success_ci95"]),
+                     "success (95% CI)": ci_cell(metrics["success_rate"], metrics["success_ci95"]),
                      "guesses": metrics["guesses"], "collisions / episode": metrics["collisions_per_episode"],
                      "episode length": metrics["episode_length"]})
     print(markdown_table(rows))
     val_episodes = max(1, round(len(dataset.episodes) * bc_config.val_fraction))
-    write_results("bc_quality", {
+    return {
         "precision": describe(args.precision, resolve_device(args.device)),
         "arm": dataset.meta.get("arm", "ur5e_like"), "task": dataset.meta["env"],
         "recipe": {"demos": len(dataset.episodes), "frames": dataset.frames, "difficulty": "default",
@@ -135,15 +128,11 @@ def main(argv: list[str] | None = None) -> int:
                    "best_epoch_success": summary["best_success"]},
         "checks": checks,
         **{key: {"seeds": fresh[name]["info"]["seeds"], "checkpoint": f"{name}.pt",
-                 **{k: fresh[name]["metrics"][k] for k in ("episodes", "success_rate", "success_ci95", "guesses",
-                                                           "verdict_accuracy", "collisions_per_episode",
-                                                           "episode_length", "timed_out")}}
+                 **final_metrics(fresh[name]["metrics"])}
            for key, name in (("fresh_boards", "best"), ("fresh_boards_last", "last"))},
         "wall_s": {k: round(v, 1) for k, v in seconds.items()},
-    }, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    }
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import subprocess
@@ -25,15 +24,16 @@ from pathlib import Path
 
 import torch
 import torchvision
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl.precision import autocast, describe
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "bc_throughput.json"
-
-
 BF16_TARGET = 1.4  # bf16 BC samples/s over fp32, where bf16 is native (fixed before the run)
+
+BENCHMARK = Benchmark("bc_throughput", __doc__, variants=(
+    Variant("all", (), "BC step samples/s against bare ResNet18, fp32 and bf16, then peak memory"),
+), common={"threads": 2})
 
 
 def bare_resnet(size: int, batch: int, steps: int, precision: str = "fp32", channels_last: bool = True) -> float:
@@ -126,22 +126,19 @@ def ensure_dataset(folder: str, episodes: int, size: int) -> None:
         collect_demos(CollectConfig(out=folder, episodes=episodes, image_size=size, seed=0), progress=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--data-84", default="data/demos", help="84x84 demo dataset (large)")
     parser.add_argument("--data-84-small", default="data/demos-small",
                         help="84x84 demo dataset 10x smaller (memory comparison)")
     parser.add_argument("--data-224", default="data/demos-224", help="224x224 demo dataset")
     parser.add_argument("--batch", type=int, default=32, help="images per step")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per figure")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds of every measurement")
     parser.add_argument("--skip-memory", action="store_true", help="throughput only")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+
+
+def run(args) -> dict:
     torch.manual_seed(0)
-    started = time.perf_counter()
 
     ensure_dataset(args.data_84, 1200, 84)
     ensure_dataset(args.data_224, 30, 224)
@@ -182,12 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     if memory:
         print()
         print(markdown_table(memory))
-    write_results("bc_throughput", {"precision": describe("auto", "cpu"), "batch": args.batch, "rounds": args.rounds,
-                         "throughput": rows, "bf16_speedup": speedups, "targets": targets, "memory": memory,
-                         "wall_s": round(time.perf_counter() - started, 1)}, out=RESULTS)
-    print(f"\nwrote {RESULTS}")
-    return 0
+    return {"precision": describe("auto", "cpu"), "batch": args.batch, "rounds": args.rounds, "throughput": rows,
+            "bf16_speedup": speedups, "targets": targets, "memory": memory}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

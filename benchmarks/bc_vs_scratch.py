@@ -22,13 +22,7 @@ Finished runs are reused (a killed benchmark resumes where it stopped), and ``--
 (the BC arm first; scratch's budget follows from it). Writes ``benchmarks/results/bc_vs_scratch_<preset>.json``
 (each run's minutes in ``run_seconds``) and a PNG of mean and min-max success against frames.
 
-    python benchmarks/bc_vs_scratch.py --preset few --arms bc        # BC arm: 3 x 65,536 frames
-    python benchmarks/bc_vs_scratch.py --preset few --arms scratch   # then scratch, >= 3x BC's frames to tau
-    python benchmarks/bc_vs_scratch.py --preset lead-few --arms bc   # the few protocol on the lead task, one seed
-    python benchmarks/bc_vs_scratch.py --preset lead-dagger --arms bc  # the lead task, BC + DAgger start, 3 seeds
-    python benchmarks/bc_vs_scratch.py --preset lead-residual --arms bc  # the same start, PPO on a residual (ResiP)
-    python benchmarks/bc_vs_scratch.py --preset gpu                  # 224x224, larger budgets, for a CUDA machine
-    python benchmarks/bc_vs_scratch.py --preset few --arms bc --seeds 0 --precision bf16   # the encoder in bf16
+    python benchmarks/bc_vs_scratch.py --list   # the named variants (--variant NAME runs one)
 
 ``--precision fp32|bf16`` runs BC, PPO and every evaluation in that precision, in folders and a results file of
 their own (``..._bf16``); the demos are shared. Without it (``auto``) the precision follows the machine.
@@ -36,211 +30,54 @@ their own (``..._bf16``); the demos are shared. Without it (``auto``) the precis
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-from timing import describe_machine, provenance
+from harness import Benchmark, Variant
+from protocols import (
+    PRESETS,
+    RESULTS,
+    bc_curves_of_preset,
+    ci_cell,
+    frames_to_threshold,
+    fresh_board_success,
+    largest_fall_after,
+    median_or_none,
+    on_fresh_boards,
+    png_figure,
+    ppo_config,
+    prepare_bc,
+    run_ppo,
+    scratch_budget,
+    start_success,
+    threshold_rule,
+    with_precision,
+)
 
-from robot_rl.closed_loop import evaluate_policy, held_out_seeds
-from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, DAggerConfig, FinetuneConfig
-from robot_rl.finetune import trainer
-from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
-from robot_rl.policy_io import load_actor
 from robot_rl.precision import describe
-from robot_rl.pretrain import dagger
-from robot_rl.pretrain.bc import ensure_trained
-from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results"
-FRESH_BOARDS_SEED = 40_000_000  # boards for last.pt / best.pt: neither demos, BC checks nor PPO checks use them
-
-# The CPU presets' PPO: frozen encoder (features cached at collection), privileged critic, shaping for both arms;
-# 16 PPO iterations of 1,024 frames for BC+PPO, scratch gets 3x what BC+PPO needed; three seeds each.
-CPU_PPO = {
-    "ppo": dict(frames_per_batch=1024, num_envs=8, ppo_epochs=8, minibatch_size=256, eval_every=2,
-                eval_episodes=50, critic_warmup=2, checkpoint_every=2, shaping=1.0),
-    "bc_frames": 16_384,
-    "scratch_budget_factor": 3,
-    "scratch": dict(continue_prob=0.97),
-    "seeds": (0, 1, 2),
-}
-
-PRESETS = {
-    "cpu": {
-        # The few-demo setting of the old BC loss (README, "A few-demo BC policy"): 400 demos on easy boards,
-        # 6 epochs left BC in a partly working state; benchmarks/few_demo_bc.py measures it beside two others.
-        "demos": CollectConfig(out="data/bench-cpu-demos", episodes=400, difficulty="easy", image_size=84),
-        "bc": BCConfig(run_dir="runs/bench-cpu/bc", epochs=6, batch_size=64, eval_every=2, eval_episodes=50),
-        **CPU_PPO,
-    },
-    "few": {
-        # Fewer demos for the fixed BC recipe (mode loss, locator, keypoints), whose 1,000-demo quick setting
-        # reaches 100%: 150 easy demos at 64x64, 8 epochs; a development run of this setting gave 46% strict
-        # success on 50 fresh boards.
-        "demos": CollectConfig(out="data/bench-few-demos", episodes=150, difficulty="easy", image_size=64),
-        "bc": BCConfig(run_dir="runs/bench-few/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
-        **CPU_PPO,
-        # Issue 18: the lift took 49k frames with the old design, so the BC arm gets 65,536; a check every 4
-        # iterations (4,096 frames), the same schedule for both arms (a scratch check runs 80-step timeouts).
-        "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
-        "bc_frames": 65_536,
-    },
-    "lead-few": {
-        # The few preset's protocol on the lead-inspection task (issue: arm and task API; one seed): 150 easy
-        # demos at 64x64, the same BC recipe and PPO.
-        "demos": CollectConfig(out="data/bench-lead-few-demos", episodes=150, difficulty="easy", image_size=64,
-                               task="lead-inspect"),
-        "bc": BCConfig(run_dir="runs/bench-lead-few/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
-        **CPU_PPO,
-        "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
-        "bc_frames": 65_536,
-        "seeds": (0,),
-    },
-    "lead-dagger": {
-        # The lead task's few-demo start made to localize some of the time: the lead-few demos and BC, then DAgger
-        # rounds with the task's expert (rollouts of the current policy labelled by it), before PPO.
-        "demos": CollectConfig(out="data/bench-lead-few-demos", episodes=150, difficulty="easy", image_size=64,
-                               task="lead-inspect"),
-        "bc": BCConfig(run_dir="runs/bench-lead-dagger/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
-        "dagger": DAggerConfig(rounds=2, episodes_per_round=150, epochs_per_round=4, eval_episodes=50,
-                               checkpoint_kind="best"),  # from BC's best.pt, as the other presets' PPO
-        **CPU_PPO,
-        "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4},
-        "bc_frames": 65_536,
-    },
-    "lead-residual": {
-        # lead-dagger's start (the same demos, BC and DAgger folders), then PPO on a residual of the frozen
-        # policy's pose (finetune --residual-scale) instead of its heads; the verdict stays DAgger's.
-        "demos": CollectConfig(out="data/bench-lead-few-demos", episodes=150, difficulty="easy", image_size=64,
-                               task="lead-inspect"),
-        "bc": BCConfig(run_dir="runs/bench-lead-dagger/bc", epochs=8, batch_size=64, eval_every=2, eval_episodes=50),
-        "dagger": DAggerConfig(rounds=2, episodes_per_round=150, epochs_per_round=4, eval_episodes=50,
-                               checkpoint_kind="best"),
-        **CPU_PPO,
-        "ppo": {**CPU_PPO["ppo"], "eval_every": 4, "checkpoint_every": 4, "residual_scale": 0.1},
-        "ppo_root": "runs/bench-lead-residual",
-        "bc_frames": 65_536,
-    },
-    "gpu": {
-        "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
-        "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=6, batch_size=256, eval_every=2, eval_episodes=100),
-        "ppo": dict(frames_per_batch=8192, num_envs=32, workers=16, ppo_epochs=8, minibatch_size=1024,
-                    eval_every=1, eval_episodes=100, critic_warmup=2, checkpoint_every=2, shaping=1.0),
-        "bc_frames": 131_072,
-        "scratch_budget_factor": 3,
-        "scratch": dict(continue_prob=0.97),
-        "seeds": (0, 1, 2),
-    },
-}
-
-
-def threshold_rule(start: float) -> float:
-    """tau: the BC start plus half its distance to 100%."""
-    return start + (1.0 - start) / 2
-
-
-def frames_to_threshold(curve: list[dict], threshold: float) -> int | None:
-    """Frames at the first of two consecutive curve points whose success rates reach ``threshold`` (None if no
-    two do): one 50-board check has a +-13-point interval, so one lucky check is not convergence."""
-    reached = [point["success_rate"] >= threshold - 1e-9 for point in curve]
-    return next((curve[i]["frames"] for i in range(len(curve) - 1) if reached[i] and reached[i + 1]), None)
-
-
-def largest_fall_after(curve: list[dict], frames: int) -> float:
-    """The largest fall of a check below the running best of the checks before it, from ``frames`` on."""
-    best, fall = 0.0, 0.0
-    for point in curve:
-        if point["frames"] > frames:
-            fall = max(fall, best - point["success_rate"])
-        best = max(best, point["success_rate"])
-    return round(fall, 4)
-
-
-def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision: str = "auto") -> dict:
-    """A policy checkpoint (or run folder) on ``boards`` boards no run has seen (not the check boards): success
-    with its Wilson interval, guesses (and how many came after the board had been localized), timeouts, verdict
-    accuracy."""
-    device = resolve_device(device)
-    actor, provenance, _ = load_actor(checkpoint, device, precision=precision)
-    metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()), num_envs=8,
-                                        device=device, **provenance.env_kwargs())
-    return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
-            "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],
-            "verdict_accuracy": metrics["verdict_accuracy"],
-            # Guesses given after the board had been localized: the policy was there and left before answering.
-            "guesses_after_localizing": sum(e["guess"] and e["steps_to_localize"] is not None for e in episodes)}
-
-
-def fresh_board_success(run_dir: Path, boards: int, device: str, precision: str = "auto") -> dict:
-    """last.pt and best.pt of a PPO run on fresh boards (``on_fresh_boards``)."""
-    return {name: on_fresh_boards(Path(run_dir) / "checkpoints" / f"{name}.pt", boards, device, precision)
-            for name in ("last", "best")}
-
-
-def bc_curves_of_preset(preset: dict, root: Path, bc_dir: Path, device: str, curves: list[list[dict]],
-                        seeds) -> list[list[dict]]:
-    """The BC arm's check curves over all the preset's seeds: those of this part, and the finished runs of the
-    others."""
-    by_seed = dict(zip(seeds, curves))
-    for seed in preset["seeds"]:
-        if seed not in by_seed:
-            folder = RunFolder(ppo_config(preset, "bc", seed, root, bc_dir, device).run_dir)
-            if folder.finished:
-                by_seed[seed] = folder.summary()["curve"]
-    return list(by_seed.values())
-
-
-def median_or_none(values: list[int | None]) -> float | None:
-    """Median over seeds, where a seed that never reached the threshold counts as +infinity (None if the median
-    itself is censored)."""
-    ranked = sorted(values, key=lambda v: float("inf") if v is None else v)
-    middle = ranked[(len(ranked) - 1) // 2: len(ranked) // 2 + 1]
-    return None if any(v is None for v in middle) else float(statistics.mean(middle))
-
-
-def scratch_budget(preset: dict, bc_median_frames: float | None) -> int:
-    """Scratch's frame budget: ``scratch_budget_factor`` x BC+PPO's median frames-to-tau, at least BC+PPO's budget
-    (a whole number of PPO iterations)."""
-    batch = preset["ppo"]["frames_per_batch"]
-    needed = preset["scratch_budget_factor"] * (bc_median_frames or 0)
-    return max(preset["bc_frames"], int(-(-needed // batch)) * batch)
-
-
-def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, device: str, frames: int | None = None,
-               **overrides) -> FinetuneConfig:
-    """The fine-tuning config of one arm and seed: identical PPO settings, only the start (and budget) differ."""
-    options = {**preset["ppo"], "total_frames": frames or preset["bc_frames"], "seed": seed, "device": device,
-               "run_dir": str(root / f"{arm}-seed{seed}"), **overrides}
-    if arm == "bc":
-        return FinetuneConfig(**options, init=str(bc_dir), checkpoint_kind="best")  # as measured: BC's best.pt
-    demos = preset["demos"]
-    return FinetuneConfig(**{**options, **preset["scratch"]}, from_scratch=True, anchor_weight=0.0,
-                          difficulty=demos.difficulty, image_size=demos.image_size, task=demos.task)
-
-
-def run_ppo(config: FinetuneConfig) -> dict:
-    """Runs (or resumes, or reuses) the fine-tuning run of ``config``; returns its summary."""
-    return trainer.ensure_trained(config, progress=False)
-
-
-def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:
-    """The BC policy on the PPO runs' held-out boards, before any PPO frame (what tau is computed from)."""
-    device = resolve_device(device)
-    actor, provenance, _ = load_actor(bc_dir, device, precision=ppo.precision, checkpoint_kind=ppo.checkpoint_kind)
-    seeds = held_out_seeds(ppo.eval_seed, ppo.eval_episodes, set())
-    # In the env PPO's checks run in: the BC run's.
-    metrics, _ = evaluate_policy(actor, seeds, num_envs=8, device=device,
-                                 **provenance.env_kwargs(difficulty=difficulty, image_size=image_size))
-    return metrics
+BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
+    Variant("cpu", ("--preset", "cpu"), "the old BC loss's few-demo start (400 easy demos, 84x84), both arms"),
+    Variant("few-bc", ("--preset", "few", "--arms", "bc"), "the quick recipe's start: the BC arm, 3 x 65,536 frames"),
+    Variant("few-scratch", ("--preset", "few", "--arms", "scratch"), "then scratch, >= 3x BC's frames to tau"),
+    Variant("few-bf16", ("--preset", "few", "--arms", "bc", "--seeds", "0", "--precision", "bf16"),
+            "the few BC arm, one seed, the encoder in bf16"),
+    Variant("lead-few-bc", ("--preset", "lead-few", "--arms", "bc"), "the few protocol on the lead task, one seed"),
+    Variant("lead-dagger-bc", ("--preset", "lead-dagger", "--arms", "bc"),
+            "the lead task from a BC + DAgger start, 3 seeds"),
+    Variant("lead-residual-bc", ("--preset", "lead-residual", "--arms", "bc"),
+            "the same start, PPO on a bounded residual of the frozen policy's pose (ResiP), 3 seeds"),
+    Variant("gpu", ("--preset", "gpu"), "224x224, larger budgets, for a CUDA machine"),
+), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device"),
+           "precision": ("auto", "the encoder's precision (fp32 or bf16: folders and results file of their own)")})
 
 
 def _point(curve_point: dict) -> dict:
@@ -309,65 +146,29 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
 
 
 def plot(curves: dict[str, list[list[dict]]], threshold: float, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-    for (name, runs), colour in zip(curves.items(), ("tab:blue", "tab:orange")):
-        length = min(len(c) for c in runs)
-        frames = np.array([p["frames"] for p in runs[0][:length]])
-        success = np.array([[p["success_rate"] for p in c[:length]] for c in runs])
-        label = "PPO from few-demo BC" if name == "bc" else "PPO from scratch"
-        ax.plot(frames, success.mean(0), color=colour, label=f"{label} (mean of {len(runs)} seeds)")
-        ax.fill_between(frames, success.min(0), success.max(0), color=colour, alpha=0.2)
-    ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"tau = {threshold:.0%}")
-    ax.set(xlabel="environment frames (PPO)", ylabel="success on 50 held-out boards", ylim=(0, 1.02), title=title)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    """Each arm's check success against PPO frames: the mean over seeds, their min-max band, and tau."""
+    with png_figure(path) as ax:
+        for (name, runs), colour in zip(curves.items(), ("tab:blue", "tab:orange")):
+            length = min(len(c) for c in runs)
+            frames = np.array([p["frames"] for p in runs[0][:length]])
+            success = np.array([[p["success_rate"] for p in c[:length]] for c in runs])
+            label = "PPO from few-demo BC" if name == "bc" else "PPO from scratch"
+            ax.plot(frames, success.mean(0), color=colour, label=f"{label} (mean of {len(runs)} seeds)")
+            ax.fill_between(frames, success.min(0), success.max(0), color=colour, alpha=0.2)
+        ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"tau = {threshold:.0%}")
+        ax.set(xlabel="environment frames (PPO)", ylabel="success on 50 held-out boards", ylim=(0, 1.02),
+               title=title)
+        ax.legend(loc="lower right", fontsize=8)
 
 
-def with_precision(preset: dict, precision: str) -> dict:
-    """``preset`` with BC and PPO in ``precision``, under a root folder of its own (``runs/NAME-PRECISION``); the
-    demos are the preset's."""
-    bc_dir = Path(preset["bc"].run_dir)
-    bc_dir = bc_dir.parent.with_name(f"{bc_dir.parent.name}-{precision}") / bc_dir.name
-    return {**preset, "bc": replace(preset["bc"], run_dir=str(bc_dir), precision=precision),
-            "ppo": {**preset["ppo"], "precision": precision}}
-
-
-def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
-    """The few-demo demonstrations and BC run of ``preset``, then its DAgger rounds if it has them (each reused when
-    already there); returns the run folder PPO starts from and the BC config."""
-    demos = preset["demos"]
-    if not (Path(demos.out) / "meta.json").is_file():
-        collect_demos(demos, progress=False)
-    bc_dir = Path(preset["bc"].run_dir)
-    bc_config = replace(preset["bc"], data=demos.out, device=device)
-    ensure_trained(bc_config, progress=False)
-    if "dagger" in preset:  # PPO then starts from the policy DAgger ends with
-        config = replace(preset["dagger"], init=str(bc_dir), run_dir=str(bc_dir.parent / "dagger"), device=device,
-                         precision=bc_config.precision)
-        bc_dir = dagger.final_policy_run(dagger.ensure_trained(config, progress=False))
-    return bc_dir, bc_config
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--preset", choices=list(PRESETS), default="cpu", help="budget and image size")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="PPO seeds (default: the preset's)")
     parser.add_argument("--arms", nargs="+", choices=("bc", "scratch"), default=["bc", "scratch"],
                         help="arms to run now (in parts: the other arm's finished runs are read, never started)")
     parser.add_argument("--fresh-boards", type=int, default=100, help="boards no run has seen, for last/best.pt")
-    parser.add_argument("--device", default="auto", help="learner device")
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
-                        help="the encoder's precision (fp32 or bf16: folders and results file of their own)")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> int:
     preset = PRESETS[args.preset]
     name = args.preset
     if args.precision != "auto":
@@ -432,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                        run_frames)
     rows = [{"arm": "PPO from few-demo BC" if arm == "bc" else "PPO from scratch", "seed": seed,
              "check start": f"{c[0]['success_rate']:.0%}", "check end": f"{c[-1]['success_rate']:.0%}",
-             "last.pt, fresh boards": "{:.0%} ({:.0%}-{:.0%})".format(f["last"]["rate"], *f["last"]["ci95"]),
-             "best.pt, fresh boards": "{:.0%} ({:.0%}-{:.0%})".format(f["best"]["rate"], *f["best"]["ci95"]),
+             "last.pt, fresh boards": ci_cell(f["last"]["rate"], f["last"]["ci95"]),
+             "best.pt, fresh boards": ci_cell(f["best"]["rate"], f["best"]["ci95"]),
              "last.pt guesses": f["last"]["guesses"],
              f"frames to {threshold:.0%}": result["arms"][arm]["frames_to_threshold"][str(seed)],
              "budget": run_frames[arm][str(seed)], "minutes": round((seconds[arm][str(seed)] or 0) / 60, 1)}
@@ -448,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nBC+PPO's median seed did not reach tau within {budgets['bc']} frames: no ratio")
     if "targets" in result:
         print("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in result["targets"].items()))
+    targets = result.pop("targets", None)
     result.update({
         "preset": args.preset, "seeds": list(seeds),
         "threshold_rule": "BC start + (1 - BC start) / 2 on the check boards, reached at the first of two "
@@ -455,12 +257,14 @@ def main(argv: list[str] | None = None) -> int:
         "bc_start_metrics": {k: start_metrics[k] for k in ("success_rate", "success_ci95", "episodes", "guesses",
                                                            "verdict_accuracy", "collisions_per_episode",
                                                            "episode_length", "timed_out")},
-        "curves": curves, "run_seconds": seconds, "table": rows, **provenance(), "machine": describe_machine(),
+        "curves": curves, "run_seconds": seconds, "table": rows,
         "precision": describe(args.precision, resolve_device(args.device)),
-        "wall_seconds_this_invocation": round(time.perf_counter() - start), "demo_config": asdict(demos),
-        "bc_config": asdict(bc_config), "ppo_config": asdict(reference), "scratch_options": preset["scratch"],
+        "demo_config": asdict(demos), "bc_config": asdict(bc_config), "ppo_config": asdict(reference),
+        "scratch_options": preset["scratch"],
     })
-    write_json(out, result)
+    # The benchmark runs in parts (--arms, --seeds): each run's own seconds are in run_seconds.
+    BENCHMARK.write(result, out=out, wall_s=round(time.perf_counter() - start), targets=targets,
+                    notes={"wall_s_scope": "this invocation"})
     if curves:
         plot(curves, threshold, RESULTS / f"bc_vs_scratch_{name}.png",
              f"{args.preset} preset: {demos.episodes} demos, {demos.difficulty} boards, {demos.image_size}x"
@@ -470,4 +274,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -10,13 +10,11 @@ policy copies) and ``ray`` (RayCollector on a local Ray instance). Scaling effic
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from pathlib import Path
 
 import torch
-from results_file import write_results
+from harness import Benchmark, Variant
 from timing import median_rate
 
 from robot_rl.configs import FinetuneConfig
@@ -25,7 +23,9 @@ from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.policy import make_actor
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "collector_scaling.json"
+BENCHMARK = Benchmark("collector_scaling", __doc__, variants=(
+    Variant("all", (), "direct, process and Ray collectors, 1 to all cores"),
+))
 
 
 def frames_per_second(backend: str, workers: int, envs_per_worker: int, image_size: int, batches: int) -> float:
@@ -46,16 +46,16 @@ def frames_per_second(backend: str, workers: int, envs_per_worker: int, image_si
         collector.shutdown()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     cores = os.cpu_count() or 1
     parser.add_argument("--backends", nargs="+", default=["direct", "process", "ray"], help="backends to time")
     parser.add_argument("--max-workers", type=int, default=cores, help="largest worker count (default: cores)")
     parser.add_argument("--envs-per-worker", type=int, default=4, help="envs per worker")
     parser.add_argument("--image-size", type=int, default=84, help="image side, pixels")
     parser.add_argument("--batches", type=int, default=3, help="timed batches per figure (median reported)")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
     counts = [1]
     while counts[-1] * 2 <= args.max_workers:
         counts.append(counts[-1] * 2)
@@ -74,12 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                          "speedup": rate / base, "efficiency": rate / (base * workers)})
             print(f"{backend} x{workers}: {rate:.0f} frames/s", file=sys.stderr)
     print(markdown_table(rows))
-    write_results("collector_scaling", {"rows": rows,
-                         "envs_per_worker": args.envs_per_worker, "image_size": args.image_size,
-                         "policy": "ResNet18 actor on the collection side, CPU"}, out=RESULTS)
-    print(f"\nwrote {RESULTS}")
-    return 0
+    return {"rows": rows, "envs_per_worker": args.envs_per_worker, "image_size": args.image_size,
+            "policy": "ResNet18 actor on the collection side, CPU"}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

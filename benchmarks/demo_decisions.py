@@ -11,19 +11,20 @@ episode, localized frames the expert continued on, verdict frames, and the joint
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import torch
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl import keys
 from robot_rl.envs.tasks import get_task
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "demo_decisions.json"
+BENCHMARK = Benchmark("demo_decisions", __doc__, variants=(
+    Variant("ur5e-panda", ("--data", "data/demos", "data/demos-panda"),
+            "the README recipe's demos and the Panda's (bc_quality's recipe and panda variants make them)"),
+), common={"out": None})
 
 
 def describe(path: str) -> dict:
@@ -50,20 +51,18 @@ def describe(path: str) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser) -> None:
     parser.add_argument("--data", nargs="+", required=True, help="demo dataset folders")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
     torch.set_num_threads(1)
     rows = [describe(path) for path in args.data]
     print(markdown_table(rows, ["arm", "task", "episodes", "frames_per_episode", "waiting_frames_per_episode",
                                 "verdict_frames_per_episode", "waiting_per_verdict", "median_speed_waiting",
                                 "median_speed_verdict"]))
-    write_results("demo_decisions", {"rows": rows}, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return {"rows": rows}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

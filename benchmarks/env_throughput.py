@@ -17,28 +17,24 @@ Rows:
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-from pathlib import Path
 
 import torch
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import random_pose_continue
 from timing import median_rate
 
-from robot_rl.envs import keys
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "env_throughput.json"
 TARGET_STEPS_PER_S = 800  # at 84x84, in one process
 MAX_RANDOMIZATION_SLOWDOWN = 0.10  # domain randomization may cost at most this fraction of steps/s
 
-
-def random_pose_continue(td):
-    td.set(keys.POSE, torch.rand(*td.batch_size, 6) * 2 - 1)
-    td.set(keys.VERDICT, torch.zeros(td.batch_size, dtype=torch.int64))
-    return td
+BENCHMARK = Benchmark("env_throughput", __doc__, variants=(
+    Variant("all", (), "env steps/s at 84x84 and 224x224 against Gymnasium's Pusher-v5"),
+), targets={"steps_per_s_84": TARGET_STEPS_PER_S, "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN},
+   common={"out": None})
 
 
 def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repeats: int) -> float:
@@ -90,9 +86,7 @@ def time_pusher(image_size: int, steps: int, repeats: int) -> float | None:
     return rate
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[84, 224], help="image sides (pixels)")
     parser.add_argument("--steps", type=int, default=1000, help="env steps per timed rollout")
     parser.add_argument("--pusher-steps", type=int, default=100, help="Pusher-v5 steps per timed run")
@@ -100,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per figure (median reported)")
     parser.add_argument("--pair-repeats", type=int, default=7,
                         help="alternating timed runs per randomization comparison (median reported)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
     torch.set_num_threads(1)
 
     rows = []
@@ -136,15 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             slowdowns[r["image"]] = max(slowdowns.get(r["image"], 0.0), 1 - r["x_without_randomization"])
     best_84 = max((r["steps_per_s"] for r in rows if r["image"] == "84x84" and r["env"].startswith("pcb")),
                   default=None)
-    write_results("env_throughput", {"rows": rows,
-                          "target_steps_per_s_84": TARGET_STEPS_PER_S, "best_steps_per_s_84": best_84,
-                          "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN,
-                          "randomization_slowdown": slowdowns,
-                          "randomization_target_met_84": slowdowns.get("84x84", 1.0) <= MAX_RANDOMIZATION_SLOWDOWN},
-                              out=args.out)
-    print(f"\nwrote {args.out}")
-    return 0
+    return {"rows": rows, "target_steps_per_s_84": TARGET_STEPS_PER_S, "best_steps_per_s_84": best_84,
+            "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN, "randomization_slowdown": slowdowns,
+            "randomization_target_met_84": slowdowns.get("84x84", 1.0) <= MAX_RANDOMIZATION_SLOWDOWN}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

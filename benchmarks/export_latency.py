@@ -10,7 +10,6 @@ weights come from ``--checkpoint`` when given, else a fresh initialization (weig
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl.export import (
     DeployedPolicy,
@@ -31,7 +30,9 @@ from robot_rl.export import (
 )
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "export_latency.json"
+BENCHMARK = Benchmark("export_latency", __doc__, variants=(
+    Variant("fresh-weights", (), "every export format against the eager actor, fresh 84x84 weights"),
+), common={"threads": (2, "CPU threads of torch and ONNX Runtime"), "out": None})
 
 
 def fresh_policy(image_size: int) -> DeployedPolicy:
@@ -86,18 +87,14 @@ def time_calls(run, pixels: np.ndarray, joints: np.ndarray, calls: int, warmup: 
     return seconds
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--checkpoint", default="", help="a BC or PPO run or .pt (default: fresh weights)")
     parser.add_argument("--image-size", type=int, default=84, help="image side without --checkpoint")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads of torch and ONNX Runtime")
     parser.add_argument("--calls", type=int, default=500, help="timed batch-1 requests per format")
     parser.add_argument("--batch", type=int, default=32, help="frames per request of the throughput test")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    started = time.perf_counter()
+
+
+def run(args) -> dict:
     if args.checkpoint:
         policy, provenance, _ = deployed_policy(args.checkpoint)
         image_size = provenance.image_size
@@ -111,22 +108,18 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="export-latency-") as folder:
-        for name, run in runners(policy, image_size, Path(folder), args.threads).items():
-            single = time_calls(run, *inputs(1), calls=args.calls, warmup=20)
-            batched = time_calls(run, *inputs(args.batch), calls=max(10, args.calls // 25), warmup=3)
+        for name, serve in runners(policy, image_size, Path(folder), args.threads).items():
+            single = time_calls(serve, *inputs(1), calls=args.calls, warmup=20)
+            batched = time_calls(serve, *inputs(args.batch), calls=max(10, args.calls // 25), warmup=3)
             rows.append({"format": name, "batch1_p50_ms": float(np.percentile(single, 50) * 1e3),
                          "batch1_p99_ms": float(np.percentile(single, 99) * 1e3),
                          "batch1_requests_per_s": float(1 / single.mean()),
                          f"batch{args.batch}_frames_per_s": float(args.batch / batched.mean())})
             print(f"{name}: p50 {rows[-1]['batch1_p50_ms']:.2f} ms", file=sys.stderr)
     print(markdown_table(rows))
-    write_results("export_latency", {"image_size": image_size,
-                          "checkpoint": args.checkpoint or None, "threads": args.threads, "calls": args.calls,
-                          "batch": args.batch, "rows": rows,
-                          "wall_s": round(time.perf_counter() - started, 1)}, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return {"image_size": image_size, "checkpoint": args.checkpoint or None, "threads": args.threads,
+            "calls": args.calls, "batch": args.batch, "rows": rows}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -11,15 +11,14 @@ when it answered. Writes ``benchmarks/results/few_demo_bc.json``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import mujoco
 import numpy as np
 import torch
-from bc_vs_scratch import PRESETS, RESULTS
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import PRESETS
 
 from robot_rl import keys
 from robot_rl.closed_loop import held_out_seeds, run_episodes
@@ -45,6 +44,10 @@ SETTINGS = {
         BCConfig(run_dir="runs/few-demo/default-1000", epochs=6, batch_size=64, eval_every=2, eval_episodes=50)),
     "400 demos, easy boards, 6 epochs (the benchmark's)": (_cpu["demos"], _cpu["bc"]),
 }
+
+BENCHMARK = Benchmark("few_demo_bc", __doc__, variants=(
+    Variant("all", (), "three few-demo BC settings and their errors on the PPO benchmark's boards"),
+), common={"device": "auto"})
 
 
 def _camera_error(step) -> dict:
@@ -87,10 +90,7 @@ def breakdown(run_dir: str, difficulty: str, image_size: int, seeds: list[int], 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="auto")
-    args = parser.parse_args(argv)
+def run(args) -> dict:
     device = resolve_device(args.device)
     seeds = held_out_seeds(20_000_000, 50, set())  # the PPO benchmark's held-out boards (FinetuneConfig.eval_seed)
     rows, results = [], {}
@@ -109,12 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                      "guess off-axis (median)": result["guess_camera_median"]["off_axis_m"]})
         print(rows[-1], file=sys.stderr)
     print(markdown_table(rows))
-    out = RESULTS / "few_demo_bc.json"
-    write_results("few_demo_bc", {"settings": results, "table": rows,
-                                  "eval_board_seeds": [seeds[0], seeds[-1]]}, out=out)
-    print(f"wrote {out}")
-    return 0
+    return {"settings": results, "table": rows, "eval_board_seeds": [seeds[0], seeds[-1]]}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run))

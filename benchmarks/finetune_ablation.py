@@ -11,14 +11,13 @@ are reused. Writes ``benchmarks/results/finetune_ablation.json``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
-from bc_vs_scratch import (
+from harness import Benchmark, Variant
+from protocols import (
     PRESETS,
-    RESULTS,
     frames_to_threshold,
     ppo_config,
     prepare_bc,
@@ -26,7 +25,6 @@ from bc_vs_scratch import (
     start_success,
     threshold_rule,
 )
-from results_file import write_results
 
 from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
@@ -45,18 +43,21 @@ VARIANTS = {
     "4x the frames (65,536)": {"total_frames": 65_536},
 }
 
+BENCHMARK = Benchmark("finetune_ablation", __doc__, variants=(
+    Variant("all", (), "each lever of the fine-tuning design off in turn, from the cpu preset's BC policy"),
+), common={"seeds": ([0], "PPO seeds per variant"), "device": "auto"})
+
 
 def _logged(run_dir: Path, name: str) -> list[float]:
     """One logged scalar of a run, per iteration (the trainer's CSV log)."""
     return [round(value, 4) for _, value in read_scalar(run_dir, name)]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="PPO seeds per variant")
+def options(parser) -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--device", default="auto")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
     preset = PRESETS["cpu"]
     bc_dir, _ = prepare_bc(preset, args.device)
     root = Path(preset["bc"].run_dir).parent / "ablation"
@@ -92,13 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} seed {seed}: {curve[0]['success_rate']:.0%} -> {final['success_rate']:.0%}",
                   file=sys.stderr)
     print(markdown_table(rows))
-    out = RESULTS / "finetune_ablation.json"
-    write_results("finetune_ablation", {"threshold": threshold, "threshold_rule": "BC start + (1 - BC start) / 2",
-                     "bc_start": start_metrics["success_rate"], "budget_frames": reference.total_frames,
-                     "variants": results, "table": rows}, out=out)
-    print(f"wrote {out}")
-    return 0
+    return {"threshold": threshold, "threshold_rule": "BC start + (1 - BC start) / 2",
+            "bc_start": start_metrics["success_rate"], "budget_frames": reference.total_frames,
+            "variants": results, "table": rows}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -21,7 +21,6 @@ Finished runs are reused; each run's seconds are recorded. Writes ``benchmarks/r
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -29,10 +28,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from bc_vs_scratch import (
+from harness import Benchmark, Variant
+from protocols import (
     FRESH_BOARDS_SEED,
     PRESETS,
     RESULTS,
+    ci_cell,
     frames_to_threshold,
     fresh_board_success,
     largest_fall_after,
@@ -42,7 +43,6 @@ from bc_vs_scratch import (
     start_success,
     threshold_rule,
 )
-from results_file import write_results
 from timing import describe_machine, provenance
 
 from robot_rl.checkpoints import load_checkpoint, policy_checkpoint
@@ -82,6 +82,12 @@ VARIANTS = {
 }
 DIAGNOSTICS = ("kl_approx", "clip_fraction", "anchor_weight", "anchor_kl", "entropy", "explained_variance",
                "loss_critic", "actor_update_fraction", "success_rate", "guess_rate", "lr_actor")
+
+BENCHMARK = Benchmark("finetune_stability", __doc__, variants=(
+    Variant("start", ("--part", "start"), "the BC start under each verdict sampling, and the first Adam steps"),
+    Variant("ppo", ("--part", "ppo"), "the PPO variants from the few preset's BC policy, seed 0"),
+), common={"seeds": ([0], "PPO seeds per variant"), "boards": (100, "fresh boards for the start and last/best"),
+           "device": "auto"})
 
 
 def sampled_start(bc_dir: Path, boards: int, device: str) -> list[dict]:
@@ -180,30 +186,29 @@ def _row(result: dict) -> dict:
             "best check": f"{max(p['success_rate'] for p in result['curve']):.0%}",
             "frames to tau": result["frames_to_threshold"],
             "largest fall below best": f"{result['largest_fall_below_best']:.0%}",
-            "last.pt (fresh)": "{:.0%} ({:.0%}-{:.0%})".format(fresh["last"]["rate"], *fresh["last"]["ci95"]),
-            "best.pt (fresh)": "{:.0%} ({:.0%}-{:.0%})".format(fresh["best"]["rate"], *fresh["best"]["ci95"]),
+            "last.pt (fresh)": ci_cell(fresh["last"]["rate"], fresh["last"]["ci95"]),
+            "best.pt (fresh)": ci_cell(fresh["best"]["rate"], fresh["best"]["ci95"]),
             "last.pt guesses": fresh["last"]["guesses"]}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser) -> None:
     parser.add_argument("--part", choices=("start", "ppo"), default="ppo")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="PPO seeds per variant")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--boards", type=int, default=100, help="fresh boards for the start and last/best")
-    parser.add_argument("--device", default="auto")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
     start = time.perf_counter()
     args.device = str(resolve_device(args.device))
     bc_dir, _ = prepare_bc(PRESET, args.device)
-    result = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    # The part not run now is kept as the file holds it.
+    result = json.loads(OUT.read_text())["metrics"] if OUT.is_file() else {}
     if args.part == "start":
         rows = sampled_start(bc_dir, args.boards, args.device)
         print(markdown_table(rows))
         steps = first_steps(bc_dir, Path(PRESET["bc"].run_dir).parent / "stability" / "first-steps", args.device)
         print(markdown_table(steps))
         result["start"] = {"rows": rows, "first_adam_steps": steps, **provenance(), "machine": describe_machine(),
-                           "wall_seconds": round(time.perf_counter() - start)}
+                           "wall_s": round(time.perf_counter() - start)}
     else:
         root = Path(PRESET["bc"].run_dir).parent / "stability"
         reference = ppo_config(PRESET, "bc", args.seeds[0], root, bc_dir, args.device)
@@ -223,12 +228,11 @@ def main(argv: list[str] | None = None) -> int:
                          "first of two consecutive checks at or above it", "budget_frames": PRESET["bc_frames"],
                          "runs": ordered, "table": [_row(r) for r in ordered], **provenance(),
                          "machine": describe_machine(),
-                         "wall_seconds_last_invocation": round(time.perf_counter() - start)}
+                         "wall_s": round(time.perf_counter() - start)}  # its last invocation's
     # Each part keeps its own provenance; the file's top level is this invocation's.
-    write_results("finetune_stability", {part: result[part] for part in ("start", "ppo") if part in result}, out=OUT)
-    print(f"wrote {OUT}")
-    return 0
+    done = [part for part in ("start", "ppo") if part in result]
+    return {**{part: result[part] for part in done}, "wall_s": {part: result[part]["wall_s"] for part in done}}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

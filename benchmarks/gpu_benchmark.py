@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from results_file import write_results
+from harness import Benchmark, Variant
 from tensordict import TensorDict
 
 from robot_rl import keys
@@ -35,7 +34,9 @@ from robot_rl.policy import make_actor
 from robot_rl.pretrain.bc_loss import BehaviourCloningLoss, total_loss
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "gpu_benchmark.json"
+BENCHMARK = Benchmark("gpu_benchmark", __doc__, variants=(
+    Variant("cuda", (), "BC and PPO learner rates and a fine-tuning iteration's parts on one GPU"),
+), common={"device": ("cuda", "cuda (cpu only for a smoke run of this script)"), "out": None})
 
 
 def _sync(device: torch.device) -> None:
@@ -172,18 +173,16 @@ def end_to_end_frames_per_s(size: int, workers: int, iterations: int, device: st
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[84, 224], help="image sides, pixels")
     parser.add_argument("--bc-batch", type=int, default=256, help="BC samples per step")
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2),
                         help="CPU env worker processes in the end-to-end run")
     parser.add_argument("--iterations", type=int, default=3, help="timed fine-tuning iterations")
     parser.add_argument("--ppo-frames", type=int, default=4096, help="frames per PPO learner iteration")
-    parser.add_argument("--device", default="cuda", help="cuda (cpu only for a smoke run of this script)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict | int:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print("gpu_benchmark: no CUDA device here; run it on a machine with a GPU", file=sys.stderr)
@@ -204,12 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table([{"image": f"{s}x{s}", **p} for s, p in parts.items()]))
     print(f"\nend-to-end fine-tuning at {args.sizes[0]}x{args.sizes[0]} with {args.workers} CPU env workers: "
           f"{end_to_end:.0f} frames/s")
-    write_results("gpu_benchmark", {"rows": rows,
-                         "parts_ms_per_frame": parts, "end_to_end_frames_per_s": end_to_end,
-                         "end_to_end_workers": args.workers, "bc_target_224": 5000}, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return {"rows": rows, "parts_ms_per_frame": parts, "end_to_end_frames_per_s": end_to_end,
+            "end_to_end_workers": args.workers, "bc_target_224": 5000}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

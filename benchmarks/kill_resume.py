@@ -30,8 +30,6 @@ inputs of later ones (demos for pretrain, a BC run for finetune, evaluate and ex
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
 import random
@@ -42,9 +40,9 @@ import sys
 import time
 from pathlib import Path
 
-from timing import describe_machine
+from harness import Benchmark, Variant
+from results_file import read_results
 
-from robot_rl.io import write_json
 from robot_rl.tables import markdown_table
 
 RESULTS = Path(__file__).parent / "results"
@@ -69,6 +67,12 @@ tiny = PRESETS["quick"].updated(
               "video_quality": "fast"})
 run_pipeline(tiny, sys.argv[1], progress=False)
 """
+
+BENCHMARK = Benchmark("kill_resume", __doc__, variants=(
+    Variant("all", (), "reference runs, kills, Ctrl-C, then SIGTERM, two writers, bad inputs, full disk"),
+    Variant("ctrl-c", ("--ctrl-c-only",), "the Ctrl-C trial again on the kept scratch folder"),
+    Variant("lifecycle", ("--lifecycle-only",), "the SIGTERM, two-writer, bad-input and full-disk trials again"),
+))
 
 
 def commands(work: Path, trial: str) -> dict[str, dict]:
@@ -240,8 +244,7 @@ def ctrl_c_trial(work: Path, durations: dict, delay: float) -> dict:
     return ctrl_c
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments and of which recovery")
     parser.add_argument("--work", default="runs/kill-resume", help="scratch folder (emptied first)")
     parser.add_argument("--ctrl-c-only", action="store_true",
@@ -250,29 +253,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lifecycle-only", action="store_true",
                         help="rerun only the SIGTERM, two-writer, bad-input and full-disk trials on the kept "
                              "scratch folder's reference runs; the kill and Ctrl-C trials of the results file are kept")
-    args = parser.parse_args(argv)
-    argv = sys.argv[1:] if argv is None else argv
+
+
+def run(args) -> int:
+    argv = sys.argv[1:]
     _commit.at_start = _commit()  # the code that ran, even if the checkout changes while it runs
     start = time.perf_counter()
     work = Path(args.work)
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     os.environ.update(env)
     if args.ctrl_c_only:
-        previous = json.loads((RESULTS / "kill_resume.json").read_text())
+        previous = read_results(RESULTS / "kill_resume.json")
         shutil.rmtree(work / "ctrl-c", ignore_errors=True)
         ctrl_c = ctrl_c_trial(work, previous["reference_seconds"],
                               previous["ctrl_c_process_collector"]["sigint_after_s"])
-        parts = {**previous.get("parts_wall_seconds", {"reference runs and kills": previous["wall_seconds"]}),
+        parts = {**(previous["parts"] or {"reference runs and kills": previous["wall_s"]}),
                  "ctrl-c rerun": round(time.perf_counter() - start)}
-        return write_results(args.seed, previous["trials"], ctrl_c, previous["reference_seconds"], parts)
+        return write_report(args.seed, previous["trials"], ctrl_c, previous["reference_seconds"], parts)
     if args.lifecycle_only:
-        previous = json.loads((RESULTS / "kill_resume.json").read_text())
+        previous = read_results(RESULTS / "kill_resume.json")
         durations = previous["reference_seconds"]
         lifecycle_start = time.perf_counter()
         lifecycle = lifecycle_trials(work, durations, random.Random(args.seed + 1))
-        parts = {**previous.get("parts_wall_seconds", {"reference runs, kills and ctrl-c": previous["wall_seconds"]}),
+        parts = {**(previous["parts"] or {"reference runs, kills and ctrl-c": previous["wall_s"]}),
                  "sigterm, two writers, bad inputs, disk full": round(time.perf_counter() - lifecycle_start)}
-        return write_results(args.seed, previous["trials"], previous["ctrl_c_process_collector"], durations, parts,
+        return write_report(args.seed, previous["trials"], previous["ctrl_c_process_collector"], durations, parts,
                              lifecycle, argv)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -339,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     lifecycle_start = time.perf_counter()
     lifecycle = lifecycle_trials(work, durations, rng)
     parts["sigterm, two writers, bad inputs, disk full"] = round(time.perf_counter() - lifecycle_start)
-    return write_results(args.seed, trials, ctrl_c, durations, parts, lifecycle, argv)
+    return write_report(args.seed, trials, ctrl_c, durations, parts, lifecycle, argv)
 
 
 def lifecycle_trials(work: Path, durations: dict, rng: random.Random) -> dict:
@@ -372,8 +377,8 @@ def tally(trials: list[dict], ctrl_c: dict, lifecycle: dict) -> dict:
     }
 
 
-def write_results(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, parts: dict,
-                  lifecycle: dict | None = None, argv: list[str] | None = None) -> int:
+def write_report(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, parts: dict,
+                 lifecycle: dict | None = None, argv: list[str] | None = None) -> int:
     rows = [{"trial": t["trial"], "command": t["command"], "kill after (s)": t["kill_after_s"],
              "of (s)": t["reference_s"], "claimed": t["after_kill"].get("claimed", ""),
              "children outlived": t["children_outlived_it"], "recovery": t["recovery"].split(" (")[0],
@@ -385,14 +390,12 @@ def write_results(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, 
     all_ok = (all(t["ok"] for t in trials) and ctrl_c["ok"] and summary["nothing_lost"]
               and summary["bad_inputs_one_line_exit_2"] == summary["bad_inputs_tried"]
               and summary["concurrent_writers_refused"] == len(lifecycle["two_writers"]))
-    result = {"summary": summary, "date": datetime.date.today().isoformat(),
-              "commit": getattr(_commit, "at_start", None) or _commit(),
+    result = {"summary": summary,
+              "commit": getattr(_commit, "at_start", None) or _commit(),  # the code that ran
               "argv": [sys.executable, *sys.argv] if argv is None else [sys.executable, sys.argv[0], *argv],
               "seed": seed, "trials": trials, "ctrl_c_process_collector": ctrl_c, **lifecycle,
-              "all_ok": all_ok, "reference_seconds": durations,
-              "table": rows, "machine": describe_machine(), "wall_seconds": sum(parts.values()),
-              "parts_wall_seconds": parts}
-    write_json(RESULTS / "kill_resume.json", result)
+              "all_ok": all_ok, "reference_seconds": durations, "table": rows}
+    BENCHMARK.write(result, out=RESULTS / "kill_resume.json", wall_s=sum(parts.values()), parts=parts)
     print(f"wrote {RESULTS / 'kill_resume.json'}; all ok: {result['all_ok']}")
     return 0 if result["all_ok"] else 1
 
@@ -620,4 +623,4 @@ def disk_full_trial(work: Path) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

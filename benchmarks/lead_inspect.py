@@ -25,20 +25,18 @@ against wall-clock seconds (checks placed by epoch or round within their stage's
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from bc_quality import closed_loop_checks
-from timing import describe_machine, provenance
+from harness import Benchmark, Variant
+from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
 
-from robot_rl.configs import PRECISIONS, BCConfig, CollectConfig, DAggerConfig, EvaluateConfig
+from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig
 from robot_rl.errors import RunStopped
-from robot_rl.evaluate import evaluate
-from robot_rl.io import atomic_path, write_json
+from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
 from robot_rl.pretrain.bc import ensure_trained
@@ -47,14 +45,17 @@ from robot_rl.pretrain.dagger import dagger
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "lead_inspect.json"
 ARMS = ("recipe", "dagger", "bc-longer")
 TASK, ARM, DIFFICULTY, IMAGE_SIZE = "lead-inspect", "ur5e_like", "default", 84
 RECIPE_EPOCHS, LONGER_EPOCHS = 6, 18
 DAGGER = {"rounds": 4, "episodes_per_round": 200, "epochs_per_round": 2, "beta": 0.5, "beta_decay": 0.5}
 TARGETS = {"last_policy_success_min": 0.90, "collisions_per_episode_max": 0.1, "fresh_boards": 100}
-FINAL_METRICS = ("episodes", "success_rate", "success_ci95", "guesses", "verdict_accuracy", "collisions_per_episode",
-                 "episode_length", "timed_out")
+
+BENCHMARK = Benchmark("lead_inspect", __doc__, variants=(
+    Variant("all", (), "the recipe, BC trained longer and BC + DAgger on the lead task"),
+    Variant("recipe-dagger", ("--arms", "recipe", "dagger"), "the recipe, then DAgger from it"),
+), targets=TARGETS, common={"boards": (100, "boards per check and in the final evaluation"), "device": "auto",
+                            "precision": "auto", "out": (None, "JSON output (a PNG beside it)")})
 
 
 class Stages:
@@ -103,14 +104,9 @@ def last_on_fresh_boards(run_dir: Path, checkpoint: Path, boards: int, device: s
     """The last policy on ``boards`` fresh boards (``evaluate``'s own seeds), its report kept in ``run_dir`` (and
     read back from there when it exists)."""
     report = run_dir / "eval-fresh-last" / "report.json"
-    if report.is_file():
-        result = json.loads(report.read_text())
-        return {"checkpoint": str(checkpoint), "seeds": result["info"]["seeds"],
-                **{k: result["metrics"][k] for k in FINAL_METRICS}}
-    result = evaluate(EvaluateConfig(checkpoint=str(checkpoint), episodes=boards, out=str(run_dir / "eval-fresh-last"),
-                                     videos=0, failure_videos=0, device=device, precision=precision), progress=False)
-    return {"checkpoint": str(checkpoint), "seeds": result["info"]["seeds"],
-            **{k: result["metrics"][k] for k in FINAL_METRICS}}
+    result = (json.loads(report.read_text()) if report.is_file() else
+              evaluate_fresh(checkpoint, boards, report.parent, device=device, precision=precision))
+    return {"checkpoint": str(checkpoint), "seeds": result["info"]["seeds"], **final_metrics(result["metrics"])}
 
 
 def verdict_on_targets(final: dict) -> dict:
@@ -122,45 +118,32 @@ def verdict_on_targets(final: dict) -> dict:
 
 def plot(arms: dict, path: Path) -> None:
     """Success against wall-clock seconds: each arm's checks (held-out boards) and its last policy (fresh boards)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-    for (name, arm), colour in zip(arms.items(), ("tab:grey", "tab:green", "tab:blue")):
-        if "final" not in arm:
-            continue
-        checks = arm["curve"]
-        ax.plot([c["wall_s"] for c in checks], [c["success_rate"] for c in checks], color=colour, marker=".",
-                label=f"{name}: checks (100 held-out boards)")
-        final = arm["final"]
-        low, high = final["success_ci95"]
-        ax.errorbar([arm["wall_s"]], [final["success_rate"]], color=colour, marker="s", capsize=3,
-                    yerr=[[final["success_rate"] - low], [high - final["success_rate"]]],
-                    label=f"{name}: last policy, 100 fresh boards")
-    ax.axhline(TARGETS["last_policy_success_min"], color="grey", linestyle="--", linewidth=1, label="target 90%")
-    ax.set(xlabel="wall-clock seconds (collection included)", ylabel="strict success", ylim=(0, 1.02),
-           title="lead-inspect, ur5e_like, default boards")
-    ax.legend(loc="upper left", fontsize=7)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)
+    with png_figure(path) as ax:
+        for (name, arm), colour in zip(arms.items(), ("tab:grey", "tab:green", "tab:blue")):
+            if "final" not in arm:
+                continue
+            checks = arm["curve"]
+            ax.plot([c["wall_s"] for c in checks], [c["success_rate"] for c in checks], color=colour, marker=".",
+                    label=f"{name}: checks (100 held-out boards)")
+            final = arm["final"]
+            low, high = final["success_ci95"]
+            ax.errorbar([arm["wall_s"]], [final["success_rate"]], color=colour, marker="s", capsize=3,
+                        yerr=[[final["success_rate"] - low], [high - final["success_rate"]]],
+                        label=f"{name}: last policy, 100 fresh boards")
+        ax.axhline(TARGETS["last_policy_success_min"], color="grey", linestyle="--", linewidth=1, label="target 90%")
+        ax.set(xlabel="wall-clock seconds (collection included)", ylabel="strict success", ylim=(0, 1.02),
+               title="lead-inspect, ur5e_like, default boards")
+        ax.legend(loc="upper left", fontsize=7)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="arms to run in this part")
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations")
-    parser.add_argument("--boards", type=int, default=100, help="boards per check and in the final evaluation")
     parser.add_argument("--data", type=Path, default=Path("data/demos-lead"), help="demo folder (reused)")
     parser.add_argument("--root", type=Path, default=Path("runs/lead-inspect"), help="the arms' run folders")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto", help="the encoder's compute precision")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output (a PNG beside it)")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
     args.root.mkdir(parents=True, exist_ok=True)
     stages = Stages(args.root / "stages.json")
     device = resolve_device(args.device)
@@ -220,30 +203,26 @@ def main(argv: list[str] | None = None) -> int:
     arms["bc-longer"]["config"] = {"epochs": LONGER_EPOCHS, "eval_every": 6}
     arms["dagger"]["config"] = DAGGER
 
-    rows = [{"arm": name, "last policy, fresh boards": f"{a['final']['success_rate']:.0%} "
-             f"({a['final']['success_ci95'][0]:.0%}-{a['final']['success_ci95'][1]:.0%})",
+    rows = [{"arm": name, "last policy, fresh boards": ci_cell(a["final"]["success_rate"], a["final"]["success_ci95"]),
              "boards": a["final"]["episodes"], "guesses": a["final"]["guesses"],
              "collisions / episode": a["final"]["collisions_per_episode"], "wall s": a["wall_s"],
              "target met": a["targets"]["met"]} for name, a in arms.items() if a["status"] == "done"]
     if rows:
         print(markdown_table(rows))
-    write_json(args.out, {
-        "benchmark": "lead_inspect", **provenance(), "machine": describe_machine(),
+    plot(arms, args.out.with_suffix(".png"))
+    return {
         "precision": describe(args.precision, device), "task": TASK, "arm": ARM, "difficulty": DIFFICULTY,
         "image_size": IMAGE_SIZE, "demos": {"episodes": len(dataset.episodes), "frames": dataset.frames},
-        "targets": TARGETS, "arms": arms, "stages": stages.stages,
-        "wall_s": round(sum(stage["seconds"] for stage in stages.stages.values()), 1),  # every part of every stage
+        "arms": arms, "stages": stages.stages,
         "note": "checks are placed on the wall-clock axis by epoch (BC) or round (DAgger) within their stage's "
                 "measured seconds; the final points are measured",
-    })
-    plot(arms, args.out.with_suffix(".png"))
-    print(f"wrote {args.out}")
-    return 0
+        "wall_s": {name: stage["seconds"] for name, stage in stages.stages.items()},  # every part of every stage
+    }
 
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        sys.exit(BENCHMARK.main(run, options))
     except RunStopped as stopped:  # Ctrl-C or SIGTERM: the stage checkpointed and its part is recorded
         print(f"lead_inspect: {stopped}; the same command continues it", file=sys.stderr)
         sys.exit(128 + stopped.signum)

@@ -17,7 +17,6 @@ bundled in the venv's PyAV wheel, as a machine without a system FFmpeg needs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl import keys
 from robot_rl.configs import CollectConfig
@@ -38,7 +37,6 @@ from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.pretrain.lerobot_export import export_dataset, frame_columns
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "lerobot_validation.json"
 LEROBOT = "lerobot==0.4.4"
 # What lerobot.datasets.lerobot_dataset imports (its other dependencies are for robots and policies).
 LOADER_PACKAGES = ["datasets>=4.0.0,<5.0.0", "huggingface-hub>=0.34.2,<0.36.0", "av>=15.0.0,<16.0.0",
@@ -67,6 +65,10 @@ print(json.dumps({"len": len(ds), "num_episodes": ds.num_episodes, "fps": ds.fps
                   "task": items[0]["task"], "lerobot": lerobot.__version__ if hasattr(lerobot, "__version__")
                   else "0.4.4", "datasets": datasets.__version__}))
 """
+
+BENCHMARK = Benchmark("lerobot_validation", __doc__, variants=(
+    Variant("all", (), "export-dataset with each codec, loaded by LeRobot 0.4.4 in a venv of its own"),
+), common={"out": None})
 
 
 def _pip(venv: Path, *args: str) -> None:
@@ -123,13 +125,13 @@ def compare(demos: DemoDataset, loaded: dict) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser) -> None:
     parser.add_argument("--venv", type=Path, default=None, help="LeRobot venv to reuse or create (default: temporary)")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--image-size", type=int, default=84)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+
+
+def run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="lerobot-validation-") as scratch:
         scratch = Path(scratch)
         venv = args.venv or scratch / "venv"
@@ -160,13 +162,12 @@ def main() -> int:
                                 "features_compared", "features_exact", "episode_boundaries_exact"]))
     all_ok = all(r.get("loaded") and r["frames_match"] and r["episodes_match"] and not r["features_not_exact"]
                  and r["episode_boundaries_exact"] for r in rows)
-    write_results("lerobot_validation", {"lerobot": LEROBOT,
-                          "episodes": args.episodes, "image_size": args.image_size, "source_frames": demos.frames,
-                          "rows": rows, "all_checks_pass": all_ok, "install_seconds": round(install_s, 1)},
-                              out=args.out)
+    BENCHMARK.write({"lerobot": LEROBOT, "episodes": args.episodes, "image_size": args.image_size,
+                     "source_frames": demos.frames, "rows": rows, "all_checks_pass": all_ok,
+                     "install_seconds": round(install_s, 1)}, out=args.out)
     print(f"\nall checks pass: {all_ok}; {args.out}")
     return 0 if all_ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

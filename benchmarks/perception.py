@@ -21,11 +21,7 @@ recolouring reaches >= 95% nominal and >= 90% under every shift of the suite (bl
 none excluded); and beats the equal-wall-time baseline; encoder pretraining trains at >= 80% of the bare
 ResNet18's images/s.
 
-    python benchmarks/perception.py                       # all parts (~13 h on 2 CPU cores, below)
-    python benchmarks/perception.py --parts throughput    # ~10 min
-    python benchmarks/perception.py --parts encoder       # ~25 min: 20,000 views, 8 epochs
-    python benchmarks/perception.py --parts arms          # ~2.4 h per arm (BC 12 epochs + the suite)
-    python benchmarks/perception.py --parts equal-time    # ~2.7 h
+    python benchmarks/perception.py --list   # the named variants (--variant NAME runs one)
     python benchmarks/perception.py --parts arms --arms encoder+recolour --seeds 1 2  # the winner's seeds
     python benchmarks/perception.py --root /tmp/p --episodes 8 --epochs 1 --boards 4 --views 200 \\
         --encoder-epochs 1 --out /tmp/p/perception.json   # a toy run end to end (not a result)
@@ -33,7 +29,6 @@ ResNet18's images/s.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -42,11 +37,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from results_file import PROVENANCE_KEYS, write_results
+from harness import Benchmark, Variant
+from protocols import perturbation_suite, suite_rows
+from results_file import read_results
 
-from robot_rl.configs import BCConfig, CollectConfig, EncoderPretrainConfig, EvaluateConfig
+from robot_rl.configs import BCConfig, CollectConfig, EncoderPretrainConfig
 from robot_rl.encoder import ImageEncoder
-from robot_rl.evaluate import evaluate
 from robot_rl.io import write_json
 from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
@@ -54,7 +50,6 @@ from robot_rl.pretrain.collect import collect_demos
 from robot_rl.run_folder import RunFolder, ensure_finished
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "perception.json"
 PARTS = ("throughput", "encoder", "arms", "equal-time")
 TARGET_NOMINAL_SUCCESS = 0.95
 TARGET_SHIFT_SUCCESS = 0.90  # under every shift of the suite, none excluded
@@ -64,6 +59,13 @@ RECOLOURED = "table,board,background"
 # arm: (demos with masks, encoder weights, recolour)
 ARMS = {"baseline": (False, False, ""), "encoder": (False, True, ""), "recolour": (True, False, RECOLOURED),
         "encoder+recolour": (True, True, RECOLOURED)}
+
+BENCHMARK = Benchmark("perception", __doc__, variants=(
+    Variant("all", (), "every part (about 13 h on 2 CPU cores)"),
+    *(Variant(part, ("--parts", part), f"the {part} part ({time})") for part, time in zip(PARTS, (
+        "~10 min", "~25 min: 20,000 views, 8 epochs", "~2.4 h per arm: BC 12 epochs + the suite", "~2.7 h"))),
+), common={"seeds": ([0], "BC seeds of every arm in 'arms'"), "boards": (100, "boards per check and per shift"),
+           "device": "auto", "out": (None, "JSON output (parts not run are kept)")})
 
 
 def paths(root: Path) -> dict[str, Path]:
@@ -174,12 +176,11 @@ def train_and_evaluate(config: BCConfig, args, previous: dict | None, extra_seco
     if reused and bc_seconds is None:
         bc_seconds = _recorded_baseline_seconds(config)
     start = time.perf_counter()
-    result = evaluate(EvaluateConfig(checkpoint=str(Path(config.run_dir) / "checkpoints" / "last.pt"),
-                                     out=str(Path(config.run_dir) / "eval-perturbations-last"),
-                                     episodes=args.boards, randomization="none", perturbations=True, videos=0,
-                                     failure_videos=1, video_quality="fast", device=args.device), progress=False)
+    run_dir = Path(config.run_dir)
+    suite = perturbation_suite(run_dir / "checkpoints" / "last.pt", args.boards, run_dir / "eval-perturbations-last",
+                               args.device)
     return {"run_dir": config.run_dir, "epochs": config.epochs, "encoder_weights": config.encoder_weights,
-            "recolour": config.recolour, "checkpoint": "last.pt", "suite": result["perturbations"],
+            "recolour": config.recolour, "checkpoint": "last.pt", "suite": suite,
             "bc_wall_s": bc_seconds, "extra_wall_s": round(extra_seconds, 1),
             "evaluate_wall_s": round(time.perf_counter() - start, 1), "bc_best_check": summary.get("best_success")}
 
@@ -189,7 +190,7 @@ def _recorded_baseline_seconds(config: BCConfig) -> float | None:
     record = Path(__file__).parent / "results" / "robustness_surfaces.json"
     if not record.is_file():
         return None
-    arm = json.loads(record.read_text())["arms"].get("surfaces-12-epochs", {})
+    arm = read_results(record)["arms"].get("surfaces-12-epochs", {})
     same = Path(arm.get("run_dir", "")).resolve() == Path(config.run_dir).resolve()
     return arm.get("wall_s", {}).get("pretrain") if same else None
 
@@ -278,38 +279,29 @@ def print_table(results: dict) -> None:
     if results.get("equal-time"):
         arms["baseline, equal wall time"] = results["equal-time"]
     for name, arm in arms.items():
-        for row in arm["suite"]:
-            low, high = row["success_ci95"]
-            rows.append({"arm": name, "shift": row["shift"],
-                         "success (95% CI)": f"{row['success_rate']:.0%} ({low:.0%}-{high:.0%})",
-                         "boards": row["episodes"], "guesses": row["guesses"]})
+        rows += suite_rows(name, arm["suite"])
     if rows:
         print(markdown_table(rows))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS, help="parts to run")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), help="BC arms of 'arms'")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="BC seeds of every arm in 'arms'")
     parser.add_argument("--root", type=Path, default=Path("."), help="where data/ and runs/ are")
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations (the 74%% arm's)")
     parser.add_argument("--epochs", type=int, default=12, help="BC epochs (the 74%% arm's)")
-    parser.add_argument("--boards", type=int, default=100, help="boards per check and per shift")
     parser.add_argument("--views", type=int, default=20_000, help="pretrain-encoder views")
     parser.add_argument("--encoder-epochs", type=int, default=8, help="pretrain-encoder epochs")
     parser.add_argument("--throughput-views", type=int, default=1024, help="views rendered for 'throughput'")
     parser.add_argument("--throughput-steps", type=int, default=20, help="timed training steps per model")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output (parts not run are kept)")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
 
     where = paths(args.root)
-    results = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    # A part run again replaces its entry; the file's provenance is this invocation's.
-    results = {k: v for k, v in results.items() if k not in PROVENANCE_KEYS or k == "wall_s"}
-    wall = dict(results.pop("wall_s", None) or {})
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    # A part run again replaces its entry and its seconds; the file's provenance is this invocation's.
+    results, wall = dict(previous.get("metrics") or {}), dict(previous.get("parts") or {})
     for part in PARTS:
         if part not in args.parts:
             continue
@@ -334,10 +326,8 @@ def main(argv: list[str] | None = None) -> int:
                                 "baseline_surfaces_nominal": BASELINE_SURFACES_SUCCESS},
                     "verdicts": judge(results)})
     print(f"verdicts: {results['verdicts']}")
-    write_results("perception", results, out=args.out, wall_s=wall)
-    print(f"wrote {args.out}")
-    return 0
+    return {**results, "wall_s": wall}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -23,7 +23,6 @@ PPO >= 70% of the bound; bf16 PPO frames/s >= 1.3x fp32 (direct collector) where
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import pstats
 import shutil
@@ -33,9 +32,8 @@ import time
 from pathlib import Path
 
 import torch
-from bc_vs_scratch import PRESETS, RESULTS, ppo_config, prepare_bc
-from env_throughput import random_pose_continue
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import PRESETS, ppo_config, prepare_bc, random_pose_continue
 from timing import median_rate
 
 from robot_rl.envs.torchrl_env import InspectionEnv
@@ -56,6 +54,10 @@ VARIANTS = {"direct collector": ({}, None),
 PROFILE_PARTS = (("env step (all of it)", "torchrl_env.py:_step"), ("  of which physics", "scene.py:step"),
                  ("  of which IK", "ik.py:solve"), ("  of which rendering", "rendering.py:render"),
                  ("policy forward: encoder", "encoder.py:forward"), ("GAE + PPO update", "learner.py:update"))
+
+BENCHMARK = Benchmark("ppo_throughput", __doc__, variants=(
+    Variant("few", (), "PPO frames/s at the few preset against the env and policy bound, fp32 and bf16"),
+))
 
 
 def env_alone(num_envs: int, image_size: int, repeats: int) -> float:
@@ -110,11 +112,12 @@ def profile_iteration(run: trainer.PPORun) -> dict:
     return {k: round(v, 2) for k, v in parts.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser) -> None:
     parser.add_argument("--iterations", type=int, default=3, help="timed PPO iterations per collector")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats of the env and policy rates")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
     bc_dir, _ = prepare_bc(PRESET, "cpu")
     root = Path(PRESET["bc"].run_dir).parent / "throughput"
     shutil.rmtree(root, ignore_errors=True)
@@ -147,11 +150,11 @@ def main(argv: list[str] | None = None) -> int:
                  {"what": "bound: 1 / (1/env + 1/policy)", "precision": precision, "frames/s": round(bound, 1)}]
     for index, (name, (overrides, iterations)) in enumerate(VARIANTS.items()):
         for precision in PRECISIONS:  # back to back, so drift hits both alike
-            run = make_run(f"variant{index}-{precision}", precision, **overrides)
+            ppo = make_run(f"variant{index}-{precision}", precision, **overrides)
             try:
-                rate = rates[(name, precision)] = ppo_rate(run, iterations or args.iterations)
+                rate = rates[(name, precision)] = ppo_rate(ppo, iterations or args.iterations)
             finally:
-                run.close()
+                ppo.close()
             rows.append({"what": f"PPO, {name} (collect + update)", "precision": precision,
                          "frames/s": round(rate, 1), "of bound": f"{rate / bounds[precision]:.0%}"})
             print(rows[-1], file=sys.stderr)
@@ -168,18 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table([{"part of one direct iteration": k, **{p: profiles[p][k] for p in PRECISIONS}}
                           for k in profiles["fp32"]]))
     print(f"bf16 / fp32 PPO frames/s: {speedups}; targets {targets}")
-    out = RESULTS / "ppo_throughput.json"
-    write_results("ppo_throughput", {"precision": describe("auto", "cpu"),
-                     "rows": rows, "bound_frames_per_s": bounds, "profile_direct_iteration": profiles,
-                     "bf16_speedup": speedups, "targets": targets,
-                     "target_fraction_of_bound": TARGET_FRACTION_OF_BOUND,
-                     "settings": {"image_size": image_size, "num_envs": num_envs,
-                                  "frames_per_batch": PRESET["ppo"]["frames_per_batch"],
-                                  "ppo_epochs": PRESET["ppo"]["ppo_epochs"], "encoder": "frozen (cached features)"}},
-                                      out=out)
-    print(f"wrote {out}")
-    return 0
+    return {"precision": describe("auto", "cpu"), "rows": rows, "bound_frames_per_s": bounds,
+            "profile_direct_iteration": profiles, "bf16_speedup": speedups, "targets": targets,
+            "target_fraction_of_bound": TARGET_FRACTION_OF_BOUND,
+            "settings": {"image_size": image_size, "num_envs": num_envs,
+                         "frames_per_batch": PRESET["ppo"]["frames_per_batch"],
+                         "ppo_epochs": PRESET["ppo"]["ppo_epochs"], "encoder": "frozen (cached features)"}}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -12,7 +12,6 @@ the BC policy and of the fine-tuned one on the same held-out boards. Target: at 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -22,24 +21,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import describe_machine, provenance
+from harness import Benchmark, Variant
+from protocols import final_metrics
 
-from robot_rl.io import write_json
 from robot_rl.pipeline import PRESETS, RESULT_FILE, result_table
 from robot_rl.precision import describe
 
-RESULTS = Path(__file__).parent / "results" / "quick_demo.json"
 REPO = Path(__file__).resolve().parent.parent
-METRICS = ("episodes", "success_rate", "success_ci95", "guesses", "verdict_accuracy", "collisions_per_episode",
-           "episode_length", "timed_out")
+
+BENCHMARK = Benchmark("quick_demo", __doc__, variants=(
+    Variant("fresh-clone", (), "make demo in a fresh clone of HEAD, timed"),
+), common={"out": None})
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
+def options(parser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> int:
     clone = Path(tempfile.mkdtemp(prefix="robot-rl-quick-demo-")) / "robot_rl"
     try:
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
@@ -63,23 +62,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"clone kept: {clone}", file=sys.stderr)
     pipeline_s = sum(result["seconds"].values())
     print(result_table(result))
-    write_json(args.out, {
-        "benchmark": "quick_demo", **provenance(), "machine": describe_machine(), "commit": commit,
+    BENCHMARK.write({
+        "commit": commit,  # the clone's: the code the demo ran
         "precision": describe("auto", "cpu"),
         "preset": PRESETS["quick"].options(),
-        "wall_s": {"make_demo": round(total, 1), "setup": round(total - pipeline_s, 1),
-                   "pipeline": round(pipeline_s, 1), **result["seconds"]},
-        "after_bc": {k: result["after_bc"][k] for k in METRICS},
-        "after_ppo": {k: result["metrics"][k] for k in METRICS},
+        "after_bc": final_metrics(result["after_bc"]),
+        "after_ppo": final_metrics(result["metrics"]),
         "targets": {"pipeline_minutes_max": 15, "success_min": 0.8, "boards_min": 50,
                     "met": bool(pipeline_s <= 15 * 60 and result["metrics"]["success_rate"] >= 0.8
                                 and result["metrics"]["episodes"] >= 50),
                     "bf16_pipeline_minutes_goal": 10,
                     "bf16_goal_met": bool(pipeline_s <= 10 * 60) if describe("auto", "cpu")["native_bf16"] else None},
-    })
+    }, out=args.out, wall_s=round(total, 1), parts={"make_demo": round(total, 1), "setup": round(total - pipeline_s, 1),
+                                                  "pipeline": round(pipeline_s, 1), **result["seconds"]})
     print(f"wrote {args.out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -13,12 +13,12 @@ Each figure printed names its file, with the machine, date and commit the file r
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 import jinja2
+from results_file import read_results
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -42,8 +42,9 @@ PAGES = {
 
 # -- loading and provenance ------------------------------------------------------------------------------------
 def load_results(folder: Path = RESULTS_DIR) -> dict[str, dict]:
-    """Every results file by its stem."""
-    return {path.stem: json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))}
+    """Every results file by its stem, flattened (``results_file.flatten``: the templates read a file's
+    measurements beside its provenance)."""
+    return {path.stem: read_results(path) for path in sorted(folder.glob("*.json"))}
 
 
 def machine_text(machine: dict | None) -> str:
@@ -56,16 +57,11 @@ def machine_text(machine: dict | None) -> str:
 
 
 def wall_text(data: dict) -> str:
-    """The file's wall time: seconds, or the sum of its parts' seconds."""
-    for key in ("wall_s", "wall_seconds", "wall_seconds_this_invocation"):
-        value = data.get(key)
-        if key == "wall_seconds_this_invocation" and isinstance(value, int | float):
-            return f"{value:,.0f} s (its last invocation; runs in parts)"
-        if isinstance(value, dict):
-            total = value.get("make_demo") or sum(v for v in value.values() if isinstance(v, int | float))
-            return f"{total:,.0f} s"
-        if isinstance(value, int | float):
-            return f"{value:,.0f} s"
+    """The file's wall time (``wall_s``), or the sum of its arms' stages where the file has none."""
+    value = data.get("wall_s")
+    if isinstance(value, int | float):
+        scope = " (its last invocation; runs in parts)" if data.get("wall_s_scope") == "this invocation" else ""
+        return f"{value:,.0f} s{scope}"
     arms = [a["wall_s"] for a in data.get("arms", {}).values() if isinstance(a, dict) and "wall_s" in a]
     if arms and all(isinstance(a, dict) for a in arms):
         return f"{sum(sum(a.values()) for a in arms):,.0f} s (its arms' stages)"

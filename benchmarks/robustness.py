@@ -11,30 +11,25 @@ shift and >= 95% nominal; shifts that geometry alone rules out (``unpassable_shi
 ``none`` arm's folders default to ``benchmarks/bc_quality.py``'s (the same recipe), which are reused when finished,
 like every other finished stage here.
 
-    python benchmarks/robustness.py  # ~35 min per arm trained (2 CPU cores); writes benchmarks/results/robustness.json
-    python benchmarks/robustness.py --arms default-12-epochs --out benchmarks/results/robustness_12_epochs.json
-    python benchmarks/robustness.py --arms wide-12-epochs default-12-epochs \
-        --out benchmarks/results/robustness_wide.json
-    python benchmarks/robustness.py --arms surfaces-12-epochs --out benchmarks/results/robustness_surfaces.json
+    python benchmarks/robustness.py --list   # the named variants (--variant NAME runs one)
+    # about 35 minutes per arm trained on 2 CPU cores; writes benchmarks/results/robustness.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import perturbation_suite, suite_rows
 
-from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig
-from robot_rl.evaluate import evaluate
+from robot_rl.configs import BCConfig, CollectConfig
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "robustness.json"
 TARGET_SHIFT_SUCCESS = 0.90  # with randomization=default, under every shift of the suite
 TARGET_NOMINAL_SUCCESS = 0.95  # with randomization=default, without any shift
 # arm: (training randomization, demos, BC run folder, epochs; None = --epochs)
@@ -50,6 +45,17 @@ ARMS = {"none": ("none", "data/demos", "runs/bc-quality", None),
 # Shifts that no policy centring the board in its image can pass, by geometry alone (benchmarks/shifted_camera.py,
 # measured without any policy): reported, and left out of the targets.
 GEOMETRY = Path(__file__).parent / "results" / "shifted_camera.json"
+
+BENCHMARK = Benchmark("robustness", __doc__, variants=(
+    Variant("none-default", (), "the recipe without and with default randomization, under the suite"),
+    Variant("default-12-epochs", ("--arms", "default-12-epochs", "--out",
+                                  "benchmarks/results/robustness_12_epochs.json"),
+            "the randomized demos trained 12 epochs"),
+    Variant("wide", ("--arms", "wide-12-epochs", "default-12-epochs", "--out",
+                     "benchmarks/results/robustness_wide.json"), "the wide preset beside default, 12 epochs"),
+    Variant("surfaces", ("--arms", "surfaces-12-epochs", "--out", "benchmarks/results/robustness_surfaces.json"),
+            "wide's surfaces with default's camera range, 12 epochs"),
+), common={"boards": (100, "boards per check and per shift"), "device": "auto", "out": None})
 
 
 def unpassable_shifts() -> list[str]:
@@ -77,36 +83,26 @@ def train_arm(randomization: str, data: str, run_dir: str, epochs: int, args) ->
     return seconds
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def options(parser) -> None:
     parser.add_argument("--arms", nargs="+", default=["none", "default"], choices=list(ARMS), help="arms to run")
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations per arm")
     parser.add_argument("--epochs", type=int, default=6, help="BC epochs")
-    parser.add_argument("--boards", type=int, default=100, help="boards per check and per shift")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON output")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict:
 
     arms, rows = {}, []
     for arm in args.arms:
         randomization, data, run_dir, epochs = ARMS[arm]
         seconds = train_arm(randomization, data, run_dir, epochs or args.epochs, args)
         start = time.perf_counter()
-        result = evaluate(EvaluateConfig(checkpoint=str(Path(run_dir) / "checkpoints" / "best.pt"),
-                                         out=str(Path(run_dir) / "eval-perturbations"), episodes=args.boards,
-                                         randomization="none", perturbations=True, videos=0, failure_videos=1,
-                                         video_quality="fast", device=args.device), progress=False)
+        suite = perturbation_suite(Path(run_dir) / "checkpoints" / "best.pt", args.boards,
+                                   Path(run_dir) / "eval-perturbations", args.device)
         seconds["evaluate"] = time.perf_counter() - start
-        suite = result["perturbations"]
         arms[arm] = {"randomization": randomization, "epochs": epochs or args.epochs, "data": data,
                      "run_dir": run_dir, "suite": suite, "wall_s": {k: round(v, 1) for k, v in seconds.items()}}
-        for row in suite:
-            low, high = row["success_ci95"]
-            rows.append({"arm": arm, "shift": row["shift"],
-                         "success (95% CI)": f"{row['success_rate']:.0%} ({low:.0%}-{high:.0%})",
-                         "boards": row["episodes"], "guesses": row["guesses"],
-                         "collisions / episode": row["collisions_per_episode"]})
+        rows += [{**row, "collisions / episode": shift["collisions_per_episode"]}
+                 for row, shift in zip(suite_rows(arm, suite), suite)]
     print(markdown_table(rows))
     targets, excluded = {}, unpassable_shifts()
     for arm, result in arms.items():
@@ -123,13 +119,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{'met' if targets[arm]['nominal_met'] else 'missed'}; every shift >= {TARGET_SHIFT_SUCCESS:.0%}"
               f"{' but ' + ', '.join(excluded) if excluded else ''}: "
               f"missed on {', '.join(targets[arm]['shifts_missed']) or 'none'}")
-    write_results("robustness", {"recipe": {"demos": args.episodes, "difficulty": "default", "image_size": 84,
-                                     "epochs": args.epochs, "boards": args.boards, "checkpoint": "best.pt",
-                                     "evaluation_seeds_from": 30_000_000},
-                          "arms": arms, "targets": targets or None}, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return {"recipe": {"demos": args.episodes, "difficulty": "default", "image_size": 84, "epochs": args.epochs,
+                       "boards": args.boards, "checkpoint": "best.pt", "evaluation_seeds_from": 30_000_000},
+            "arms": arms, "targets": targets or None}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

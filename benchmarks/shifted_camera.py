@@ -20,13 +20,11 @@ than ``TARGET`` of the boards (the robustness target): then even a perfect pixel
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
-from results_file import write_results
+from harness import Benchmark, Variant
+from protocols import ci_cell
 
 from robot_rl.envs.randomization import describe, get_randomization
 from robot_rl.envs.scene import BOARD_TOP, CAMERA_SITE, WRIST_CAMERA
@@ -37,9 +35,12 @@ from robot_rl.envs.tasks.pcb_inspect.view import inspection_geometry, is_localiz
 from robot_rl.episodes import wilson_interval
 from robot_rl.tables import markdown_table
 
-RESULTS = Path(__file__).parent / "results" / "shifted_camera.json"
 TARGET = 0.90  # the robustness benchmark's shift target
 SEEDS_FROM = 40_000_000  # boards no other benchmark uses
+
+BENCHMARK = Benchmark("shifted_camera", __doc__, variants=(
+    Variant("shifted-camera", (), "whether any pixels-only policy can pass the shifted_camera shift, 200 boards"),
+), common={"boards": 200, "out": None})
 
 
 def pose(position: np.ndarray, rotation: np.ndarray) -> np.ndarray:
@@ -96,14 +97,11 @@ def mount_to_camera(task: PcbInspectTask) -> np.ndarray:
     return np.linalg.inv(mount) @ pose(d.cam_xpos[cam], d.cam_xmat[cam].reshape(3, 3))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--boards", type=int, default=200)
+def options(parser) -> None:
     parser.add_argument("--shift", default="shifted_camera")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
 
-    start = time.perf_counter()
+
+def run(args) -> dict:
     config = TaskConfig(image_size=84)
     task = PcbInspectTask("default", config, randomization=args.shift)
     plain = PcbInspectTask("default", config)
@@ -126,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                          "off_axis_mm_p90": float(np.percentile(off_axis, 90)),
                          "off_axis_mm_max": float(off_axis.max())}
         rows.append({"policy that": name.replace("_", " "), "localized (95% CI)":
-                     f"{localized / total:.0%} ({low:.0%}-{high:.0%})", "boards": total,
+                     ci_cell(localized / total, (low, high)), "boards": total,
                      "off-axis median / p90 / max (mm)":
                      f"{np.median(off_axis):.1f} / {np.percentile(off_axis, 90):.1f} / {off_axis.max():.1f}"})
     offsets = np.array([b["image_offset_px"] for b in boards])
@@ -137,17 +135,14 @@ def main(argv: list[str] | None = None) -> int:
           f"(of {config.image_size}); centre tolerance {config.centre_tolerance * 1000:.0f} mm")
     print(f"{args.shift}: {'unpassable' if unpassable else 'passable'} by a pixels-only policy "
           f"(best {best:.0%} vs the {TARGET:.0%} target)")
-    write_results("shifted_camera", {
+    return {
         "shift": args.shift,
         "change": describe(get_randomization(args.shift)), "centre_tolerance_mm": config.centre_tolerance * 1000,
         "expert_reached_inspection": total, "boards": args.boards, "seeds_from": SEEDS_FROM, "target": TARGET,
         "image_offset_px": {"median": float(np.median(offsets)), "p90": float(np.percentile(offsets, 90)),
                             "max": float(offsets.max()), "image_size": config.image_size},
-        **summary, "unpassable_shifts": [args.shift] if unpassable else [],
-        "wall_s": round(time.perf_counter() - start, 1)}, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+        **summary, "unpassable_shifts": [args.shift] if unpassable else []}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -18,14 +18,11 @@ features hold what the verdict head did not learn.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-import time
-from pathlib import Path
 
 import torch
-from results_file import write_results
+from harness import Benchmark, Variant
 
 from robot_rl import keys
 from robot_rl.closed_loop import run_episodes
@@ -36,6 +33,13 @@ from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 
 FIRST_SEED = 32_000_000  # apart from BC's checks (10,000,000+) and the fresh-board evaluations (30,000,000+)
+
+BENCHMARK = Benchmark("verdict_probe", __doc__, variants=(
+    Variant("ur5e-panda", ("--checkpoint", "runs/bc-quality/checkpoints/last.pt",
+                           "runs/bc-panda-vel/checkpoints/last.pt", "--data", "data/demos", "data/demos-panda",
+                           "--out", "benchmarks/results/verdict_probe.json"),
+            "the recipe's and the Panda-velocities policy's verdict heads (bc_quality's runs)"),
+), common={"boards": (10, "fresh boards per checkpoint"), "out": "required"})
 
 
 def probe(checkpoint: str, boards: int) -> dict:
@@ -117,19 +121,19 @@ def demo_frames(checkpoint: str, data_path: str, frames: int, fit_steps: int = 2
             "fresh_head_held_out_recall_waiting": round(float((predicted[held_out == 0] == 0).float().mean()), 3)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser) -> None:
     parser.add_argument("--checkpoint", nargs="+", required=True, help="BC run folders or .pt files")
-    parser.add_argument("--boards", type=int, default=10, help="fresh boards per checkpoint")
     parser.add_argument("--data", nargs="*", default=[],
                         help="each checkpoint's demos, in order: also probe localized demo frames")
     parser.add_argument("--frames", type=int, default=4000, help="localized demo frames probed with --data")
-    parser.add_argument("--out", type=Path, required=True, help="JSON output")
-    args = parser.parse_args(argv)
+
+
+def run(args) -> dict | int:
     torch.set_num_threads(1)
-    start = time.perf_counter()
     if args.data and len(args.data) != len(args.checkpoint):
-        parser.error(f"--data: {len(args.data)} folders for {len(args.checkpoint)} checkpoints")
+        print(f"verdict_probe: --data: {len(args.data)} folders for {len(args.checkpoint)} checkpoints",
+              file=sys.stderr)
+        return 2
     rows = [probe(checkpoint, args.boards) for checkpoint in args.checkpoint]
     for row, data in zip(rows, args.data):
         row.update(data=data, **demo_frames(row["checkpoint"], data, args.frames))
@@ -138,11 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                                 "median_speed_at_rest", *(["policy_median_p_answer_on_verdict_frames",
                                 "policy_median_p_answer_on_waiting_frames", "fresh_head_held_out_recall_verdict",
                                 "fresh_head_held_out_recall_waiting"] if args.data else [])]))
-    write_results("verdict_probe", {"rows": rows,
-                          "wall_s": round(time.perf_counter() - start, 1)}, out=args.out)
-    print(f"wrote {args.out}")
-    return 0
+    return {"rows": rows}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(BENCHMARK.main(run, options))

@@ -316,7 +316,7 @@ class FinetuneConfig:
                       "BC run's is refused")
     task: str = option("", f"{TASK_HELP}; '' = the BC run's ({DEFAULT_TASK} for --from-scratch); another task than "
                        "the BC run's is refused")
-    # The defaults are the design the README measures (benchmarks/bc_vs_scratch.py's few preset, the pipeline's
+    # The defaults are the design the README measures (benchmarks/protocols.py's few preset, the pipeline's
     # quick preset): 64 iterations of 1,024 frames from 8 envs, 8 PPO epochs of 256-frame minibatches, 2 critic
     # warm-up iterations, shaping 1, a 50-board check every 4 iterations.
     total_frames: int = option(65_536, "environment frames to collect")

@@ -73,7 +73,7 @@ class Preset:
 PRESETS = {
     "quick": Preset(
         # The project's story in one run: few demos leave BC partly working, PPO lifts it (benchmarks/quick_demo.py).
-        # BC and PPO as in the few preset of benchmarks/bc_vs_scratch.py (its BC arm, the same 64 PPO iterations).
+        # benchmarks/protocols.py builds its few preset (bc_vs_scratch's BC arm) from this recipe: 64 PPO iterations.
         collect=CollectConfig(out=DEMOS, episodes=150, difficulty="easy", image_size=64),
         pretrain=BCConfig(data=DEMOS, run_dir=BC, epochs=8, batch_size=64, eval_every=0, eval_episodes=20),
         finetune=FinetuneConfig(init=BC, run_dir=PPO, total_frames=65_536, frames_per_batch=1024, num_envs=8,

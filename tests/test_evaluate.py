@@ -213,7 +213,7 @@ def test_the_gpu_benchmark_script_runs_on_cpu(tmp_path):
                              "--bc-batch", "8", "--iterations", "1", "--workers", "1", "--ppo-frames", "128",
                              "--out", str(out)], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads(out.read_text())
+    report = json.loads(out.read_text())["metrics"]
     parts, row = report["parts_ms_per_frame"]["48"], report["rows"][0]
     assert set(parts) == {"env_physics_ik_ms", "render_ms", "host_to_device_ms", "policy_inference_ms",
                           "learner_update_ms"}

@@ -1,0 +1,194 @@
+"""The one runner of ``benchmarks/``: each script declares a ``Benchmark`` (its named variants, its targets and
+which shared options it takes) and a ``run(args) -> payload``; the harness parses the command line (the shared
+options declared once here, the script's own added by its ``options(parser)``), times ``run`` and writes the
+payload as the results file in the one schema (``results_file``).
+
+    BENCHMARK = Benchmark("arms", __doc__, variants=(...), common={"boards": 200, "out": None})
+    ...
+    if __name__ == "__main__":
+        sys.exit(BENCHMARK.main(run, options))
+
+A variant is a named command line of its script (``--variant NAME`` runs it; options given after it are added,
+and a repeated option takes its last value); the Makefile's bench targets run variants by name, and ``--list``
+prints them. ``python benchmarks/harness.py --list`` lists every script's variants (``make bench-list``).
+
+    python benchmarks/bc_vs_scratch.py --list              # that script's variants
+    python benchmarks/bc_vs_scratch.py --variant few-bc    # = --preset few --arms bc
+    python benchmarks/harness.py --list                    # every script's variants
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).parent
+# Modules of this folder that are no benchmark: the harness, the protocol definitions and the helpers.
+LIBRARIES = ("harness", "protocols", "results_file", "timing")
+# Scripts that maintain the results and docs rather than measure (each has its own command line).
+TOOLS = ("convert_results", "render_docs")
+REGISTRY: dict[str, Benchmark] = {}
+RESULTS_DIR = HERE / "results"
+# The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it
+# takes in ``Benchmark.common`` with its default (or ``(default, help)``); ``out``'s None is results/NAME.json.
+COMMON = {
+    "device": ({}, "device: auto, cpu or cuda"),
+    "precision": ({}, "the encoder's compute precision"),
+    "out": ({"type": Path}, "JSON output"),
+    "threads": ({"type": int}, "torch CPU threads"),
+    "boards": ({"type": int}, "fresh boards per evaluation"),
+    "seeds": ({"type": int, "nargs": "+"}, "seeds"),
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named command line of a benchmark script: ``args`` after the script's name, ``about`` in one line."""
+
+    name: str
+    args: tuple[str, ...] = ()
+    about: str = ""
+
+
+@dataclass
+class Benchmark:
+    """A benchmark script's declaration: ``name`` (the script's module name, and its results file's default
+    stem), ``doc`` (the script's
+    docstring: its first line describes it), ``variants`` (the first is what the bare command runs) and
+    ``targets`` (what it must reach, fixed before any run; None where it has none) and ``common``: the shared
+    options it takes (``COMMON``), each with its default or ``(default, help)``."""
+
+    name: str
+    doc: str
+    variants: tuple[Variant, ...]
+    targets: dict | None = None
+    common: dict = field(default_factory=dict)
+    variant: str | None = field(default=None, init=False)  # the variant the parsed command line asked for
+
+    def __post_init__(self):
+        names = [v.name for v in self.variants]
+        assert names and len(set(names)) == len(names), f"Benchmark {self.name}: variants need unique names"
+        REGISTRY[self.name] = self
+
+    @property
+    def about(self) -> str:
+        return self.doc.strip().splitlines()[0]
+
+    def get(self, name: str) -> Variant:
+        return next(v for v in self.variants if v.name == name)
+
+    def command(self, variant: Variant) -> str:
+        """The variant as a shell command from the repository root."""
+        return " ".join(["python", f"benchmarks/{self.name}.py", *variant.args])
+
+    def listing(self) -> str:
+        """One line per variant: its name, its description, its command."""
+        width = max(len(v.name) for v in self.variants)
+        return "\n".join(f"  {v.name:<{width}}  {v.about}\n  {'':<{width}}  $ {self.command(v)}"
+                         for v in self.variants)
+
+    def parser(self, formatter_class=argparse.ArgumentDefaultsHelpFormatter) -> argparse.ArgumentParser:
+        """The script's parser, with the harness's options (``--list``, ``--variant``); the script adds its own."""
+        parser = argparse.ArgumentParser(description=self.about, formatter_class=formatter_class)
+        group = parser.add_argument_group("harness")
+        group.add_argument("--list", action="store_true", help="print this benchmark's variants and exit")
+        group.add_argument("--variant", choices=[v.name for v in self.variants], default=None,
+                           help="run a named variant (its options first, then the ones given here)")
+        return parser
+
+    def add_common(self, parser: argparse.ArgumentParser) -> None:
+        """Adds the shared options the script takes, with its defaults (``common``)."""
+        for name, value in self.common.items():
+            default, help = value if isinstance(value, tuple) else (value, COMMON[name][1])
+            options = dict(COMMON[name][0])
+            if name == "precision":
+                from robot_rl.configs import PRECISIONS
+
+                options["choices"] = PRECISIONS
+            if name == "out" and default is None:
+                default = RESULTS_DIR / f"{self.name}.json"
+            if name == "out" and default == "required":
+                options["required"], default = True, None
+            parser.add_argument(f"--{name}", default=default, help=help, **options)
+
+    def main(self, run: Callable[[argparse.Namespace], dict | int | None],
+             options: Callable[[argparse.ArgumentParser], None] | None = None, argv: list[str] | None = None) -> int:
+        """The script's entry point: parses ``argv`` (the shared options, then the script's own from
+        ``options(parser)``), sets torch's threads where the script takes ``--threads``, and times ``run(args)``.
+        A dict it returns is the payload, written (``write``) to ``--out`` (results/NAME.json without it) with
+        those seconds as ``wall_s`` unless the payload has its own; an int is the exit status of a script that
+        wrote its file itself (None: 0)."""
+        parser = self.parser()
+        self.add_common(parser)
+        if options is not None:
+            options(parser)
+        args = self.parse(parser, argv)
+        if "threads" in self.common:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        start = time.perf_counter()
+        payload = run(args)
+        if not isinstance(payload, dict):
+            return payload or 0
+        path = self.write(payload, out=getattr(args, "out", None), wall_s=round(time.perf_counter() - start, 1))
+        print(f"wrote {path}")
+        return 0
+
+    def parse(self, parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+        """Parses ``argv`` (default: the command line) after the asked variant's options; ``--list`` prints the
+        variants and exits 0 (before any required option is asked for)."""
+        argv = sys.argv[1:] if argv is None else list(argv)
+        # Only the harness's own two options, spelled in full (a script may have options that start alike).
+        early = argparse.ArgumentParser(prog=parser.prog, add_help=False, allow_abbrev=False)
+        early.add_argument("--list", action="store_true")
+        early.add_argument("--variant", choices=[v.name for v in self.variants], default=None)
+        asked, _ = early.parse_known_args(argv)
+        if asked.list:
+            print(f"{self.name}: {self.about}\n{self.listing()}")
+            parser.exit(0)
+        self.variant = asked.variant
+        return parser.parse_args([*(self.get(asked.variant).args if asked.variant else ()), *argv])
+
+    def write(self, payload: dict, out: str | os.PathLike | None = None, **kwargs) -> Path:
+        """Writes the results file (``results_file.write_results``: ``out``, by default
+        ``results/<name>.json``), with the declared targets where the payload has none and the variant that ran."""
+        from results_file import write_results
+
+        kwargs.setdefault("targets", self.targets)
+        notes = {**kwargs.pop("notes", {}), **({"variant": self.variant} if self.variant else {})}
+        return write_results(self.name, payload, out=out, notes=notes, **kwargs)
+
+
+def script_names() -> list[str]:
+    """Every benchmark script of this folder, by module name."""
+    return sorted(p.stem for p in HERE.glob("*.py") if p.stem not in LIBRARIES + TOOLS)
+
+
+def load_all() -> dict[str, Benchmark]:
+    """Imports every benchmark script (none runs) and returns script name -> its Benchmark."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    return {stem: importlib.import_module(stem).BENCHMARK for stem in script_names()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="print every script's variants")
+    args = parser.parse_args(argv)
+    if not args.list:
+        parser.print_help()
+        return 0
+    for benchmark in load_all().values():
+        print(f"{benchmark.name}: {benchmark.about}\n{benchmark.listing()}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""The protocols the benchmarks share, in one importable module: the PPO presets (demos, BC, PPO and seeds of
+each comparison), the threshold rule and frames-to-threshold, the fresh-board evaluations, the helpers that
+prepare and run one arm, and the table cell and PNG figure the scripts report with. ``bc_vs_scratch.py`` defines
+the BC-vs-scratch protocol over them; ``finetune_ablation``, ``finetune_stability``, ``ppo_throughput`` and
+``few_demo_bc`` reuse its presets and runs.
+
+The ``few`` preset (and the lead task's two) is the recipe of the pipeline's ``quick`` preset
+(``robot_rl.pipeline.PRESETS``), built from it: one recipe, one place for its numbers.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import fields, replace
+from pathlib import Path
+
+import torch
+
+from robot_rl.closed_loop import evaluate_policy, held_out_seeds
+from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig, FinetuneConfig
+from robot_rl.envs import keys
+from robot_rl.episodes import wilson_interval
+from robot_rl.evaluate import evaluate
+from robot_rl.finetune import trainer
+from robot_rl.io import atomic_path
+from robot_rl.options import resolve_device
+from robot_rl.pipeline import DAGGER_STAGES as PIPELINE_DAGGER_STAGES
+from robot_rl.pipeline import PRESETS as PIPELINE_PRESETS
+from robot_rl.policy_io import load_actor
+from robot_rl.pretrain import dagger
+from robot_rl.pretrain.bc import ensure_trained
+from robot_rl.pretrain.collect import collect_demos
+from robot_rl.run_folder import RunFolder
+from robot_rl.run_logs import read_scalar
+
+RESULTS = Path(__file__).parent / "results"
+
+# What a results file keeps of an evaluation's metrics.
+FINAL_METRICS = ("episodes", "success_rate", "success_ci95", "guesses", "verdict_accuracy", "collisions_per_episode",
+                 "episode_length", "timed_out")
+FRESH_BOARDS_SEED = 40_000_000  # boards for last.pt / best.pt: neither demos, BC checks nor PPO checks use them
+
+# The CPU presets' PPO: frozen encoder (features cached at collection), privileged critic, shaping for both arms;
+# 16 PPO iterations of 1,024 frames for BC+PPO, scratch gets 3x what BC+PPO needed; three seeds each.
+CPU_PPO = {
+    "ppo": dict(frames_per_batch=1024, num_envs=8, ppo_epochs=8, minibatch_size=256, eval_every=2,
+                eval_episodes=50, critic_warmup=2, checkpoint_every=2, shaping=1.0),
+    "bc_frames": 16_384,
+    "scratch_budget_factor": 3,
+    "scratch": dict(continue_prob=0.97),
+    "seeds": (0, 1, 2),
+}
+
+
+def _few_demo_recipe(demos_out: str, bc_run_dir: str, **collect) -> dict:
+    """The few-demo recipe of the pipeline's ``quick`` preset (its demos, BC epochs and batch, and its PPO: 64
+    iterations of 1,024 frames, a check every 4), in a benchmark's own folders, with the benchmark's BC checks
+    (every 2 epochs on 50 boards; the pipeline evaluates BC once, after it)."""
+    quick = PIPELINE_PRESETS["quick"]
+    return {
+        "demos": replace(quick.collect, out=demos_out, **collect),
+        "bc": replace(quick.pretrain, data=_default(BCConfig, "data"), run_dir=bc_run_dir, eval_every=2,
+                      eval_episodes=50),
+        **CPU_PPO,
+        "ppo": {name: getattr(quick.finetune, name) for name in CPU_PPO["ppo"]},
+        "bc_frames": quick.finetune.total_frames,
+    }
+
+
+def _default(config: type, name: str):
+    return next(f.default for f in fields(config) if f.name == name)
+
+
+PRESETS = {
+    "cpu": {
+        # The few-demo setting of the old BC loss (README, "A few-demo BC policy"): 400 demos on easy boards,
+        # 6 epochs left BC in a partly working state; benchmarks/few_demo_bc.py measures it beside two others.
+        "demos": CollectConfig(out="data/bench-cpu-demos", episodes=400, difficulty="easy", image_size=84),
+        "bc": BCConfig(run_dir="runs/bench-cpu/bc", epochs=6, batch_size=64, eval_every=2, eval_episodes=50),
+        **CPU_PPO,
+    },
+    # Fewer demos for the fixed BC recipe (mode loss, locator, keypoints), whose 1,000-demo quick setting reaches
+    # 100%: 150 easy demos at 64x64, 8 epochs; a development run of this setting gave 46% strict success on 50
+    # fresh boards. The lift took 49k frames with the old design, so the BC arm gets 65,536; a check every 4
+    # iterations (4,096 frames), the same schedule for both arms (a scratch check runs 80-step timeouts).
+    "few": _few_demo_recipe("data/bench-few-demos", "runs/bench-few/bc"),
+    # The few preset's protocol on the lead-inspection task (one seed): the same demos count, BC recipe and PPO.
+    "lead-few": {**_few_demo_recipe("data/bench-lead-few-demos", "runs/bench-lead-few/bc", task="lead-inspect"),
+                 "seeds": (0,)},
+    "lead-dagger": {
+        # The lead task's few-demo start made to localize some of the time: the lead-few demos and BC, then DAgger
+        # rounds with the task's expert (rollouts of the current policy labelled by it), before PPO.
+        **_few_demo_recipe("data/bench-lead-few-demos", "runs/bench-lead-dagger/bc", task="lead-inspect"),
+        # The pipeline's quick DAgger stage, from BC's best.pt as the other presets' PPO.
+        "dagger": replace(PIPELINE_DAGGER_STAGES["quick"], checkpoint_kind="best"),
+    },
+    "gpu": {
+        "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
+        "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=6, batch_size=256, eval_every=2, eval_episodes=100),
+        "ppo": dict(frames_per_batch=8192, num_envs=32, workers=16, ppo_epochs=8, minibatch_size=1024,
+                    eval_every=1, eval_episodes=100, critic_warmup=2, checkpoint_every=2, shaping=1.0),
+        "bc_frames": 131_072,
+        "scratch_budget_factor": 3,
+        "scratch": dict(continue_prob=0.97),
+        "seeds": (0, 1, 2),
+    },
+}
+# lead-dagger's start (its demos, BC and DAgger folders), then PPO on a residual of the frozen policy's pose
+# (finetune --residual-scale) instead of its heads, the verdict left as DAgger taught it; PPO runs in folders of its own.
+PRESETS["lead-residual"] = {**PRESETS["lead-dagger"], "ppo": {**PRESETS["lead-dagger"]["ppo"], "residual_scale": 0.1},
+                            "ppo_root": "runs/bench-lead-residual"}
+
+
+def threshold_rule(start: float) -> float:
+    """tau: the BC start plus half its distance to 100%."""
+    return start + (1.0 - start) / 2
+
+
+def frames_to_threshold(curve: list[dict], threshold: float) -> int | None:
+    """Frames at the first of two consecutive curve points whose success rates reach ``threshold`` (None if no
+    two do): one 50-board check has a +-13-point interval, so one lucky check is not convergence."""
+    reached = [point["success_rate"] >= threshold - 1e-9 for point in curve]
+    return next((curve[i]["frames"] for i in range(len(curve) - 1) if reached[i] and reached[i + 1]), None)
+
+
+def largest_fall_after(curve: list[dict], frames: int) -> float:
+    """The largest fall of a check below the running best of the checks before it, from ``frames`` on."""
+    best, fall = 0.0, 0.0
+    for point in curve:
+        if point["frames"] > frames:
+            fall = max(fall, best - point["success_rate"])
+        best = max(best, point["success_rate"])
+    return round(fall, 4)
+
+
+def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision: str = "auto") -> dict:
+    """A policy checkpoint (or run folder) on ``boards`` boards no run has seen (not the check boards): success
+    with its Wilson interval, guesses (and how many came after the board had been localized), timeouts, verdict
+    accuracy."""
+    device = resolve_device(device)
+    actor, provenance, _ = load_actor(checkpoint, device, precision=precision)
+    metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()), num_envs=8,
+                                        device=device, **provenance.env_kwargs())
+    return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
+            "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],
+            "verdict_accuracy": metrics["verdict_accuracy"],
+            # Guesses given after the board had been localized: the policy was there and left before answering.
+            "guesses_after_localizing": sum(e["guess"] and e["steps_to_localize"] is not None for e in episodes)}
+
+
+def evaluate_fresh(checkpoint: str | Path, boards: int, out: str | Path, **options) -> dict:
+    """``robot-rl evaluate`` of a checkpoint (or run folder) on ``boards`` fresh boards (evaluate's own seeds,
+    which no training run or check uses), without videos unless ``options`` ask; its report (info, metrics)."""
+    config = EvaluateConfig(**{"videos": 0, "failure_videos": 0, **options}, checkpoint=str(checkpoint),
+                            episodes=boards, out=str(out))
+    return evaluate(config, progress=False)
+
+
+def perturbation_suite(checkpoint: str | Path, boards: int, out: str | Path, device: str) -> list[dict]:
+    """``evaluate --perturbations`` of a checkpoint on ``boards`` fresh boards, nominal (no randomization) and
+    under every fixed shift of the suite (one failure video each): one metrics row per shift."""
+    return evaluate_fresh(checkpoint, boards, out, randomization="none", perturbations=True, failure_videos=1,
+                          video_quality="fast", device=device)["perturbations"]
+
+
+def suite_rows(arm: str, suite: list[dict]) -> list[dict]:
+    """Table rows of an arm's ``perturbation_suite``: shift, success with its interval, boards, guesses."""
+    return [{"arm": arm, "shift": row["shift"], "success (95% CI)": ci_cell(row["success_rate"], row["success_ci95"]),
+             "boards": row["episodes"], "guesses": row["guesses"]} for row in suite]
+
+
+def final_metrics(metrics: dict) -> dict:
+    """The ``FINAL_METRICS`` of an evaluation's metrics."""
+    return {key: metrics[key] for key in FINAL_METRICS}
+
+
+def ci_cell(rate: float, ci95: tuple[float, float] | list[float], digits: int = 0) -> str:
+    """A table cell: a rate with its Wilson 95% interval, ``62% (48%-74%)`` (``digits`` decimals)."""
+    return f"{rate:.{digits}%} ({ci95[0]:.{digits}%}-{ci95[1]:.{digits}%})"
+
+
+@contextmanager
+def png_figure(path: Path) -> Iterator:
+    """A 6.4 x 4 inch figure's axes to draw on; written to ``path`` as PNG (atomically) when the block ends."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    try:
+        yield ax
+        fig.tight_layout()
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)
+
+
+def fresh_board_success(run_dir: Path, boards: int, device: str, precision: str = "auto") -> dict:
+    """last.pt and best.pt of a PPO run on fresh boards (``on_fresh_boards``)."""
+    return {name: on_fresh_boards(Path(run_dir) / "checkpoints" / f"{name}.pt", boards, device, precision)
+            for name in ("last", "best")}
+
+
+def bc_curves_of_preset(preset: dict, root: Path, bc_dir: Path, device: str, curves: list[list[dict]],
+                        seeds) -> list[list[dict]]:
+    """The BC arm's check curves over all the preset's seeds: those of this part, and the finished runs of the
+    others."""
+    by_seed = dict(zip(seeds, curves))
+    for seed in preset["seeds"]:
+        if seed not in by_seed:
+            folder = RunFolder(ppo_config(preset, "bc", seed, root, bc_dir, device).run_dir)
+            if folder.finished:
+                by_seed[seed] = folder.summary()["curve"]
+    return list(by_seed.values())
+
+
+def median_or_none(values: list[int | None]) -> float | None:
+    """Median over seeds, where a seed that never reached the threshold counts as +infinity (None if the median
+    itself is censored)."""
+    ranked = sorted(values, key=lambda v: float("inf") if v is None else v)
+    middle = ranked[(len(ranked) - 1) // 2: len(ranked) // 2 + 1]
+    return None if any(v is None for v in middle) else float(statistics.mean(middle))
+
+
+def scratch_budget(preset: dict, bc_median_frames: float | None) -> int:
+    """Scratch's frame budget: ``scratch_budget_factor`` x BC+PPO's median frames-to-tau, at least BC+PPO's budget
+    (a whole number of PPO iterations)."""
+    batch = preset["ppo"]["frames_per_batch"]
+    needed = preset["scratch_budget_factor"] * (bc_median_frames or 0)
+    return max(preset["bc_frames"], int(-(-needed // batch)) * batch)
+
+
+def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, device: str, frames: int | None = None,
+               **overrides) -> FinetuneConfig:
+    """The fine-tuning config of one arm and seed: identical PPO settings, only the start (and budget) differ."""
+    options = {**preset["ppo"], "total_frames": frames or preset["bc_frames"], "seed": seed, "device": device,
+               "run_dir": str(root / f"{arm}-seed{seed}"), **overrides}
+    if arm == "bc":
+        return FinetuneConfig(**options, init=str(bc_dir), checkpoint_kind="best")  # as measured: BC's best.pt
+    demos = preset["demos"]
+    return FinetuneConfig(**{**options, **preset["scratch"]}, from_scratch=True, anchor_weight=0.0,
+                          difficulty=demos.difficulty, image_size=demos.image_size, task=demos.task)
+
+
+def run_ppo(config: FinetuneConfig) -> dict:
+    """Runs (or resumes, or reuses) the fine-tuning run of ``config``; returns its summary."""
+    return trainer.ensure_trained(config, progress=False)
+
+
+def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:
+    """The BC policy on the PPO runs' held-out boards, before any PPO frame (what tau is computed from)."""
+    device = resolve_device(device)
+    actor, provenance, _ = load_actor(bc_dir, device, precision=ppo.precision, checkpoint_kind=ppo.checkpoint_kind)
+    seeds = held_out_seeds(ppo.eval_seed, ppo.eval_episodes, set())
+    # In the env PPO's checks run in: the BC run's.
+    metrics, _ = evaluate_policy(actor, seeds, num_envs=8, device=device,
+                                 **provenance.env_kwargs(difficulty=difficulty, image_size=image_size))
+    return metrics
+
+
+def with_precision(preset: dict, precision: str) -> dict:
+    """``preset`` with BC and PPO in ``precision``, under a root folder of its own (``runs/NAME-PRECISION``); the
+    demos are the preset's."""
+    bc_dir = Path(preset["bc"].run_dir)
+    bc_dir = bc_dir.parent.with_name(f"{bc_dir.parent.name}-{precision}") / bc_dir.name
+    return {**preset, "bc": replace(preset["bc"], run_dir=str(bc_dir), precision=precision),
+            "ppo": {**preset["ppo"], "precision": precision}}
+
+
+def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
+    """The few-demo demonstrations and BC run of ``preset``, then its DAgger rounds if it has them (each reused when
+    already there); returns the run folder PPO starts from and the BC config."""
+    demos = preset["demos"]
+    if not (Path(demos.out) / "meta.json").is_file():
+        collect_demos(demos, progress=False)
+    bc_dir = Path(preset["bc"].run_dir)
+    bc_config = replace(preset["bc"], data=demos.out, device=device)
+    ensure_trained(bc_config, progress=False)
+    if "dagger" in preset:  # PPO then starts from the policy DAgger ends with
+        config = replace(preset["dagger"], init=str(bc_dir), run_dir=str(bc_dir.parent / "dagger"), device=device,
+                         precision=bc_config.precision)
+        bc_dir = dagger.final_policy_run(dagger.ensure_trained(config, progress=False))
+    return bc_dir, bc_config
+
+
+def random_pose_continue(td):
+    """The throughput benchmarks' policy: a random pose, verdict "continue" (the stepping rate a policy sees
+    mid-episode)."""
+    td.set(keys.POSE, torch.rand(*td.batch_size, 6) * 2 - 1)
+    td.set(keys.VERDICT, torch.zeros(td.batch_size, dtype=torch.int64))
+    return td
+
+
+def closed_loop_checks(run_dir: Path, steps_per_epoch: int) -> list[dict]:
+    """A BC run's closed-loop checks, from its log: epoch, success with CI, guesses, collisions, length."""
+    logged = {name: dict(read_scalar(run_dir, f"eval/{name}")) for name in
+              ("success_rate", "boards", "guesses", "collisions_per_episode", "episode_length")}
+    checks = []
+    for step, rate in logged["success_rate"].items():
+        boards = int(logged["boards"][step])
+        low, high = wilson_interval(round(rate * boards), boards)
+        checks.append({"epoch": step // steps_per_epoch, "success_rate": rate, "success_ci95": [low, high],
+                       "boards": boards, "guesses": int(logged["guesses"][step]),
+                       "collisions_per_episode": logged["collisions_per_episode"][step],
+                       "episode_length": logged["episode_length"][step]})
+    return checks

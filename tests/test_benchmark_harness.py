@@ -1,0 +1,133 @@
+"""Every benchmark script runs through the one harness, every Makefile bench line names a declared variant, and
+every results file is in the one schema."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import convert_results  # noqa: E402  (benchmarks/ is not a package: its scripts import each other by name)
+import harness  # noqa: E402
+from results_file import SCHEMA_KEYS, flatten, write_results  # noqa: E402
+
+MAKE_LINE = re.compile(r"benchmarks/(\w+)\.py --variant ([\w-]+)")
+
+
+@pytest.fixture(scope="module")
+def declared() -> dict[str, harness.Benchmark]:
+    return harness.load_all()
+
+
+def test_every_script_is_the_harness_a_helper_or_declares_its_variants(declared):
+    scripts = {p.stem for p in BENCHMARKS.glob("*.py")}
+    assert set(declared) == scripts - set(harness.LIBRARIES) - set(harness.TOOLS)
+    for name, benchmark in declared.items():
+        assert isinstance(benchmark, harness.Benchmark) and benchmark.name == name
+        assert benchmark.variants and all(v.about for v in benchmark.variants), f"{name}: a variant without a line"
+
+
+def test_every_makefile_bench_line_names_a_declared_variant_and_reaches_every_script(declared):
+    makefile = (ROOT / "Makefile").read_text()
+    lines = MAKE_LINE.findall(makefile)
+    for script, variant in lines:
+        assert variant in [v.name for v in declared[script].variants], f"Makefile: {script} has no {variant}"
+    assert {script for script, _ in lines} == set(declared), "a benchmark script no Makefile target runs"
+    for script, rest in re.findall(r"benchmarks/(\w+)\.py([^\n]*)", makefile):
+        assert script not in declared or rest.startswith(" --variant"), f"Makefile runs {script}{rest}: name a variant"
+
+
+def test_list_prints_the_variants_without_the_required_options():
+    done = subprocess.run([sys.executable, "benchmarks/demo_decisions.py", "--list"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ur5e-panda" in done.stdout and "$ python benchmarks/demo_decisions.py --data data/demos" in done.stdout
+
+
+def test_a_variant_is_its_options_then_the_ones_given(monkeypatch):
+    monkeypatch.setattr(harness, "REGISTRY", {})
+    bench = harness.Benchmark("toy", "A toy.\n", (harness.Variant("a", ("--n", "1", "--tag", "x"), "one"),))
+    parser = bench.parser()
+    parser.add_argument("--n", type=int, default=0)
+    parser.add_argument("--tag", default="")
+    parser.add_argument("--variants", nargs="+", default=[])  # starts like --variant: not taken for it
+    args = bench.parse(parser, ["--variant", "a", "--n", "2", "--variants", "v"])
+    assert (args.n, args.tag, args.variants, bench.variant) == (2, "x", ["v"], "a")
+    assert bench.parse(parser, []).n == 0 and bench.variant is None
+
+
+def test_main_takes_the_declared_common_options_runs_and_writes_the_payload(tmp_path, monkeypatch):
+    monkeypatch.setattr(harness, "REGISTRY", {})
+    bench = harness.Benchmark("toy", "A toy.\n", (harness.Variant("a", ("--n", "3"), "three"),),
+                              common={"boards": 7, "out": None})
+
+    def options(parser):
+        parser.add_argument("--n", type=int, default=0)
+
+    out = tmp_path / "toy.json"
+    def run(args):
+        return {"n": args.n, "boards": args.boards}
+
+    assert bench.main(run, options, ["--variant", "a", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["metrics"] == {"n": 3, "boards": 7} and data["variant"] == "a" and data["wall_s"] >= 0
+    assert bench.main(lambda args: 2, options, []) == 2  # a script that wrote its own file: its exit status
+    with pytest.raises(SystemExit):
+        bench.main(lambda args: 0, options, ["--device", "cpu"])  # not declared: not taken
+
+
+def test_write_results_puts_the_payload_in_the_schema(tmp_path):
+    path = write_results("toy", {"rows": [1], "targets": {"met": True}, "wall_s": {"a": 1.0, "b": 2.5}},
+                         out=tmp_path / "toy.json")
+    data = json.loads(path.read_text())
+    assert list(data)[:len(SCHEMA_KEYS)] == list(SCHEMA_KEYS)
+    assert (data["wall_s"], data["parts"], data["targets"], data["metrics"]) == (3.5, {"a": 1.0, "b": 2.5},
+                                                                                 {"met": True}, {"rows": [1]})
+    assert flatten(data)["rows"] == [1]
+
+
+def test_every_results_file_is_in_the_schema():
+    for path in sorted((BENCHMARKS / "results").glob("*.json")):
+        data = json.loads(path.read_text())
+        missing = [key for key in SCHEMA_KEYS if key not in data]
+        assert not missing, f"{path.name} has no {missing}; run python benchmarks/convert_results.py"
+        assert isinstance(data["metrics"], dict) and data["metrics"]
+        assert data["wall_s"] is None or isinstance(data["wall_s"], int | float)
+
+
+def test_converting_keeps_every_value_and_is_idempotent():
+    old = {"date": "2026-12-01", "commit": "abc", "argv": ["benchmarks/bc_vs_scratch.py", "--preset", "few"],
+           "machine": {"cpu": "x"}, "uncommitted_changes": False, "targets": {"ratio": True}, "ratio": 3.1,
+           "run_seconds": {"bc": {"0": 10.0}}, "wall_seconds_this_invocation": 99,
+           "part": {"machine": {"cpu": "x"}, "rows": [], "wall_seconds_last_invocation": 7}}
+    new = convert_results.convert(old, "bc_vs_scratch_few")
+    assert new["benchmark"] == "bc_vs_scratch" and new["wall_s"] == 99 and new["wall_s_scope"] == "this invocation"
+    assert new["parts"] == {"part": 7} and new["targets"] == {"ratio": True}
+    assert new["metrics"] == {"ratio": 3.1, "run_seconds": {"bc": {"0": 10.0}},
+                              "part": {"machine": {"cpu": "x"}, "rows": [], "wall_s": 7}}
+    assert convert_results.convert(new, "bc_vs_scratch_few") == new
+    quick = convert_results.convert({"date": "2026-12-02", "commit": "abc", "argv": ["benchmarks/quick_demo.py"],
+                                     "machine": {}, "after_ppo": {"success_rate": 0.9},
+                                     "wall_s": {"make_demo": 5.0, "setup": 1.0, "pipeline": 4.0}}, "quick_demo")
+    assert (quick["wall_s"], quick["parts"]["setup"]) == (5.0, 1.0)
+
+
+def test_the_few_preset_is_the_quick_pipeline_recipe():
+    from protocols import PRESETS
+
+    from robot_rl.pipeline import PRESETS as PIPELINE
+
+    few, quick = PRESETS["few"], PIPELINE["quick"]
+    assert (few["demos"].episodes, few["demos"].difficulty, few["demos"].image_size) == (
+        quick.collect.episodes, quick.collect.difficulty, quick.collect.image_size)
+    assert (few["bc"].epochs, few["bc"].batch_size) == (quick.pretrain.epochs, quick.pretrain.batch_size)
+    assert few["bc_frames"] == quick.finetune.total_frames
+    assert all(getattr(quick.finetune, name) == value for name, value in few["ppo"].items())
