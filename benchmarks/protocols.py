@@ -108,7 +108,7 @@ PRESETS = {
     },
 }
 # lead-dagger's start (its demos, BC and DAgger folders), then PPO on a residual of the frozen policy's pose
-# (finetune --residual-scale) instead of its heads, the verdict left as DAgger taught it; PPO runs in folders of its own.
+# (finetune --residual-scale) instead of its heads, the verdict left as DAgger taught it; PPO folders of its own.
 PRESETS["lead-residual"] = {**PRESETS["lead-dagger"], "ppo": {**PRESETS["lead-dagger"]["ppo"], "residual_scale": 0.1},
                             "ppo_root": "runs/bench-lead-residual"}
 
