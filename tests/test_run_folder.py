@@ -291,7 +291,7 @@ def test_resuming_a_moved_run_does_not_recreate_its_old_path(tmp_path):
     old, new = tmp_path / "old", tmp_path / "new"
     run = trainer.PPORun(tiny(old, total_frames=64))
     try:
-        run.run(progress=False, until_iteration=1)
+        run.run(progress=False, until=1)
     finally:
         run.close()
     old.rename(new)
