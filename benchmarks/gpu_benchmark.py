@@ -164,9 +164,9 @@ def end_to_end_frames_per_s(size: int, workers: int, iterations: int, device: st
                             shaping=0.0)
     run = PPORun(config)
     try:
-        run.run(progress=False, until_iteration=1)  # warm-up: workers, renderers, cuDNN autotuning
+        run.run(progress=False, until=1)  # warm-up: workers, renderers, cuDNN autotuning
         start, frames = time.perf_counter(), run.frames
-        run.run(progress=False, until_iteration=1 + iterations)
+        run.run(progress=False, until=1 + iterations)
         return (run.frames - frames) / (time.perf_counter() - start)
     finally:
         run.close()

@@ -47,7 +47,7 @@ from robot_rl.io import write_json
 from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.run_folder import RunFolder, ensure_finished
+from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
 PARTS = ("throughput", "encoder", "arms", "equal-time")
@@ -198,9 +198,7 @@ def _recorded_baseline_seconds(config: BCConfig) -> float | None:
 def run_encoder(args, where: dict) -> dict:
     start = time.perf_counter()
     config = encoder_config(args, where)
-    summary = ensure_finished(config.run_dir, "pretrain-encoder",
-                              lambda: encoder_pretrain.pretrain_encoder(config),
-                              lambda path: encoder_pretrain.resume(path))
+    summary = encoder_pretrain.ensure_trained(config)
     record = Path(config.run_dir) / "wall_seconds.json"
     if not record.is_file():
         write_json(record, {"wall_s": round(time.perf_counter() - start, 1)})

@@ -84,7 +84,7 @@ def policy_alone(run: trainer.PPORun, num_envs: int, image_size: int, repeats: i
 
 
 def ppo_rate(run: trainer.PPORun, iterations: int) -> float:
-    run.run(progress=False, until_iteration=iterations + 1)
+    run.run(progress=False, until=iterations + 1)
     seconds = [s for _, s in read_scalar(run.run_dir, "train/iteration_seconds")][1:]  # the first warms up
     return run.config.frames_per_batch / statistics.median(seconds)
 

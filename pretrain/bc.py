@@ -12,7 +12,6 @@ import math
 import os
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 from tensordict import TensorDictBase
@@ -35,8 +34,9 @@ from robot_rl.pretrain.augment import random_shift, recolour
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.lerobot_import import open_demos
 from robot_rl.provenance import Provenance
-from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
+from robot_rl.run_folder import IMPORTED_DEMOS
 from robot_rl.run_logs import RunLogger
+from robot_rl.training_run import TrainingRun
 
 
 def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int, recolour_classes: tuple[str, ...] = (),
@@ -57,13 +57,14 @@ def _replay_buffer(frames: TensorDictBase, batch_size: int) -> TensorDictReplayB
                                   sampler=SamplerWithoutReplacement(drop_last=True), batch_size=batch_size)
 
 
-class BCRun:
-    """One behaviour-cloning run folder: its config, models, optimizer state and loop."""
+class BCRun(TrainingRun):
+    """One behaviour-cloning run folder: its config, models, optimizer state and loop (the lifecycle is
+    ``TrainingRun``'s)."""
 
-    def __init__(self, config: BCConfig, resume: bool = False):
-        self.config, self.folder = config, RunFolder(config.run_dir)
-        self.run_dir = self.folder.path
-        resume = resume or self.folder.check_new(config)
+    command, config_cls = "pretrain", BCConfig
+
+    def build(self, resume: bool) -> None:
+        config = self.config
         self.device = resolve_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)
         if config.threads:
@@ -120,15 +121,11 @@ class BCRun:
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
             self.optimizer, T_max=config.epochs * self.steps_per_epoch)
 
-        # Create logger; restore state when resuming
+        # Create logger
         self.epoch, self.step, self.best_success = 0, 0, -1.0
         self.epoch_sums: dict[str, float] = {}  # loss sums of the current epoch's steps so far
         self.logger = RunLogger(self.run_dir, backend=config.logger)
-        self.stop = StopOnInterrupt()
-        if resume:
-            self._restore()
-        else:
-            self.folder.start(config, self._checkpoint())
+        self.last_eval: dict | None = None  # the latest closed-loop check of this process
 
     def _start_from(self, source: str) -> None:
         """Loads the actor weights (joint scaling included) of the policy at ``source``, which must have been
@@ -146,7 +143,7 @@ class BCRun:
                              f"it was trained with)") from None
 
     # -- checkpoints ------------------------------------------------------------------------------------------
-    def _checkpoint(self) -> dict:
+    def checkpoint(self) -> dict:
         return {
             "kind": "bc", "config": asdict(self.config), "policy_config": asdict(PolicyConfig.of(self.config)),
             "env": self.provenance.record(), "actor": self.actor.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -158,8 +155,7 @@ class BCRun:
                          "val": dict(self.val_buffer.sampler.state_dict())},
         }
 
-    def _restore(self) -> None:
-        state = self.folder.load_last(map_location=self.device)
+    def restore(self, state: dict) -> None:
         self.actor.load_state_dict(state["actor"])
         if self.loss.locator is not None:
             self.loss.locator.load_state_dict(state["locator"])
@@ -234,26 +230,21 @@ class BCRun:
                                      **self.provenance.env_kwargs())
         return metrics
 
-    def run(self, progress: bool = True, until_epoch: int | None = None) -> dict:
-        """Trains until ``config.epochs`` (or ``until_epoch``, to stop early and resume later); returns the
-        summary, written to ``summary.json`` once the last epoch is done."""
-        config, last_eval = self.config, None
-        with self.stop:
-            while self.epoch < min(config.epochs, until_epoch or config.epochs) and not self.stop.requested:
-                metrics = self.train_epoch(progress)
-                if metrics is None:  # Ctrl-C part-way through the epoch
-                    self.folder.save(self._checkpoint())
-                    break
-                last_eval = self._end_epoch(metrics, progress) or last_eval
-        summary = {"epochs": self.epoch, "steps": self.step, "best_success": self.best_success,
-                   "final_eval": last_eval, "eval_seeds": [self.eval_seeds[0], self.eval_seeds[-1]],
-                   "demos": {"episodes": len(self.dataset.episodes), "frames": self.dataset.frames},
-                   "precision": self.precision,
-                   "finished": self.epoch == config.epochs}
-        if summary["finished"]:
-            self.folder.finish(summary)
-        self.logger.close()
-        return self.stop.stopped(summary)
+    def train(self, progress: bool, until: int | None) -> None:
+        """Epochs until ``config.epochs`` (or ``until``), each ended by ``_end_epoch``."""
+        self.last_eval = None
+        while self.epoch < min(self.config.epochs, until or self.config.epochs) and not self.stop.requested:
+            metrics = self.train_epoch(progress)
+            if metrics is None:  # Ctrl-C part-way through the epoch
+                break
+            self.last_eval = self._end_epoch(metrics, progress) or self.last_eval
+
+    def summary(self) -> dict:
+        return {"epochs": self.epoch, "steps": self.step, "best_success": self.best_success,
+                "final_eval": self.last_eval, "eval_seeds": [self.eval_seeds[0], self.eval_seeds[-1]],
+                "demos": {"episodes": len(self.dataset.episodes), "frames": self.dataset.frames},
+                "precision": self.precision,
+                "finished": self.epoch == self.config.epochs}
 
     def _end_epoch(self, metrics: dict, progress: bool) -> dict | None:
         """Validation, the closed-loop check when due, logs and checkpoints; returns the check's metrics."""
@@ -267,7 +258,7 @@ class BCRun:
                                                      "collisions_per_episode", "episode_length")))
         metrics["train/epoch"] = self.epoch
         self.logger.log(metrics, step=self.step)
-        checkpoint = self._checkpoint()
+        checkpoint = self.checkpoint()
         if due and last_eval["success_rate"] > self.best_success:
             self.best_success = checkpoint["best_success"] = last_eval["success_rate"]
             self.folder.save(checkpoint, best=True)
@@ -279,17 +270,5 @@ class BCRun:
         return last_eval
 
 
-def pretrain(config: BCConfig, progress: bool = True) -> dict:
-    """Starts a new run in ``config.run_dir`` (which must not hold one) and trains it."""
-    return run_to_completion(BCRun, config, progress=progress)
-
-
-def resume(run_dir: str | Path, progress: bool = True) -> dict:
-    """Continues the run in ``run_dir`` from its last checkpoint, with its stored config."""
-    return run_to_completion(BCRun, RunFolder(run_dir).config(BCConfig), resume=True, progress=progress)
-
-
-def ensure_trained(config: BCConfig, progress: bool = True) -> dict:
-    """The finished run of ``config.run_dir``: reused, resumed or started (for benchmarks and scripts)."""
-    return ensure_finished(config.run_dir, "pretrain", lambda: pretrain(config, progress),
-                           lambda path: resume(path, progress))
+# The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.
+pretrain, resume, ensure_trained = BCRun.start, BCRun.resume, BCRun.ensure_trained

@@ -46,7 +46,7 @@ from torchrl.collectors import Collector
 from tqdm import tqdm
 
 from robot_rl import keys
-from robot_rl.checkpoints import CONFIG_FILE, load_checkpoint, policy_checkpoint, save_config
+from robot_rl.checkpoints import CONFIG_FILE, load_checkpoint, policy_checkpoint
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, DAggerConfig
 from robot_rl.envs.expert_policy import ExpertPolicy
@@ -62,8 +62,9 @@ from robot_rl.pretrain.collect import add_whole_episodes
 from robot_rl.pretrain.dataset import META_FILE, DemoDataset, EpisodeRecord
 from robot_rl.processes import workers_ignore_stop_signals
 from robot_rl.provenance import Provenance
-from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
+from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder
 from robot_rl.run_logs import RunLogger
+from robot_rl.training_run import TrainingRun
 
 AGGREGATE, ROUNDS = "aggregate", "rounds"
 EPISODES_PER_COMMIT = 8
@@ -110,13 +111,14 @@ def _init_run(config: DAggerConfig) -> tuple[BCConfig, Path, Path]:
     return bc_config, checkpoint, demos
 
 
-class DAggerRun:
-    """One DAgger run folder (see the module docstring)."""
+class DAggerRun(TrainingRun):
+    """One DAgger run folder (see the module docstring; the lifecycle is ``TrainingRun``'s)."""
 
-    def __init__(self, config: DAggerConfig, resume: bool = False):
-        self.config, self.folder = config, RunFolder(config.run_dir)
-        self.run_dir = self.folder.path
-        resume = resume or self.folder.check_new(config)
+    command, config_cls = "dagger", DAggerConfig
+    checkpointed = False  # everything is committed whole: the aggregate a batch at a time, BC by its checkpoints
+
+    def build(self, resume: bool) -> None:
+        config = self.config
         self.bc_config, self.init_checkpoint, demos_dir = _init_run(config)
         self.demos = DemoDataset.open(demos_dir)
         self.device = resolve_device(config.device)
@@ -124,11 +126,10 @@ class DAggerRun:
         meta_path = self.demos.root / META_FILE
         self.provenance = Provenance.of_dataset(self.demos.meta, meta_path).verified(meta_path, config.trust_code)
         self.task = get_task(self.provenance.task, trust_code=config.trust_code, source=str(meta_path))
-        if not resume:
-            save_config(self.run_dir / CONFIG_FILE, config)
         self.aggregate_dir = self.run_dir / AGGREGATE
         self.logger = RunLogger(self.run_dir)
-        self.stop = StopOnInterrupt()
+        self.aggregate: DemoDataset | None = None
+        self.records: list[dict] = []  # every round's check so far (round 0: the init policy)
 
     # -- where things are -------------------------------------------------------------------------------------
     def round_dir(self, round_index: int) -> Path:
@@ -249,50 +250,35 @@ class DAggerRun:
             raise RunStopped(self.run_dir, "dagger", self.stop.signum)
 
     # -- the loop ---------------------------------------------------------------------------------------------
-    def run(self, progress: bool = True) -> dict:
-        """Runs (or continues) every round; returns the summary, written to ``summary.json`` at the end."""
-        if self.folder.finished:
-            return self.folder.summary()
-        with self.stop:
-            aggregate = self._open_aggregate()
-            if self.config.include_demos:
-                aggregate = self._copy_demos(aggregate)
-            records = [self._record(0, lambda: self._init_check(aggregate), aggregate)]
-            for round_index in range(1, self.config.rounds + 1):
-                self._rollouts(aggregate, round_index)
-                try:
-                    summary = bc.ensure_trained(self.round_bc_config(round_index), progress=progress)
-                except RunStopped as stopped:  # Ctrl-C or SIGTERM in the round's BC: it checkpointed
-                    raise RunStopped(self.run_dir, "dagger", stopped.signum) from None
-                final_check = summary["final_eval"]
-                records.append(self._record(round_index, lambda check=final_check: check, aggregate))
-                if progress:
-                    tqdm.write(f"DAgger round {round_index}/{self.config.rounds}: {aggregate.frames} frames, "
-                               f"check success {records[-1]['success_rate']:.1%}")
-        summary = {"rounds": records, "policy": str(self.policy_of(self.config.rounds)),
-                   "aggregate": {"episodes": len(aggregate.episodes), "frames": aggregate.frames},
-                   "precision": self.precision, "config": asdict(self.config), "finished": True}
-        self.folder.finish(summary)
-        self.logger.close()
-        return summary
+    def train(self, progress: bool, until: int | None) -> None:
+        """Runs (or continues) every round, or the first ``until``; a stop signal raises RunStopped once what
+        was under way is committed."""
+        self.aggregate = aggregate = self._open_aggregate()
+        if self.config.include_demos:
+            aggregate = self.aggregate = self._copy_demos(aggregate)
+        self.records = [self._record(0, lambda: self._init_check(aggregate), aggregate)]
+        for round_index in range(1, min(self.config.rounds, until or self.config.rounds) + 1):
+            self._rollouts(aggregate, round_index)
+            try:
+                summary = bc.ensure_trained(self.round_bc_config(round_index), progress=progress)
+            except RunStopped as stopped:  # Ctrl-C or SIGTERM in the round's BC: it checkpointed
+                raise RunStopped(self.run_dir, "dagger", stopped.signum) from None
+            final_check = summary["final_eval"]
+            self.records.append(self._record(round_index, lambda check=final_check: check, aggregate))
+            if progress:
+                tqdm.write(f"DAgger round {round_index}/{self.config.rounds}: {aggregate.frames} frames, "
+                           f"check success {self.records[-1]['success_rate']:.1%}")
+
+    def summary(self) -> dict:
+        rounds_done = len(self.records) - 1
+        return {"rounds": self.records, "policy": str(self.policy_of(rounds_done)),
+                "aggregate": {"episodes": len(self.aggregate.episodes), "frames": self.aggregate.frames},
+                "precision": self.precision, "config": asdict(self.config),
+                "finished": rounds_done == self.config.rounds}
 
 
-def dagger(config: DAggerConfig, progress: bool = True) -> dict:
-    """Starts a DAgger run in ``config.run_dir`` (or continues its unfinished run) and runs it to the end, holding
-    the run folder's lock."""
-    return run_to_completion(DAggerRun, config, progress=progress)
-
-
-def resume(run_dir: str | Path, progress: bool = True) -> dict:
-    """Continues the DAgger run in ``run_dir`` (wherever it now lives) with its stored options."""
-    config = RunFolder(run_dir).config(DAggerConfig)
-    return run_to_completion(DAggerRun, replace(config, run_dir=str(run_dir)), resume=True, progress=progress)
-
-
-def ensure_trained(config: DAggerConfig, progress: bool = True) -> dict:
-    """The finished run of ``config.run_dir``: reused, resumed or started (for benchmarks and scripts)."""
-    return ensure_finished(config.run_dir, "dagger", lambda: dagger(config, progress),
-                           lambda path: resume(path, progress))
+# The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.
+dagger, resume, ensure_trained = DAggerRun.start, DAggerRun.resume, DAggerRun.ensure_trained
 
 
 def final_policy_run(summary: dict) -> Path:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -41,8 +40,8 @@ from robot_rl.options import resolve_device
 from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.view_cache import VIEWS_DIR, ViewCache
-from robot_rl.run_folder import RunFolder, StopOnInterrupt, run_to_completion
 from robot_rl.run_logs import RunLogger
+from robot_rl.training_run import TrainingRun
 
 DISTANCE_SCALE = 10.0  # metres -> decimetres: targets near 1
 MASK_STRIDE = 4  # the class head predicts every 4th pixel in each direction
@@ -134,13 +133,14 @@ def _shift_with_target(pixels: torch.Tensor, masks: torch.Tensor, point: torch.T
     return shifted[..., :3], shifted[..., 3].round().to(torch.uint8), moved
 
 
-class EncoderRun:
-    """One encoder pretraining run folder: the view cache, the heads, the optimizer and the loop."""
+class EncoderRun(TrainingRun):
+    """One encoder pretraining run folder: the view cache, the heads, the optimizer and the loop (the lifecycle is
+    ``TrainingRun``'s)."""
 
-    def __init__(self, config: EncoderPretrainConfig, resume: bool = False):
-        self.config, self.folder = config, RunFolder(config.run_dir)
-        self.run_dir = self.folder.path
-        resume = resume or self.folder.check_new(config)
+    command, config_cls = "pretrain-encoder", EncoderPretrainConfig
+
+    def build(self, resume: bool) -> None:
+        config = self.config
         self.device = resolve_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)
         if config.threads:
@@ -159,28 +159,26 @@ class EncoderRun:
         self.model = PerceptionHeads(ImageEncoder(None, config.keypoints), len(task.defect_types)).to(self.device)
         self.model.encoder.set_precision(self.precision)
 
-        # Create optimizer and logger; restore state when resuming
+        # Create optimizer and logger
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer,
                                                                     T_max=config.epochs * self.steps_per_epoch)
         self.epoch, self.step = 0, 0
         self.logger = RunLogger(self.run_dir)
-        self.stop = StopOnInterrupt()
-        if resume:
-            state = self.folder.load_last(map_location=self.device)
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            self.epoch, self.step = state["epoch"], state["step"]
-            set_rng_state(state["rng"])
-            self.logger.truncate_after(self.step)
-        else:
-            self.folder.start(config, self._checkpoint())
+        self.last_val: dict | None = None  # the latest validation of this process
 
-    def _checkpoint(self) -> dict:
+    def checkpoint(self) -> dict:
         return {"kind": "encoder", "config": asdict(self.config), "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "epoch": self.epoch, "step": self.step, "rng": rng_state()}
+
+    def restore(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.epoch, self.step = state["epoch"], state["step"]
+        set_rng_state(state["rng"])
+        self.logger.truncate_after(self.step)
 
     # -- data -------------------------------------------------------------------------------------------------
     def _batch(self, arrays: dict, rows: np.ndarray, shift_pad: int) -> dict[str, torch.Tensor]:
@@ -257,52 +255,41 @@ class EncoderRun:
                     counts[name] = counts.get(name, 0) + 1
         return {f"val/{name}": sums[name] / counts[name] for name in sums}
 
-    def run(self, progress: bool = True) -> dict:
-        """Renders the missing views, then trains until ``config.epochs``; returns the summary (written to
-        ``summary.json`` once finished) and ``encoder.pt``."""
-        config, last_val = self.config, None
-        with self.stop:
-            bar = tqdm(total=config.views, initial=self.cache.meta["rendered"], unit="view", desc="render views",
-                       disable=not progress or self.cache.complete, leave=False)
-            with bar:
-                rendered = self.cache.render(config.render_workers, lambda: self.stop.requested, bar.update)
-            arrays = self.cache.arrays() if rendered else {}
-            while rendered and self.epoch < config.epochs and not self.stop.requested:
-                metrics = self.train_epoch(arrays, progress)
-                if metrics is None:  # Ctrl-C part-way through the epoch
-                    self.folder.save(self._checkpoint())
-                    break
-                self.epoch += 1
-                last_val = self.validate(arrays)
-                metrics.update(last_val)
-                metrics["train/epoch"] = self.epoch
-                self.logger.log(metrics, step=self.step)
-                self.folder.save(self._checkpoint())
-                if progress:
-                    shown = {k: round(v, 3) for k, v in last_val.items() if not k.startswith("val/loss")}
-                    tqdm.write(f"epoch {self.epoch}: {shown}")
-        finished = self.epoch == config.epochs
-        summary = {"epochs": self.epoch, "steps": self.step, "views": self.cache.meta["rendered"],
-                   "render_seconds": self.cache.meta["seconds"],
-                   "views_per_s": self.cache.meta["rendered"] / max(self.cache.meta["seconds"], 1e-9),
-                   "final_val": last_val, "precision": self.precision, "finished": finished}
-        if finished:
+    def train(self, progress: bool, until: int | None) -> None:
+        """Renders the missing views, then trains until ``config.epochs`` (or ``until``); writes ``encoder.pt``
+        once the last epoch is done."""
+        config, self.last_val = self.config, None
+        bar = tqdm(total=config.views, initial=self.cache.meta["rendered"], unit="view", desc="render views",
+                   disable=not progress or self.cache.complete, leave=False)
+        with bar:
+            rendered = self.cache.render(config.render_workers, lambda: self.stop.requested, bar.update)
+        arrays = self.cache.arrays() if rendered else {}
+        while rendered and self.epoch < min(config.epochs, until or config.epochs) and not self.stop.requested:
+            metrics = self.train_epoch(arrays, progress)
+            if metrics is None:  # Ctrl-C part-way through the epoch
+                break
+            self.epoch += 1
+            self.last_val = self.validate(arrays)
+            metrics.update(self.last_val)
+            metrics["train/epoch"] = self.epoch
+            self.logger.log(metrics, step=self.step)
+            self.save()
+            if progress:
+                shown = {k: round(v, 3) for k, v in self.last_val.items() if not k.startswith("val/loss")}
+                tqdm.write(f"epoch {self.epoch}: {shown}")
+        if self.epoch == config.epochs:  # before summary.json: a finished folder always holds its weights
             self._write_encoder()
-            self.folder.finish(summary)
-        self.logger.close()
-        return self.stop.stopped(summary)
+
+    def summary(self) -> dict:
+        meta = self.cache.meta
+        return {"epochs": self.epoch, "steps": self.step, "views": meta["rendered"],
+                "render_seconds": meta["seconds"], "views_per_s": meta["rendered"] / max(meta["seconds"], 1e-9),
+                "final_val": self.last_val, "precision": self.precision, "finished": self.epoch == self.config.epochs}
 
     def _write_encoder(self) -> None:
         with atomic_path(self.run_dir / ENCODER_WEIGHTS_FILE) as tmp:
             torch.save(encoder_state_dict(self.model.encoder), tmp)
 
 
-def pretrain_encoder(config: EncoderPretrainConfig, progress: bool = True) -> dict:
-    """Starts a new run in ``config.run_dir`` (or continues its unfinished one with the same options)."""
-    return run_to_completion(EncoderRun, config, progress=progress)
-
-
-def resume(run_dir: str | Path, progress: bool = True) -> dict:
-    """Continues the run in ``run_dir`` from its last checkpoint and cache, with its stored config."""
-    return run_to_completion(EncoderRun, RunFolder(run_dir).config(EncoderPretrainConfig), resume=True,
-                             progress=progress)
+# The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.
+pretrain_encoder, resume, ensure_trained = EncoderRun.start, EncoderRun.resume, EncoderRun.ensure_trained

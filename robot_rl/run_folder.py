@@ -23,8 +23,9 @@ time writes a run folder (``robot_rl.locks``). Every file is written to a tempor
 writes ``last.pt`` before ``config.json``, so a killed run, at any moment, leaves a folder that is either unclaimed
 or resumable.
 
-This module is the run's lifecycle (claim, continue, resume, checkpoint on a stop signal, finish); the files it
-writes are read and written by ``robot_rl.checkpoints``, the logs by ``robot_rl.run_logs``.
+This module is the folder's side of a run's lifecycle (claim, continue, resume, the stop signal, finish); the
+lifecycle itself, written once for every kind of run, is ``robot_rl.training_run``. The files are read and written
+by ``robot_rl.checkpoints``, the logs by ``robot_rl.run_logs``.
 """
 
 from __future__ import annotations
@@ -85,12 +86,14 @@ class RunFolder:
         raise UsageError(f"{self.path} already holds a {'finished' if self.finished else 'different'} run; "
                          f"use --resume {self.path} or another --out")
 
-    def start(self, config: Any, checkpoint: dict) -> None:
+    def start(self, config: Any, checkpoint: dict | None) -> None:
         """Claims the folder for a new run: ``last.pt`` (the run before its first step), then ``config.json``,
-        so a folder with a config always has a checkpoint to resume from."""
+        so a folder with a config always has a checkpoint to resume from. ``checkpoint`` None: a run that
+        commits its progress in files of its own (DAgger), with no ``last.pt``."""
         if self.started:
             raise UsageError(f"{self.path} already holds a run; use --resume {self.path} or another --out")
-        self.save(checkpoint)
+        if checkpoint is not None:
+            self.save(checkpoint)
         save_config(self.path / CONFIG_FILE, config)
 
     def config(self, config_cls: type) -> Any:
@@ -116,7 +119,7 @@ class RunFolder:
 
 
 def run_to_completion(run_cls: type, config: Any, resume: bool = False, progress: bool = True) -> dict:
-    """Builds ``run_cls(config, resume)`` (a BC or PPO run), runs it and closes it, holding the run folder's lock
+    """Builds ``run_cls(config, resume)`` (a ``TrainingRun``), runs it and closes it, holding the run folder's lock
     throughout; returns its summary. Resuming a finished run returns its summary and changes nothing."""
     folder = RunFolder(config.run_dir)
     if folder.path.exists() and not folder.path.is_dir():

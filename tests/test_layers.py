@@ -67,6 +67,7 @@ LAYER_OF = {
     "robot_rl.provenance": "core",
     "robot_rl.checkpoints": "core",
     "robot_rl.run_folder": "core",
+    "robot_rl.training_run": "core",  # the lifecycle every training run shares
     "robot_rl.run_logs": "core",
     "robot_rl.episodes": "core",
     "robot_rl.closed_loop": "core",

@@ -133,7 +133,7 @@ def test_a_finetune_killed_before_its_first_checkpoint_comes_back_with_resume(bc
 
 def test_the_same_options_continue_an_unfinished_run_and_other_options_are_refused(demos_dir, tmp_path):
     config = small_config(demos_dir, tmp_path / "run", epochs=2)
-    bc.BCRun(config).run(progress=False, until_epoch=1)  # stands for a run killed after epoch 1
+    bc.BCRun(config).run(progress=False, until=1)  # stands for a run killed after epoch 1
     with pytest.raises(UsageError, match="already holds a different run"):
         bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=3), progress=False)
     assert bc.pretrain(config, progress=False)["epochs"] == 2
@@ -277,7 +277,7 @@ def test_resuming_a_copied_unfinished_run_writes_only_in_the_copy(demos_dir, tmp
     import shutil
 
     original = tmp_path / "original"
-    bc.BCRun(small_config(demos_dir, original, epochs=2)).run(progress=False, until_epoch=1)  # killed after epoch 1
+    bc.BCRun(small_config(demos_dir, original, epochs=2)).run(progress=False, until=1)  # killed after epoch 1
     before = _snapshot(original)
     copy = tmp_path / "copy"
     shutil.copytree(original, copy)
@@ -291,7 +291,7 @@ def test_resuming_a_moved_run_does_not_recreate_its_old_path(tmp_path):
     old, new = tmp_path / "old", tmp_path / "new"
     run = trainer.PPORun(tiny(old, total_frames=64))
     try:
-        run.run(progress=False, until_iteration=1)
+        run.run(progress=False, until=1)
     finally:
         run.close()
     old.rename(new)

@@ -3,11 +3,12 @@
 Separate from the trainer (which owns envs, collectors, evaluation and checkpoints) so the same update runs on any
 TensorDict env with the composite action, including the toy env of the tests.
 
-With a frozen encoder (``encoder_lr == 0``, the CPU default) the collection policy writes each frame's encoder
-output under ``keys.FEATURES``; the loss then runs the actor's heads on those cached features, so every PPO epoch
-costs a few small matrix products instead of a ResNet forward and backward per frame (end-to-end PPO with an image
-critic ran ~20 frames/s on 2 cores; collection-bound PPO on cached features runs several times faster, see
-``benchmarks/ppo_throughput.py``). TorchRL has no such option: its losses always re-run the actor on observations.
+With a frozen encoder (``config.frozen_encoder``: ``encoder_lr == 0``, the CPU default) the collection policy writes
+each frame's encoder output under ``keys.FEATURES``; the loss then runs the actor's heads on those cached features,
+so every PPO epoch costs a few small matrix products instead of a ResNet forward and backward per frame (end-to-end
+PPO with an image critic ran ~20 frames/s on 2 cores; collection-bound PPO on cached features runs several times
+faster, see ``benchmarks/ppo_throughput.py``). TorchRL has no such option: its losses always re-run the actor on
+observations. The mode comes from the config, never from the keys a batch happens to hold.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class PPOLearner:
     """PPO on batches of ``[envs, T]`` (or flat) frames.
 
     Args:
-        config: the fine-tuning options (lrs, clip, epochs, minibatch, loss terms).
+        config: the fine-tuning options (lrs, clip, epochs, minibatch, loss terms); ``config.frozen_encoder`` says
+            that the loss actor reads the features cached at collection (``keys.FEATURES``), not pixels.
         loss_actor: the actor the loss evaluates (features-reading with a frozen encoder).
         critic: the value network (the privileged critic in the trainer).
         actor_parameter_groups: the actor's optimizer groups (heads at ``lr``, encoder at ``encoder_lr``).
@@ -48,6 +50,7 @@ class PPOLearner:
                  mean_over_ranks=None):
         self.config, self.device, self.anchor_actor = config, torch.device(device), anchor_actor
         self.autocast, self.mean_over_ranks = autocast, mean_over_ranks
+        self.cached_features = config.frozen_encoder
         self.check_finite = check_finite or (lambda t: bool(torch.isfinite(t.detach()).all()))
         # vmap (GAE's default for evaluating root and next states together) cannot run channels-last convolutions.
         self.advantage = GAE(gamma=config.gamma, lmbda=config.gae_lambda, value_network=critic, average_gae=False,
@@ -104,12 +107,12 @@ class PPOLearner:
         with torch.no_grad(), self._autocast():
             self.advantage(batch)
         flat = batch.exclude((keys.NEXT, keys.PIXELS)).reshape(-1)
-        if keys.FEATURES in flat.keys():
+        if self.cached_features:
             flat = flat.exclude(keys.PIXELS)  # the loss reads the cached features
         warmup = iteration < self.config.critic_warmup
         # On cached features the start policy costs two small matrix products, so its KL is logged even once the
         # anchor has decayed away; on pixels it costs a ResNet pass over the batch, only worth it while it counts.
-        wanted = keys.FEATURES in flat.keys() or self.anchor_weight(iteration) > 0
+        wanted = self.cached_features or self.anchor_weight(iteration) > 0
         if self.anchor_actor is not None and not warmup and wanted:
             flat.update(anchor_parameters(self.anchor_actor, flat))
             flat.set(keys.ANCHOR_WEIGHT, torch.full(flat.shape, self.anchor_weight(iteration), device=flat.device))

@@ -1,8 +1,10 @@
 """``robot-rl finetune``: PPO on the inspection task, from a behaviour-cloning checkpoint or from scratch.
 
-One screen of structure, like TorchRL's PPO recipes: models, collector, learner (loss, buffer, optimizers), logger,
-then one loop. What lets PPO lift an imperfect behaviour-cloned policy without collapsing it (README, "Fine-tuning
-design" and "Fine-tuning that lifts and stays up", has the measurements):
+One screen of structure, like TorchRL's PPO recipes: ``PPORun.build`` creates the models (the actor from its
+starting point, the critic), the collector, the loss with its advantage and optimizers (``learner.py``) and the
+logger; ``PPORun.train`` is the loop (collect, update, push the weights, log, check, checkpoint). What lets PPO lift
+an imperfect behaviour-cloned policy without collapsing it (README, "Fine-tuning design" and "Fine-tuning that lifts
+and stays up", has the measurements):
 
 - small, bounded policy steps: actor lr 3e-5 and a per-iteration KL target that stops the actor's epochs
   (``learner.py``);
@@ -17,8 +19,9 @@ design" and "Fine-tuning that lifts and stays up", has the measurements):
   reward labels, an optional KL anchor to the BC policy (off by default: it capped the lift near the BC start).
 
 Every iteration starts its envs from fresh boards seeded by (seed, iteration), so a resumed run collects exactly
-what the uninterrupted one would have; checkpoints hold every state needed to continue the curve. The run folder
-(config, checkpoints, Ctrl-C, summary) is ``robot_rl.run_folder``'s; several learners are ``distributed.py``'s.
+what the uninterrupted one would have; checkpoints hold every state needed to continue the curve. The run's
+lifecycle (run folder, resume, checkpoint on Ctrl-C, summary) is ``robot_rl.training_run``'s; several learners are
+``distributed.py``'s.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from __future__ import annotations
 import copy
 import functools
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from tensordict import TensorDictBase
+from torchrl.modules import ProbabilisticActor, ValueOperator
 from tqdm import tqdm
 
 from robot_rl import keys
@@ -60,8 +65,8 @@ from robot_rl.policy import (
 from robot_rl.policy_io import checkpoint_policy_config
 from robot_rl.precision import resolve_precision
 from robot_rl.provenance import Provenance
-from robot_rl.run_folder import RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
 from robot_rl.run_logs import RunLogger
+from robot_rl.training_run import TrainingRun
 
 # What each closed-loop check records in the learning curve (and the logs, as eval/<name>).
 CURVE_METRICS = ("success_rate", "success_ci95", "guess_rate", "verdict_accuracy", "collisions_per_episode",
@@ -82,9 +87,17 @@ def load_pretrained(run_dir: str | Path, checkpoint_kind: str = "last") -> dict:
     return state
 
 
-def starting_point(config: FinetuneConfig) -> tuple[Provenance, PolicyConfig, dict | None]:
-    """(the env, policy architecture, BC checkpoint or None) of a run: the BC run's, or new for --from-scratch.
-    Env options given next to --policy must agree with the BC run's."""
+class StartingPoint(NamedTuple):
+    """Where a run starts: the env it trains on, the actor's architecture and the BC checkpoint (None: scratch)."""
+
+    provenance: Provenance
+    policy_config: PolicyConfig
+    pretrained: dict | None
+
+
+def starting_point(config: FinetuneConfig) -> StartingPoint:
+    """The BC run's env, architecture and checkpoint, or fresh ones for --from-scratch. Env options given next to
+    --policy must agree with the BC run's."""
     pretrained_state = load_pretrained(config.init, config.checkpoint_kind) if config.init else None
     options = {name: getattr(config, name) for name in ("task", "difficulty", "image_size", "randomization", "arm")}
     if pretrained_state is not None:
@@ -103,16 +116,100 @@ def starting_point(config: FinetuneConfig) -> tuple[Provenance, PolicyConfig, di
     # The same for the verdict: answer where the policy is sure, not by chance on any step (policy.py).
     policy_config = replace(policy_config, answer_temperature=config.answer_temperature,
                             continue_floor=config.continue_floor, residual_scale=config.residual_scale)
-    return provenance, policy_config, pretrained_state
+    return StartingPoint(provenance, policy_config, pretrained_state)
 
 
-class PPORun:
-    """One fine-tuning run folder: models, collector, loss, optimizers, and the loop."""
+def env_options(config: FinetuneConfig, provenance: Provenance) -> dict:
+    """``make_env``'s options for the run's collection and checks: the starting point's env, fine-tuning's reward."""
+    return provenance.env_kwargs(reward_weights={"shaping": config.shaping, "guess": -config.guess_penalty},
+                                 shaping_gamma=config.gamma)
 
-    def __init__(self, config: FinetuneConfig, resume: bool = False):
-        self.config, self.folder = config, RunFolder(config.run_dir)
-        self.run_dir = self.folder.path
-        resume = resume or self.folder.check_new(config)
+
+def make_models(config: FinetuneConfig, start: StartingPoint, env_kwargs: dict, device: torch.device,
+                precision: str) -> tuple[ProbabilisticActor, ProbabilisticActor | None, ValueOperator]:
+    """(actor, its frozen start copy or None from scratch, privileged critic), on ``device``, in eval mode:
+    BatchNorm uses fixed statistics, so the policy that collected a batch is the policy whose log-probs the loss
+    evaluates, whatever minibatch it sits in (gradients still flow)."""
+    proof = start.provenance.proof_env()
+    actor = make_actor(proof.observation_spec, proof.full_action_spec, start.policy_config)
+    pretrained = None
+    if start.pretrained is not None:
+        load_pretrained_weights(actor, start.pretrained["actor"])
+        pretrained = copy.deepcopy(actor).requires_grad_(False).eval().to(device)
+    else:
+        # A network trained from scratch has no BatchNorm statistics yet: take them from random-action frames.
+        env = make_env(num_envs=8, parallel=False, seed=config.seed + 10_007, **env_kwargs)
+        frames = env.rollout(16, break_when_any_done=False).reshape(-1)
+        calibrate_batchnorm(actor_network(actor).encoder, frames.get(keys.PIXELS), frames.get(keys.JOINT_STATE))
+        if config.continue_prob:
+            set_continue_probability(actor, config.continue_prob)
+    critic = make_privileged_critic(proof.observation_spec, config.critic_hidden,
+                                    get_task(start.provenance.task).inspection_offset)
+    actor.to(device).eval()
+    critic.to(device).eval()
+    for policy in (actor, pretrained):
+        if policy is not None:
+            set_encoder_precision(policy, precision)
+    network = actor_network(actor)
+    if config.frozen_encoder:
+        network.encoder.requires_grad_(False)
+    if config.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
+        network.encoder.compile()
+    return actor, pretrained, critic
+
+
+@dataclass
+class TrainingViews:
+    """The networks as collection and the loss see them. With a frozen encoder the collector writes the
+    encoder's features and the loss trains the heads on them. With several learners the loss runs DDP-wrapped
+    copies of the trained networks (same parameters); everything else (collection, advantages, evaluation,
+    checkpoints) the plain ones."""
+
+    collection_policy: ProbabilisticActor
+    loss_actor: ProbabilisticActor
+    loss_critic: ValueOperator
+    actor_groups: list[dict]  # the actor's optimizer groups: heads at lr, the encoder at encoder_lr when trained
+    anchor_actor: ProbabilisticActor | None  # the frozen start policy reading what loss_actor reads, or None
+
+
+def training_views(config: FinetuneConfig, actor: ProbabilisticActor, critic: ValueOperator,
+                   pretrained: ProbabilisticActor | None, dist: distributed.Distributed | None) -> TrainingViews:
+    """What collects and what the loss trains (see ``TrainingViews``)."""
+    network, wrap = actor_network(actor), functools.partial(distributed.wrap, dist)
+    heads = [{"params": list(network.heads.parameters()), "lr": config.lr}]
+    if config.frozen_encoder:
+        anchor = heads_actor(pretrained) if pretrained is not None else None
+        collection_policy, loss_actor = feature_writing_actor(actor), heads_actor(actor, wrap(network.heads))
+        return TrainingViews(collection_policy, loss_actor, distributed.wrap_critic(dist, critic), heads, anchor)
+    loss_actor = rewrap_actor(actor, wrap(network)) if dist is not None else actor
+    # The image anchor runs a ResNet over the batch: only worth it while its weight counts.
+    anchor = pretrained if config.anchor_weight else None
+    groups = heads + [{"params": list(network.encoder.parameters()), "lr": config.encoder_lr}]
+    return TrainingViews(actor, loss_actor, distributed.wrap_critic(dist, critic), groups, anchor)
+
+
+def episode_metrics(batch: TensorDictBase, task: str) -> dict:
+    """``train/...`` and ``reward/<term>`` of the episodes that ended in ``batch`` (sampled actions: exploration,
+    next to the deterministic ``eval/`` figures); empty when none ended."""
+    episodes = finished_episodes(batch.reshape(-1, batch.shape[-1]), task)
+    if not episodes:
+        return {}
+    stats = aggregate(episodes)
+    metrics = {f"train/{name}": stats[name] for name in (
+        "success_rate", "guess_rate", "collisions_per_episode", "episode_length", "timed_out_rate")}
+    metrics.update({"train/episode_return": stats["return"], "train/episodes": len(episodes)})
+    metrics.update({f"reward/{k}": v for k, v in stats["reward_terms"].items()})
+    return metrics
+
+
+class PPORun(TrainingRun):
+    """One fine-tuning run folder: ``build`` creates models, collector, learner and logger; ``train`` is the loop
+    (the lifecycle is ``TrainingRun``'s)."""
+
+    command, config_cls = "finetune", FinetuneConfig
+
+    def build(self, resume: bool) -> None:
+        config = self.config
         if config.threads:
             torch.set_num_threads(config.threads)
         # One learner, or one rank of several started by torchrun: its device and collection seed
@@ -121,19 +218,18 @@ class PPORun:
         self.precision = resolve_precision(config.precision, self.device)
         torch.manual_seed(config.seed)  # the same initial weights on every rank
 
-        # Resolve the starting point: the BC run's env and architecture, or fresh ones
-        self.provenance, self.policy_config, pretrained_state = starting_point(config)
-        self.env_kwargs = self.provenance.env_kwargs(
-            reward_weights={"shaping": config.shaping, "guess": -config.guess_penalty}, shaping_gamma=config.gamma)
-
-        # Create models: the actor (BC weights or fresh), its frozen copy for the anchor, the privileged critic
-        self._make_models(pretrained_state)
-        collection_policy, loss_actor, anchor_actor, param_groups, loss_critic = self._training_views()
-        self.collection_policy = collection_policy
+        # Create models: the actor from its starting point (BC weights or fresh), its frozen copy, the critic
+        start = starting_point(config)
+        self.provenance, self.policy_config = start.provenance, start.policy_config
+        self.env_kwargs = env_options(config, self.provenance)
+        self.actor, self.pretrained, self.critic = make_models(config, start, self.env_kwargs, self.device,
+                                                               self.precision)
+        views = training_views(config, self.actor, self.critic, self.pretrained, self.dist)
+        self.collection_policy = views.collection_policy
         torch.manual_seed(self.seed)
 
         # Create collector: envs on the CPU (here, in env workers, in collector processes or Ray actors)
-        self.iteration, self.frames = 0, 0
+        self.iteration, self.frames = 0, 0  # (the collector's per-iteration seeding reads the iteration)
         self.seconds = 0.0  # wall time of the iterations and checks so far, across resumes
         self.best: dict | None = None  # iteration, frames and success of best.pt (the best held-out check)
         # Worker processes take the policy as it is when they start: in the precision of their own device.
@@ -145,81 +241,57 @@ class PPORun:
         if config.collector != "direct":
             push_weights(self.collector, self.collection_policy)  # workers start from the learner's weights
 
-        # Create learner: GAE, loss, buffer, optimizers
-        self.learner = PPOLearner(config, loss_actor, loss_critic, param_groups, anchor_actor=anchor_actor,
-                                  device=self.device, autocast=self.precision == "bf16",
-                                  check_finite=distributed.all_finite(self.dist),
+        # Create loss, advantage and optimizers: FinetunePPOLoss (a ClipPPOLoss), GAE, Adam for actor and critic
+        self.learner = PPOLearner(config, views.loss_actor, views.loss_critic, views.actor_groups,
+                                  anchor_actor=views.anchor_actor, device=self.device,
+                                  autocast=self.precision == "bf16", check_finite=distributed.all_finite(self.dist),
                                   mean_over_ranks=distributed.mean_over_ranks(self.dist))
 
-        # Create logger (rank 0); restore state when resuming
+        # Create logger (rank 0) and the held-out boards of the checks
         self.logger = RunLogger(self.run_dir, backend=config.logger) if self.is_main else None
         self.eval_seeds = held_out_seeds(config.eval_seed, config.eval_episodes, set())
         self.curve: list[dict] = []  # closed-loop success against frames
-        self.stop = StopOnInterrupt()
-        if resume:
-            self._restore()
-        elif self.is_main:  # every rank checked the folder above; one writes it
-            self.folder.start(config, self._checkpoint())
 
-    def _make_models(self, pretrained_state: dict | None) -> None:
+    def train(self, progress: bool, until: int | None) -> None:
+        """The loop: collect a batch, PPO update (GAE, then epochs of minibatches), weights to the collector, log,
+        a check when due, a checkpoint when due. Until ``config.iterations`` (or ``until``)."""
         config = self.config
-        proof = self.provenance.proof_env()
-        self.actor = make_actor(proof.observation_spec, proof.full_action_spec, self.policy_config)
-        self.pretrained = None
-        if pretrained_state is not None:
-            load_pretrained_weights(self.actor, pretrained_state["actor"])
-            self.pretrained = copy.deepcopy(self.actor).requires_grad_(False).eval().to(self.device)
-        else:
-            self._calibrate_batchnorm()
-            if config.continue_prob:
-                set_continue_probability(self.actor, config.continue_prob)
-        self.critic = make_privileged_critic(proof.observation_spec, config.critic_hidden,
-                                             get_task(self.provenance.task).inspection_offset)
-        # Eval mode throughout: BatchNorm uses fixed statistics, so the policy that collected a batch is the
-        # policy whose log-probs the loss evaluates, whatever minibatch it sits in. Gradients still flow.
-        self.actor.to(self.device).eval()
-        self.critic.to(self.device).eval()
-        for policy in (self.actor, self.pretrained):
-            if policy is not None:
-                set_encoder_precision(policy, self.precision)
-        network = actor_network(self.actor)
-        if config.frozen_encoder:
-            network.encoder.requires_grad_(False)
-        if config.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
-            network.encoder.compile()
+        last = min(config.iterations, until or config.iterations)
+        with tqdm(total=last, initial=self.iteration, desc="finetune", unit="it", disable=not progress) as bar:
+            if self.iteration == 0 and not self.curve and self.is_main:
+                start = time.perf_counter()
+                self._log(self._check())  # the starting point of the learning curve
+                self.seconds += time.perf_counter() - start
+            iterator = iter(self.collector)
+            while self.iteration < last and not self.stop.requested:
+                start = time.perf_counter()
+                batch = self._collect(iterator)
+                collect_seconds = time.perf_counter() - start
+                metrics = self.update(batch)
+                self.iteration += 1
+                self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
+                push_weights(self.collector, self.collection_policy)
+                metrics.update(episode_metrics(batch, self.provenance.task))
+                metrics["train/frames_per_s"] = batch.numel() / collect_seconds
+                metrics["train/iteration_seconds"] = time.perf_counter() - start
+                final = self.iteration == last
+                if ((config.eval_every and self.iteration % config.eval_every == 0) or final) and self.is_main:
+                    metrics.update(self._check())
+                self.seconds += time.perf_counter() - start
+                self._log(metrics)
+                if self.iteration % config.checkpoint_every == 0 or final:
+                    self.save()
+                bar.update(1)
+                bar.set_postfix(frames=self.frames, success=metrics.get("train/success_rate"))
 
-    def _training_views(self):
-        """(collection policy, loss actor, anchor actor, parameter groups, loss critic). With a frozen encoder
-        the collector writes features and the loss trains the heads on them. With several learners the loss
-        runs DDP-wrapped copies of the trained networks (same parameters); everything else (collection,
-        advantages, evaluation, checkpoints) the plain ones."""
-        config, network = self.config, actor_network(self.actor)
-        wrap = functools.partial(distributed.wrap, self.dist)
-        heads = [{"params": list(network.heads.parameters()), "lr": config.lr}]
-        if config.frozen_encoder:
-            anchor = heads_actor(self.pretrained) if self.pretrained is not None else None
-            return (feature_writing_actor(self.actor), heads_actor(self.actor, wrap(network.heads)), anchor, heads,
-                    distributed.wrap_critic(self.dist, self.critic))
-        loss_actor = rewrap_actor(self.actor, wrap(network)) if self.dist is not None else self.actor
-        # The image anchor runs a ResNet over the batch: only worth it while its weight counts.
-        anchor = self.pretrained if config.anchor_weight else None
-        groups = heads + [{"params": list(network.encoder.parameters()), "lr": config.encoder_lr}]
-        return self.actor, loss_actor, anchor, groups, distributed.wrap_critic(self.dist, self.critic)
-
-    def _calibrate_batchnorm(self) -> None:
-        # A network trained from scratch has no BatchNorm statistics yet: take them from random-action frames.
-        env = make_env(num_envs=8, parallel=False, seed=self.config.seed + 10_007, **self.env_kwargs)
-        frames = env.rollout(16, break_when_any_done=False).reshape(-1)
-        calibrate_batchnorm(actor_network(self.actor).encoder, frames.get(keys.PIXELS), frames.get(keys.JOINT_STATE))
-
-    # -- collection -------------------------------------------------------------------------------------------
-    def _seed_iteration(self) -> None:
-        # Fresh, reproducible boards each iteration: a resumed run collects what the uninterrupted one would.
-        # (Direct backend only: process and Ray workers run ahead of the learner.)
-        self.env.set_seed(self.seed * 1_000_003 + self.iteration * 7919)
+    def summary(self) -> dict:
+        return {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
+                "init": self.config.init or "scratch", "env": self.provenance.record(),
+                "seconds": round(self.seconds, 1), "finished": self.iteration == self.config.iterations,
+                "precision": self.precision}
 
     # -- checkpoints ------------------------------------------------------------------------------------------
-    def _checkpoint(self) -> dict:
+    def checkpoint(self) -> dict:
         return {
             "kind": "ppo", "config": asdict(self.config), "env": self.provenance.record(),
             "policy_config": asdict(self.policy_config), "actor": self.actor.state_dict(),
@@ -228,12 +300,7 @@ class PPORun:
             "rng": rng_state(),
         }
 
-    def save(self) -> None:
-        if self.is_main:
-            self.folder.save(self._checkpoint())
-
-    def _restore(self) -> None:
-        state = self.folder.load_last(map_location=self.device)
+    def restore(self, state: dict) -> None:
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
         self.learner.load_state_dict(state["learner"])
@@ -244,77 +311,11 @@ class PPORun:
         if self.logger is not None:
             self.logger.truncate_after(self.frames)
 
-    # -- one iteration ----------------------------------------------------------------------------------------
-    def update(self, batch: TensorDictBase) -> dict:
-        """One PPO update on a collected batch (see ``PPOLearner.update``)."""
-        try:
-            return self.learner.update(batch, self.iteration)
-        except TrainingDiverged as err:
-            raise TrainingDiverged(f"{err}, last checkpoint kept ({self.folder.checkpoint()})") from None
-
-    def closed_loop(self) -> dict:
-        metrics, _ = evaluate_policy(self.actor, self.eval_seeds, num_envs=min(8, len(self.eval_seeds)),
-                                     device=self.device, **self.env_kwargs)
-        self.curve.append({"frames": self.frames, "iteration": self.iteration, **{
-            k: metrics[k] for k in CURVE_METRICS}})
-        return metrics
-
-    # -- loop -------------------------------------------------------------------------------------------------
-    def run(self, progress: bool = True, until_iteration: int | None = None) -> dict:
-        """Runs until ``config.iterations`` (or ``until_iteration``); returns the summary, written to
-        ``summary.json`` once the last iteration is done."""
-        config = self.config
-        last = min(config.iterations, until_iteration or config.iterations)
-        bar = tqdm(total=last, initial=self.iteration, desc="finetune", unit="it", disable=not progress)
-        try:
-            with self.stop:
-                if self.iteration == 0 and not self.curve and self.is_main:
-                    start = time.perf_counter()
-                    self._log(self._eval_metrics())  # the starting point of the learning curve
-                    self.seconds += time.perf_counter() - start
-                iterator = iter(self.collector)
-                while self.iteration < last and not self.stop.requested:
-                    metrics = self._iteration(iterator, final=self.iteration + 1 == last)
-                    bar.update(1)
-                    bar.set_postfix(frames=self.frames, success=metrics.get("train/success_rate"))
-                if self.stop.requested:
-                    self.save()
-        finally:
-            bar.close()
-            if self.logger is not None:
-                self.logger.close()
-        summary = {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
-                   "init": config.init or "scratch", "env": self.provenance.record(), "seconds": round(self.seconds, 1),
-                   "finished": self.iteration == config.iterations, "precision": self.precision}
-        if self.is_main and summary["finished"]:
-            self.folder.finish(summary)
-        return self.stop.stopped(summary)
-
-    def _iteration(self, iterator, final: bool) -> dict:
-        """Collect, update, push the weights, log (a check when due), checkpoint when due."""
-        config, start = self.config, time.perf_counter()
-        batch = self._collect(iterator)
-        collect_seconds = time.perf_counter() - start
-        metrics = self.update(batch)
-        self.iteration += 1
-        self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
-        push_weights(self.collector, self.collection_policy)
-        episodes = finished_episodes(batch.reshape(-1, batch.shape[-1]), self.provenance.task)
-        if episodes:  # sampled actions (exploration), next to the deterministic eval/ figures
-            stats = aggregate(episodes)
-            metrics.update({f"train/{name}": stats[name] for name in (
-                "success_rate", "guess_rate", "collisions_per_episode", "episode_length", "timed_out_rate")})
-            metrics.update({"train/episode_return": stats["return"], "train/episodes": len(episodes)})
-            metrics.update({f"reward/{k}": v for k, v in stats["reward_terms"].items()})
-        metrics["train/frames_per_s"] = batch.numel() / collect_seconds
-        metrics["train/iteration_seconds"] = time.perf_counter() - start
-        if ((config.eval_every and self.iteration % config.eval_every == 0) or final) and self.is_main:
-            metrics.update(self._eval_metrics())
-        self.seconds += time.perf_counter() - start
-        self._log(metrics)
-        if self.iteration % config.checkpoint_every == 0 or final:
-            self.save()
-        return metrics
+    # -- the loop's parts -------------------------------------------------------------------------------------
+    def _seed_iteration(self) -> None:
+        # Fresh, reproducible boards each iteration: a resumed run collects what the uninterrupted one would.
+        # (Direct backend only: process and Ray workers run ahead of the learner.)
+        self.env.set_seed(self.seed * 1_000_003 + self.iteration * 7919)
 
     def _collect(self, iterator) -> TensorDictBase:
         try:
@@ -327,7 +328,22 @@ class PPORun:
                 f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'no message'}); run stopped, "
                 f"last checkpoint kept ({self.folder.checkpoint()})") from err
 
-    def _eval_metrics(self) -> dict:
+    def update(self, batch: TensorDictBase) -> dict:
+        """One PPO update on a collected batch (see ``PPOLearner.update``)."""
+        try:
+            return self.learner.update(batch, self.iteration)
+        except TrainingDiverged as err:
+            raise TrainingDiverged(f"{err}, last checkpoint kept ({self.folder.checkpoint()})") from None
+
+    def closed_loop(self) -> dict:
+        """The deterministic policy on the held-out boards; appended to the learning curve."""
+        metrics, _ = evaluate_policy(self.actor, self.eval_seeds, num_envs=min(8, len(self.eval_seeds)),
+                                     device=self.device, **self.env_kwargs)
+        self.curve.append({"frames": self.frames, "iteration": self.iteration, **{
+            k: metrics[k] for k in CURVE_METRICS}})
+        return metrics
+
+    def _check(self) -> dict:
         stats = self.closed_loop()
         metrics = check_scalars(stats, [name for name in CURVE_METRICS if name != "success_ci95"])
         if self.best is None or stats["success_rate"] > self.best["success_rate"]:
@@ -335,7 +351,7 @@ class PPORun:
             # policy, so a run that never beats it keeps it). Run folders resolve to best.pt for evaluation.
             self.best = {"iteration": self.iteration, "frames": self.frames, "success_rate": stats["success_rate"]}
             if self.is_main:
-                self.folder.save(self._checkpoint(), best=True)
+                self.folder.save(self.checkpoint(), best=True)
         return metrics
 
     def _log(self, metrics: dict) -> None:
@@ -355,17 +371,5 @@ class PPORun:
                 self.dist.close()
 
 
-def finetune(config: FinetuneConfig, progress: bool = True) -> dict:
-    """Starts a new run in ``config.run_dir`` (which must not hold one) and trains it."""
-    return run_to_completion(PPORun, config, progress=progress)
-
-
-def resume(run_dir: str | Path, progress: bool = True) -> dict:
-    """Continues the run in ``run_dir`` from its last checkpoint, with its stored config."""
-    return run_to_completion(PPORun, RunFolder(run_dir).config(FinetuneConfig), resume=True, progress=progress)
-
-
-def ensure_trained(config: FinetuneConfig, progress: bool = True) -> dict:
-    """The finished run of ``config.run_dir``: reused, resumed or started (for benchmarks and scripts)."""
-    return ensure_finished(config.run_dir, "finetune", lambda: finetune(config, progress),
-                           lambda path: resume(path, progress))
+# The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.
+finetune, resume, ensure_trained = PPORun.start, PPORun.resume, PPORun.ensure_trained

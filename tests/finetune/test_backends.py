@@ -155,7 +155,7 @@ def test_two_rank_gloo_learner_keeps_identical_parameters(tmp_path):
                                 critic_hidden=16, threads=1)
         run = PPORun(config)
         before = torch.cat([p.detach().flatten() for p in run.actor.parameters()]).clone()
-        run.run(progress=False, until_iteration=1)
+        run.run(progress=False, until=1)
         after = torch.cat([p.detach().flatten() for p in run.actor.parameters()])
         run.close()
         torch.save({{"before": before, "after": after}}, {str(tmp_path)!r} + f"/rank{{os.environ['RANK']}}.pt")
@@ -176,12 +176,12 @@ def test_a_killed_worker_stops_the_run_cleanly(tmp_path):
                             threads=2)
     run = trainer.PPORun(config)
     try:
-        run.run(progress=False, until_iteration=1)
+        run.run(progress=False, until=1)
         saved = (tmp_path / "run" / "checkpoints" / "last.pt").read_bytes()
         run.collector.procs[0].kill()
         start = time.monotonic()
         with pytest.raises(trainer.CollectionFailed, match="process collection worker failed"):
-            run.run(progress=False, until_iteration=3)
+            run.run(progress=False, until=3)
         assert time.monotonic() - start < 120
         assert (tmp_path / "run" / "checkpoints" / "last.pt").read_bytes() == saved
     finally:

@@ -60,7 +60,7 @@ def test_critic_warmup_leaves_the_actor_unchanged(bc_run_dir, tmp_path):
     try:
         before = {k: v.clone() for k, v in run.actor.state_dict().items()}
         critic_before = {k: v.clone() for k, v in run.critic.state_dict().items()}
-        run.run(progress=False, until_iteration=2)
+        run.run(progress=False, until=2)
         for name, tensor in run.actor.state_dict().items():
             assert torch.equal(tensor, before[name]), name
         assert any(not torch.equal(t, critic_before[k]) for k, t in run.critic.state_dict().items())
@@ -76,7 +76,7 @@ def test_resume_continues_the_frame_counter_and_reproduces_the_next_iteration(tm
         straight.close()
     interrupted = trainer.PPORun(tiny(tmp_path / "resumed"))
     try:
-        interrupted.run(progress=False, until_iteration=2)  # stands for a run killed after iteration 2
+        interrupted.run(progress=False, until=2)  # stands for a run killed after iteration 2
     finally:
         interrupted.close()
     torch.manual_seed(99)  # whatever happened in between
@@ -96,7 +96,7 @@ def test_resume_continues_the_frame_counter_and_reproduces_the_next_iteration(tm
 def test_a_nan_loss_stops_the_update_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
     run = trainer.PPORun(tiny(tmp_path / "ppo", critic_warmup=0))
     try:
-        run.run(progress=False, until_iteration=1)
+        run.run(progress=False, until=1)
         saved = (tmp_path / "ppo" / "checkpoints" / "last.pt").read_bytes()
         original = trainer.FinetunePPOLoss.forward
 
@@ -108,7 +108,7 @@ def test_a_nan_loss_stops_the_update_and_keeps_the_last_checkpoint(tmp_path, mon
         monkeypatch.setattr(trainer.FinetunePPOLoss, "forward", poisoned)
         actor_before = {k: v.clone() for k, v in run.actor.state_dict().items()}
         with pytest.raises(trainer.TrainingDiverged, match="actor loss is nan"):
-            run.run(progress=False, until_iteration=2)
+            run.run(progress=False, until=2)
         assert (tmp_path / "ppo" / "checkpoints" / "last.pt").read_bytes() == saved
         for name, tensor in run.actor.state_dict().items():
             assert torch.equal(tensor, actor_before[name]), name
@@ -120,7 +120,7 @@ def test_a_nan_in_a_collected_batch_stops_ppo_with_exit_1_and_its_last_checkpoin
                                                                                         capsys):
     run = trainer.PPORun(tiny(tmp_path / "ppo", critic_warmup=0))
     try:
-        run.run(progress=False, until_iteration=1)
+        run.run(progress=False, until=1)
     finally:
         run.close()
     last = tmp_path / "ppo" / "checkpoints" / "last.pt"

@@ -90,7 +90,7 @@ def test_resume_reproduces_an_uninterrupted_run_exactly(demos_dir, tmp_path):
     straight.run(progress=False)
 
     interrupted = bc.BCRun(small_config(demos_dir, tmp_path / "resumed"))
-    interrupted.run(progress=False, until_epoch=1)  # stands for a run killed after epoch 1's checkpoint
+    interrupted.run(progress=False, until=1)  # stands for a run killed after epoch 1's checkpoint
     del interrupted
     torch.manual_seed(1234)  # whatever the process did in between
     bc.resume(tmp_path / "resumed", progress=False)
@@ -127,7 +127,7 @@ def test_a_run_folder_is_not_overwritten(demos_dir, tmp_path):
 def test_a_nan_in_a_batch_stops_bc_with_exit_1_and_its_last_checkpoint_intact(demos_dir, tmp_path, monkeypatch,
                                                                              capsys):
     run_dir = tmp_path / "run"
-    bc.BCRun(small_config(demos_dir, run_dir)).run(progress=False, until_epoch=1)
+    bc.BCRun(small_config(demos_dir, run_dir)).run(progress=False, until=1)
     saved = (run_dir / "checkpoints" / "last.pt").read_bytes()
     original = bc._to_device
 

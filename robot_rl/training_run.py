@@ -1,0 +1,123 @@
+"""One training run's lifecycle, written once for behaviour cloning, DAgger, encoder pretraining and PPO.
+
+A run class (``BCRun``, ``DAggerRun``, ``EncoderRun``, ``PPORun``) subclasses ``TrainingRun`` and supplies only
+what is its own: ``build`` (data, models, loss, optimizer, logger), ``checkpoint`` / ``restore`` (what
+``last.pt`` holds), ``train`` (the loop) and ``summary``. The rest is here, the same for every run:
+
+- claim the run folder, or continue its unfinished run when the options are the same (``RunFolder.check_new``
+  refuses any other run in one line);
+- a new run writes ``last.pt`` (the run before its first step) and ``config.json``; a resumed one restores
+  ``last.pt``;
+- the loop runs under ``StopOnInterrupt``: the first Ctrl-C or SIGTERM lets the current step finish, then
+  ``last.pt`` is written and the run returns unfinished (the CLI exits 130 or 143); a second one aborts;
+- ``summary.json`` once the run has finished; the logs closed whatever happened;
+- ``start`` / ``resume`` / ``ensure_trained``: new run, ``--resume``, and "the finished run, reused, resumed or
+  started" (pipelines and benchmarks), each holding the folder's lock (``run_folder.run_to_completion``).
+
+The folder's files and the stop signal are ``robot_rl.run_folder``'s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from robot_rl.run_folder import RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
+from robot_rl.run_logs import RunLogger
+
+
+class TrainingRun:
+    """One training run in a run folder (see the module docstring); subclasses fill in the hooks below."""
+
+    command: ClassVar[str]  # the CLI command that runs it (messages, ``RunStopped``)
+    config_cls: ClassVar[type]  # its options, as stored in config.json
+    # False for a run that commits its progress elsewhere (DAgger: its aggregate and round folders): no last.pt.
+    checkpointed: ClassVar[bool] = True
+
+    device: torch.device = torch.device("cpu")
+    is_main = True  # the process that writes the folder (rank 0 when several learners run)
+    logger: RunLogger | None = None
+
+    def __init__(self, config: Any, resume: bool = False):
+        self.config, self.folder = config, RunFolder(config.run_dir)
+        self.run_dir = self.folder.path
+        # Before anything is built: a folder holding another run is refused at once.
+        resume = resume or self.folder.check_new(config)
+        self.stop = StopOnInterrupt()
+        self.build(resume)
+        if resume and self.checkpointed:
+            self.restore(self.folder.load_last(map_location=self.device))
+        elif not resume and self.is_main:  # every rank checked the folder above; one writes it
+            self.folder.start(config, self.checkpoint() if self.checkpointed else None)
+
+    # -- what a run supplies --------------------------------------------------------------------------------
+    def build(self, resume: bool) -> None:
+        """Creates data, models, loss, optimizer and logger; ``resume``: the weights will come from last.pt."""
+        raise NotImplementedError
+
+    def checkpoint(self) -> dict:
+        """What ``last.pt`` holds: every state needed to continue exactly."""
+        raise NotImplementedError
+
+    def restore(self, state: dict) -> None:
+        """Continues from ``state`` (a ``checkpoint()`` read back on the run's device)."""
+        raise NotImplementedError
+
+    def train(self, progress: bool, until: int | None) -> None:
+        """The loop: returns once the run has finished, reached ``until`` (epochs, iterations or rounds done), or
+        ``self.stop.requested`` is set (after finishing the current step). Checkpoints at its own cadence."""
+        raise NotImplementedError
+
+    def summary(self) -> dict:
+        """The run's summary; ``finished`` says whether it is complete."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Releases what the run holds beyond its own process (collection workers, process groups)."""
+
+    # -- the lifecycle --------------------------------------------------------------------------------------
+    def save(self) -> None:
+        """Writes ``last.pt`` (on the process that writes the folder)."""
+        if self.is_main and self.checkpointed:
+            self.folder.save(self.checkpoint())
+
+    def run(self, progress: bool = True, until: int | None = None) -> dict:
+        """Trains to the end (or to ``until``, to stop early and continue later); returns the summary, written to
+        ``summary.json`` once the run has finished. A stop signal ends it after the current step with ``last.pt``
+        written and the signal in the summary it returns. A finished folder's summary is returned as it is."""
+        if self.folder.finished:
+            return self.folder.summary()
+        try:
+            with self.stop:
+                self.train(progress, until)
+                if self.stop.requested:
+                    self.save()
+        finally:
+            if self.logger is not None:
+                self.logger.close()
+        summary = self.summary()
+        if summary["finished"] and self.is_main:
+            self.folder.finish(summary)
+        return self.stop.stopped(summary)
+
+    # -- the commands ---------------------------------------------------------------------------------------
+    @classmethod
+    def start(cls, config: Any, progress: bool = True) -> dict:
+        """Starts a new run in ``config.run_dir`` (or continues its unfinished run of the same options: the same
+        command again after a kill) and runs it to the end, holding the folder's lock; returns its summary."""
+        return run_to_completion(cls, config, progress=progress)
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, progress: bool = True) -> dict:
+        """Continues the run in ``run_dir`` (wherever it now lives) from its last checkpoint, with its stored
+        options; a finished run is left as it is."""
+        return run_to_completion(cls, RunFolder(run_dir).config(cls.config_cls), resume=True, progress=progress)
+
+    @classmethod
+    def ensure_trained(cls, config: Any, progress: bool = True) -> dict:
+        """The finished run of ``config.run_dir``: reused, resumed or started (for pipelines, benchmarks and
+        scripts); raises ``RunStopped`` when a stop signal ended it unfinished."""
+        return ensure_finished(config.run_dir, cls.command, lambda: cls.start(config, progress),
+                               lambda path: cls.resume(path, progress))
