@@ -434,6 +434,9 @@ class FinetuneConfig:
             raise ValueError("--anchor-weight needs a pretrained policy; use 0 with --from-scratch")
         if self.residual_scale and self.from_scratch:
             raise ValueError("--residual-scale corrects a pretrained policy; use 0 with --from-scratch")
+        if self.residual_scale and self.encoder_lr:
+            raise ValueError("--residual-scale keeps the pretrained policy, its encoder included, as it is; use "
+                             "--encoder-lr 0")
         if self.continue_prob and not self.from_scratch:
             raise ValueError("--continue-prob sets up a fresh verdict head; use it with --from-scratch")
 

@@ -133,8 +133,8 @@ class ActorHeads(nn.Module):
 
 class ResidualActorHeads(ActorHeads):
     """``ActorHeads`` plus a residual on the pose's loc: ``loc + residual_scale * tanh(residual(features))``, the
-    residual MLP's last layer zero, so the policy starts as the heads alone. With ``freeze_base`` PPO trains the
-    residual only: the pose scale and the verdict stay the pretrained policy's.
+    residual MLP's last layer zero, so the policy starts as the heads alone. ``load_pretrained_weights`` freezes
+    everything else: PPO trains the residual only, and the pose scale and the verdict stay the pretrained policy's.
 
     Why (ResiP, Ankile et al. 2024): PPO fine-tuning every head of a precise, few-demo policy can find that guessing
     the verdict pays sooner than a better approach (the lead task's PPO ended guessing); a bounded correction of the
@@ -150,11 +150,6 @@ class ResidualActorHeads(ActorHeads):
         self.residual = _mlp(features, hidden, pose_dim)
         nn.init.zeros_(self.residual[-1].weight)
         nn.init.zeros_(self.residual[-1].bias)
-
-    def freeze_base(self) -> None:
-        """Only the residual trains (requires_grad is not stored in checkpoints: call it after every build)."""
-        for name, parameter in self.named_parameters():
-            parameter.requires_grad_(name.startswith("residual."))
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         loc, scale, logits = super().forward(features)
@@ -253,8 +248,9 @@ def set_continue_probability(actor: ProbabilisticActor, probability: float) -> N
 
 def load_pretrained_weights(actor: PolicyActor, state: dict) -> None:
     """A pretrained policy's weights into ``actor``, which has the same architecture or that architecture plus a
-    residual (``ResidualActorHeads``): the residual keeps its zero start and the rest is frozen; any other
-    difference is a RuntimeError."""
+    residual (``ResidualActorHeads``): the residual keeps its zero start and everything else, the encoder included,
+    is frozen (requires_grad is not stored in checkpoints: a resumed run calls this again); any other difference
+    is a RuntimeError."""
     missing, unexpected = actor.load_state_dict(state, strict=False)
     heads = actor_network(actor).heads
     residual = isinstance(heads, ResidualActorHeads)
@@ -262,7 +258,8 @@ def load_pretrained_weights(actor: PolicyActor, state: dict) -> None:
         raise RuntimeError(f"the pretrained weights do not fit the actor: missing {missing[:3]}, unexpected "
                            f"{unexpected[:3]}")
     if residual:
-        heads.freeze_base()
+        for name, parameter in actor.named_parameters():
+            parameter.requires_grad_(".heads.residual." in name)
 
 
 def rewrap_actor(actor: PolicyActor, network: nn.Module) -> PolicyActor:
