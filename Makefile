@@ -24,8 +24,9 @@ sysdeps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libegl1 libegl-mesa0 libgl1-mesa-dri; \
 	else echo "warning: no EGL/OSMesa library found; install Mesa's libegl1 and libegl-mesa0" >&2; fi
 
+# make demo TASK=lead-inspect: the same pipeline on another task (its DAgger stage where it pays).
 demo: $(STAMP)
-	$(BIN)/robot-rl pipeline --preset quick
+	$(BIN)/robot-rl pipeline --preset quick $(if $(TASK),--task $(TASK))
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
@@ -77,6 +78,8 @@ bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-few-bc
 	$(BIN)/python benchmarks/lead_inspect.py --variant all
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-dagger-bc
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-residual-bc
+	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone
 	$(BIN)/python benchmarks/lerobot_validation.py --variant all
 
 # Why a policy fails where it does: which shifts geometry rules out (robustness reads it), where the experts wait

@@ -8,6 +8,9 @@ the BC policy and of the fine-tuned one on the same held-out boards. Target: at 
 ``--precision auto`` then runs the encoder in bf16). The clone is removed afterwards.
 
     python benchmarks/quick_demo.py    # about 15 minutes on 2 CPU cores; writes benchmarks/results/quick_demo.json
+
+``--task lead-inspect`` runs ``make demo TASK=lead-inspect`` instead (the pipeline's DAgger stage included, as
+``--dagger auto`` decides) and writes ``quick_demo_lead-inspect.json``; the same targets.
 """
 
 from __future__ import annotations
@@ -21,24 +24,30 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import Benchmark, Variant
+from harness import RESULTS_DIR, Benchmark, Variant
 from protocols import final_metrics
 
-from robot_rl.pipeline import PRESETS, RESULT_FILE, result_table
+from robot_rl.configs import PipelineConfig
+from robot_rl.envs.defaults import DEFAULT_TASK
+from robot_rl.pipeline import RESULT_FILE, for_options, result_table
 from robot_rl.precision import describe
 
 REPO = Path(__file__).resolve().parent.parent
 
 BENCHMARK = Benchmark("quick_demo", __doc__, variants=(
     Variant("fresh-clone", (), "make demo in a fresh clone of HEAD, timed"),
+    Variant("lead-fresh-clone", ("--task", "lead-inspect"), "make demo TASK=lead-inspect in a fresh clone, timed"),
 ), common={"out": None})
 
 
 def options(parser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
+    parser.add_argument("--task", default=DEFAULT_TASK, help="the pipeline's task (make demo TASK=...)")
 
 
 def run(args) -> int:
+    preset, root = for_options(PipelineConfig(task=args.task))  # what make demo TASK=... runs, and where
+    out = args.out or (None if args.task == DEFAULT_TASK else RESULTS_DIR / f"quick_demo_{args.task}.json")
     clone = Path(tempfile.mkdtemp(prefix="robot-rl-quick-demo-")) / "robot_rl"
     try:
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
@@ -48,13 +57,14 @@ def run(args) -> int:
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
         log = clone.parent / "make-demo.log"
         with open(log, "w") as out:
-            done = subprocess.run(["make", "demo"], cwd=clone, stdout=out, stderr=subprocess.STDOUT, env=env)
+            make = ["make", "demo"] + ([] if args.task == DEFAULT_TASK else [f"TASK={args.task}"])
+            done = subprocess.run(make, cwd=clone, stdout=out, stderr=subprocess.STDOUT, env=env)
         total = time.perf_counter() - start
         if done.returncode != 0:
             print(f"quick_demo: make demo failed (exit {done.returncode}); see {log}", file=sys.stderr)
             args.keep = True
             return 1
-        result = json.loads((clone / "runs" / "pipeline-quick" / RESULT_FILE).read_text())
+        result = json.loads((clone / root / RESULT_FILE).read_text())
     finally:
         if not args.keep:
             shutil.rmtree(clone.parent, ignore_errors=True)
@@ -65,17 +75,19 @@ def run(args) -> int:
     BENCHMARK.write({
         "commit": commit,  # the clone's: the code the demo ran
         "precision": describe("auto", "cpu"),
-        "preset": PRESETS["quick"].options(),
+        "task": args.task,
+        "preset": preset.options(),
         "after_bc": final_metrics(result["after_bc"]),
+        "after_dagger": final_metrics(result["after_dagger"]) if result.get("after_dagger") else None,
         "after_ppo": final_metrics(result["metrics"]),
         "targets": {"pipeline_minutes_max": 15, "success_min": 0.8, "boards_min": 50,
                     "met": bool(pipeline_s <= 15 * 60 and result["metrics"]["success_rate"] >= 0.8
                                 and result["metrics"]["episodes"] >= 50),
                     "bf16_pipeline_minutes_goal": 10,
                     "bf16_goal_met": bool(pipeline_s <= 10 * 60) if describe("auto", "cpu")["native_bf16"] else None},
-    }, out=args.out, wall_s=round(total, 1), parts={"make_demo": round(total, 1), "setup": round(total - pipeline_s, 1),
+    }, out=out, wall_s=round(total, 1), parts={"make_demo": round(total, 1), "setup": round(total - pipeline_s, 1),
                                                   "pipeline": round(pipeline_s, 1), **result["seconds"]})
-    print(f"wrote {args.out}")
+    print(f"wrote {out or 'benchmarks/results/quick_demo.json'}")
     return 0
 
 
