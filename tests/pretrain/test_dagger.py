@@ -167,3 +167,10 @@ def test_the_pipeline_runs_dagger_between_pretrain_and_finetune(tmp_path):
     assert "dagger" in result["seconds"]
     ppo = load_checkpoint(tmp_path / "pipe" / "ppo" / "checkpoints" / "last.pt")
     assert ppo["config"]["init"] == str(tmp_path / "pipe" / "dagger" / "rounds" / "round-01")
+    # DAgger's policy is evaluated on the same boards as BC's and PPO's: a row of the closing table
+    assert any(line.startswith("[3c/5] evaluate DAgger") for line in lines)
+    assert result["after_dagger"]["episodes"] == result["after_bc"]["episodes"] == 1
+    from robot_rl.pipeline import result_table
+
+    assert [row.split("|")[1].strip() for row in result_table(result).splitlines()[2:5]] == [
+        "after BC", "after DAgger", "after PPO (last.pt)"]
