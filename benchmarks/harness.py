@@ -32,7 +32,7 @@ HERE = Path(__file__).parent
 # Modules of this folder that are no benchmark: the harness, the protocol definitions and the helpers.
 LIBRARIES = ("harness", "protocols", "results_file", "timing")
 # Scripts that maintain the results and docs rather than measure (each has its own command line).
-TOOLS = ("convert_results", "render_docs")
+TOOLS = ("render_docs",)
 REGISTRY: dict[str, Benchmark] = {}
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it
