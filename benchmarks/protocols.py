@@ -99,12 +99,10 @@ PRESETS = {
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
         "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=6, batch_size=256, eval_every=2, eval_episodes=100),
+        **CPU_PPO,
         "ppo": dict(frames_per_batch=8192, num_envs=32, workers=16, ppo_epochs=8, minibatch_size=1024,
                     eval_every=1, eval_episodes=100, critic_warmup=2, checkpoint_every=2, shaping=1.0),
         "bc_frames": 131_072,
-        "scratch_budget_factor": 3,
-        "scratch": dict(continue_prob=0.97),
-        "seeds": (0, 1, 2),
     },
 }
 # lead-dagger's start (its demos, BC and DAgger folders), then PPO on a residual of the frozen policy's pose
