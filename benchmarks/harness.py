@@ -59,10 +59,9 @@ class Variant:
 @dataclass
 class Benchmark:
     """A benchmark script's declaration: ``name`` (the script's module name, and its results file's default
-    stem), ``doc`` (the script's
-    docstring: its first line describes it), ``variants`` (the first is what the bare command runs) and
-    ``targets`` (what it must reach, fixed before any run; None where it has none) and ``common``: the shared
-    options it takes (``COMMON``), each with its default or ``(default, help)``."""
+    stem), ``doc`` (the script's docstring: its first line describes it), ``variants`` (the first is what the bare
+    command runs), ``targets`` (what it must reach, fixed before any run; None where it has none) and ``common``:
+    the shared options it takes (``COMMON``), each with its default or ``(default, help)``."""
 
     name: str
     doc: str

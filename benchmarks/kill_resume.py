@@ -30,6 +30,7 @@ inputs of later ones (demos for pretrain, a BC run for finetune, evaluate and ex
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -85,14 +86,13 @@ def commands(work: Path, trial: str) -> dict[str, dict]:
     """Each command of a trial folder: its argv, what ``--resume`` would name, and how to check its output."""
     root = work / trial
     base = work / "base"
+    finetune = CLI + ["finetune", "--policy", str(base / "bc"), "--out", str(root / "ppo"), *TINY_PPO]
     return {
         "collect-demos": {"argv": CLI + collect_args(root / "demos")},
         "pretrain": {"argv": CLI + ["pretrain", "--data", str(base / "demos"), "--out", str(root / "bc"),
                                     *TINY_BC], "run_dir": root / "bc"},
-        "finetune (direct)": {"argv": CLI + ["finetune", "--policy", str(base / "bc"), "--out", str(root / "ppo"),
-                                             *TINY_PPO], "run_dir": root / "ppo"},
-        "finetune (process)": {"argv": CLI + ["finetune", "--policy", str(base / "bc"), "--out", str(root / "ppo"),
-                                              *TINY_PPO, "--collector", "process", "--workers", "2"],
+        "finetune (direct)": {"argv": finetune, "run_dir": root / "ppo"},
+        "finetune (process)": {"argv": finetune + ["--collector", "process", "--workers", "2"],
                                "run_dir": root / "ppo"},
         "evaluate": {"argv": CLI + ["evaluate", "--policy", str(base / "bc"), "--out", str(root / "eval"),
                                     "--episodes", str(EVAL_EPISODES), "--num-envs", "2", "--videos", "1",
@@ -180,10 +180,8 @@ def _end_group(pgid: int) -> list[dict]:
     while any(m["state"] != "Z" for m in _group_members(pgid)) and time.monotonic() < deadline:
         time.sleep(0.1)
     outlived = [m for m in _group_members(pgid) if m["state"] != "Z"]
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     return outlived
 
 
@@ -471,10 +469,9 @@ def two_writers_trial(work: Path, append: bool) -> dict:
     out = work / trial / "demos"
     shutil.rmtree(work / trial, ignore_errors=True)
     out.parent.mkdir(parents=True)
-    before = 0
     if append:
         shutil.copytree(work / "base" / "demos", out)
-        before = DEMO_EPISODES
+    before = DEMO_EPISODES if append else 0
     episodes = 12
     argv = CLI + collect_args(out, episodes, seed=not append)
     logs = [work / f"{trial}-{k}.log" for k in range(2)]

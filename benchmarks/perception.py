@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -86,9 +86,8 @@ def encoder_config(args, where: dict) -> EncoderPretrainConfig:
 # -- throughput -----------------------------------------------------------------------------------------------
 def measure_throughput(args) -> dict:
     """Images/s of pretrain-encoder's training step and of a bare ResNet18 on the same cached views."""
-    config = EncoderPretrainConfig(task="pcb-inspect", randomization="surfaces", views=args.throughput_views,
-                                   run_dir=str(Path(args.root) / "runs" / "encoder-throughput"), image_size=84,
-                                   epochs=1, device=args.device)
+    config = replace(encoder_config(args, paths(args.root)), views=args.throughput_views, epochs=1,
+                     run_dir=str(Path(args.root) / "runs" / "encoder-throughput"))
     run = encoder_pretrain.EncoderRun(config, resume=RunFolder(config.run_dir).started)
     run.cache.render(config.render_workers)
     arrays = run.cache.arrays()

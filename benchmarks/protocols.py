@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -61,16 +61,12 @@ def _few_demo_recipe(demos_out: str, bc_run_dir: str, **collect) -> dict:
     quick = PIPELINE_PRESETS["quick"]
     return {
         "demos": replace(quick.collect, out=demos_out, **collect),
-        "bc": replace(quick.pretrain, data=_default(BCConfig, "data"), run_dir=bc_run_dir, eval_every=2,
+        "bc": replace(quick.pretrain, data=BCConfig.data, run_dir=bc_run_dir, eval_every=2,
                       eval_episodes=50),
         **CPU_PPO,
         "ppo": {name: getattr(quick.finetune, name) for name in CPU_PPO["ppo"]},
         "bc_frames": quick.finetune.total_frames,
     }
-
-
-def _default(config: type, name: str):
-    return next(f.default for f in fields(config) if f.name == name)
 
 
 PRESETS = {
