@@ -165,9 +165,8 @@ def run(args) -> dict:
                        done=(bc_dir / "summary.json").is_file())
         if name == "dagger" and wanted:
             finished = (Path(dagger_config.run_dir) / "summary.json").is_file()
-            stages.run("train:dagger", lambda finished=finished: None if finished else dagger(dagger_config,
-                                                                                             progress=False),
-                       done=finished)
+            stages.run("train:dagger", lambda finished=finished: None if finished else
+                       dagger(dagger_config, progress=False), done=finished)
         run_dir = Path(dagger_config.run_dir) if name == "dagger" else bc_dir
         if not (run_dir / "summary.json").is_file():
             arms[name] = {"status": "not run yet"}
