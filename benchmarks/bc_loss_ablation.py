@@ -3,12 +3,8 @@
 The BC stage of the quick preset as it was until issue 18 (1,000 demos on easy boards, 64x64, 4 epochs, seed 0;
 the quick preset now uses fewer demos, to leave PPO room), trained once per variant on
 the same demos, each ``best.pt`` evaluated deterministically on the same 50 fresh boards: strict success with its
-Wilson 95% interval, guesses, collisions, episode length. Variants (all else as the preset):
-
-- ``full``: the preset (deterministic-pose squared error weight 10, auxiliary locator weight 1, joint angles only);
-- ``likelihood only``: no squared error of the deterministic pose (``--mode-weight 0``);
-- ``joint velocities read``: the policy reads the joint velocities too (``--joint-velocities``);
-- ``no locator``: no auxiliary board-locator loss (``--locate-weight 0``).
+Wilson 95% interval, guesses, collisions, episode length. Variants (``VARIANTS``): the preset itself (``full``),
+then one BC option changed each, all else as the preset.
 
     python benchmarks/bc_loss_ablation.py   # about 7 minutes per variant on 2 CPU cores
 """

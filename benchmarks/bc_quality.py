@@ -104,16 +104,11 @@ def run(args) -> dict:
     seconds["evaluate"] = time.perf_counter() - start
 
     checks = closed_loop_checks(run_dir, summary["steps"] // summary["epochs"])
-    rows = [{"check": f"epoch {c['epoch']} (BC's held-out boards)",
-             "success (95% CI)": ci_cell(c["success_rate"], c["success_ci95"]), "boards": c["boards"],
-             "guesses": c["guesses"], "collisions / episode": c["collisions_per_episode"],
-             "episode length": c["episode_length"]} for c in checks]
-    for name, result in fresh.items():
-        metrics = result["metrics"]
-        rows.append({"check": f"{name}.pt on fresh boards", "boards": metrics["episodes"],
-                     "success (95% CI)": ci_cell(metrics["success_rate"], metrics["success_ci95"]),
-                     "guesses": metrics["guesses"], "collisions / episode": metrics["collisions_per_episode"],
-                     "episode length": metrics["episode_length"]})
+    shown = [(f"epoch {c['epoch']} (BC's held-out boards)", c, c["boards"]) for c in checks]
+    shown += [(f"{name}.pt on fresh boards", r["metrics"], r["metrics"]["episodes"]) for name, r in fresh.items()]
+    rows = [{"check": check, "success (95% CI)": ci_cell(m["success_rate"], m["success_ci95"]), "boards": boards,
+             "guesses": m["guesses"], "collisions / episode": m["collisions_per_episode"],
+             "episode length": m["episode_length"]} for check, m, boards in shown]
     print(markdown_table(rows))
     val_episodes = max(1, round(len(dataset.episodes) * bc_config.val_fraction))
     return {

@@ -139,7 +139,6 @@ def options(parser) -> None:
 
 def run(args) -> dict:
     torch.manual_seed(0)
-
     ensure_dataset(args.data_84, 1200, 84)
     ensure_dataset(args.data_224, 30, 224)
     precisions = ("fp32", "bf16")
@@ -177,8 +176,7 @@ def run(args) -> dict:
                "peak_rss_mib": round(peak_memory_of_training(data, steps=10))}
               for data in (args.data_84_small, args.data_84)]
     if memory:
-        print()
-        print(markdown_table(memory))
+        print("\n" + markdown_table(memory))
     return {"precision": describe("auto", "cpu"), "batch": args.batch, "rounds": args.rounds, "throughput": rows,
             "bf16_speedup": speedups, "targets": targets, "memory": memory}
 

@@ -39,10 +39,9 @@ BENCHMARK = Benchmark("env_throughput", __doc__, variants=(
 
 def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repeats: int) -> float:
     env = InspectionEnv(image_size=image_size, num_envs=num_envs, seed=0)
-    batch = num_envs or 1
     env.rollout(5, policy=policy, break_when_any_done=False)  # warm-up: renderer, caches
-    rate = median_rate(lambda: env.rollout(max(steps // batch, 1), policy=policy, break_when_any_done=False).numel(),
-                       repeats)
+    steps = max(steps // (num_envs or 1), 1)
+    rate = median_rate(lambda: env.rollout(steps, policy=policy, break_when_any_done=False).numel(), repeats)
     env.close()
     return rate
 

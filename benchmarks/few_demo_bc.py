@@ -84,9 +84,8 @@ def breakdown(run_dir: str, difficulty: str, image_size: int, seeds: list[int], 
             "never_localized": n - metrics["localized_episodes"],
         },
         "collisions_per_episode": metrics["collisions_per_episode"], "episode_length": metrics["episode_length"],
-        "guess_camera_median": {"off_axis_m": float(np.median([e["off_axis_m"] for e in guesses])) if guesses else None,
-                                "height_error_m": float(np.median([e["height_error_m"] for e in guesses]))
-                                if guesses else None},
+        "guess_camera_median": {key: float(np.median([e[key] for e in guesses])) if guesses else None
+                                for key in ("off_axis_m", "height_error_m")},
     }
 
 

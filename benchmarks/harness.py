@@ -32,7 +32,7 @@ HERE = Path(__file__).parent
 # Modules of this folder that are no benchmark: the harness, the protocol definitions and the helpers.
 LIBRARIES = ("harness", "protocols", "results_file", "timing")
 # Scripts that maintain the results and docs rather than measure (each has its own command line).
-TOOLS = ("convert_results", "render_docs")
+TOOLS = ("render_docs",)
 REGISTRY: dict[str, Benchmark] = {}
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it
@@ -59,10 +59,9 @@ class Variant:
 @dataclass
 class Benchmark:
     """A benchmark script's declaration: ``name`` (the script's module name, and its results file's default
-    stem), ``doc`` (the script's
-    docstring: its first line describes it), ``variants`` (the first is what the bare command runs) and
-    ``targets`` (what it must reach, fixed before any run; None where it has none) and ``common``: the shared
-    options it takes (``COMMON``), each with its default or ``(default, help)``."""
+    stem), ``doc`` (the script's docstring: its first line describes it), ``variants`` (the first is what the bare
+    command runs), ``targets`` (what it must reach, fixed before any run; None where it has none) and ``common``:
+    the shared options it takes (``COMMON``), each with its default or ``(default, help)``."""
 
     name: str
     doc: str

@@ -30,6 +30,7 @@ inputs of later ones (demos for pretrain, a BC run for finetune, evaluate and ex
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -75,20 +76,23 @@ BENCHMARK = Benchmark("kill_resume", __doc__, variants=(
 ))
 
 
+def collect_args(out: Path | str, episodes: int = DEMO_EPISODES, seed: bool = True) -> list[str]:
+    """``robot-rl collect-demos`` arguments of the trials' datasets (seed 7 unless ``seed`` is False)."""
+    return ["collect-demos", "--out", str(out), "--episodes", str(episodes), "--difficulty", "easy", "--image-size",
+            "48", "--num-envs", "2", "--episodes-per-commit", "4", *(["--seed", "7"] if seed else [])]
+
+
 def commands(work: Path, trial: str) -> dict[str, dict]:
     """Each command of a trial folder: its argv, what ``--resume`` would name, and how to check its output."""
     root = work / trial
     base = work / "base"
+    finetune = CLI + ["finetune", "--policy", str(base / "bc"), "--out", str(root / "ppo"), *TINY_PPO]
     return {
-        "collect-demos": {"argv": CLI + ["collect-demos", "--out", str(root / "demos"), "--episodes",
-                                         str(DEMO_EPISODES), "--difficulty", "easy", "--image-size", "48",
-                                         "--num-envs", "2", "--episodes-per-commit", "4", "--seed", "7"]},
+        "collect-demos": {"argv": CLI + collect_args(root / "demos")},
         "pretrain": {"argv": CLI + ["pretrain", "--data", str(base / "demos"), "--out", str(root / "bc"),
                                     *TINY_BC], "run_dir": root / "bc"},
-        "finetune (direct)": {"argv": CLI + ["finetune", "--policy", str(base / "bc"), "--out", str(root / "ppo"),
-                                             *TINY_PPO], "run_dir": root / "ppo"},
-        "finetune (process)": {"argv": CLI + ["finetune", "--policy", str(base / "bc"), "--out", str(root / "ppo"),
-                                              *TINY_PPO, "--collector", "process", "--workers", "2"],
+        "finetune (direct)": {"argv": finetune, "run_dir": root / "ppo"},
+        "finetune (process)": {"argv": finetune + ["--collector", "process", "--workers", "2"],
                                "run_dir": root / "ppo"},
         "evaluate": {"argv": CLI + ["evaluate", "--policy", str(base / "bc"), "--out", str(root / "eval"),
                                     "--episodes", str(EVAL_EPISODES), "--num-envs", "2", "--videos", "1",
@@ -118,8 +122,8 @@ def report_state(report_dir: Path, episodes: int) -> str:
     return "complete"
 
 
-def check_output(name: str, root: Path) -> list[str]:
-    """What is wrong with a trial's output after its recovery (empty when nothing is)."""
+def check_output(name: str, root: Path, code: int) -> list[str]:
+    """What is wrong with a trial's output after a recovery that exited ``code`` (empty when nothing is)."""
     import torch
 
     from robot_rl.checkpoints import load_checkpoint
@@ -127,6 +131,8 @@ def check_output(name: str, root: Path) -> list[str]:
     from robot_rl.pretrain.dataset import DemoDataset
     from robot_rl.run_folder import RunFolder
 
+    if code != 0:
+        return [f"recovery exited {code}"]
     problems = []
     if name == "collect-demos":
         episodes = len(DemoDataset.open(root / "demos").episodes)
@@ -174,10 +180,8 @@ def _end_group(pgid: int) -> list[dict]:
     while any(m["state"] != "Z" for m in _group_members(pgid)) and time.monotonic() < deadline:
         time.sleep(0.1)
     outlived = [m for m in _group_members(pgid) if m["state"] != "Z"]
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     return outlived
 
 
@@ -193,6 +197,12 @@ def run_whole(argv: list[str], log: Path, timeout: int = 900) -> tuple[int, floa
     with open(log, "ab") as out:
         code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=timeout).returncode
     return code, time.perf_counter() - start
+
+
+def recovery_argv(command: dict, resume: bool) -> list[str]:
+    """The recovery of a stopped command: ``python -m robot_rl.cli COMMAND --resume RUN_DIR`` when ``resume``, else
+    the same command."""
+    return command["argv"][:4] + ["--resume", str(command["run_dir"])] if resume else command["argv"]
 
 
 def run_killed(argv: list[str], delay: float, log: Path, sig: int = signal.SIGKILL, group: bool = False,
@@ -223,17 +233,15 @@ def run_killed(argv: list[str], delay: float, log: Path, sig: int = signal.SIGKI
             "children_outlived_it": bool(outlived), "outlived": outlived}
 
 
-def ctrl_c_trial(work: Path, durations: dict, delay: float) -> dict:
+def ctrl_c_trial(work: Path, delay: float) -> dict:
     """Ctrl-C with the process collector: SIGINT to the whole group, as a terminal sends it (the child takes SIGINT
     as a foreground job does, even when this benchmark runs as a background job)."""
     name, trial = "finetune (process)", "ctrl-c"
     command = commands(work, trial)[name]
     stopped = run_killed(command["argv"], delay, work / f"{trial}.log", sig=signal.SIGINT, group=True)
     claimed = (command["run_dir"] / "config.json").exists()
-    again = command["argv"][:4] + ["--resume", str(command["run_dir"])] if claimed else command["argv"]
-    code, seconds = run_whole(again, work / f"{trial}.log")
-    problems = ([] if code == 0 else [f"recovery exited {code}"]) + (check_output(name, work / trial) if code == 0
-                                                                       else [])
+    code, seconds = run_whole(recovery_argv(command, claimed), work / f"{trial}.log")
+    problems = check_output(name, work / trial, code)
     if not stopped["finished_before_the_signal"] and stopped["exit_code"] != 130:
         problems.append(f"Ctrl-C ended it with exit code {stopped['exit_code']}, not 130")
     problems += [f"outlived Ctrl-C: {m['command']}" for m in stopped["outlived"]]
@@ -256,29 +264,24 @@ def options(parser) -> None:
 
 
 def run(args) -> int:
-    argv = sys.argv[1:]
     _commit.at_start = _commit()  # the code that ran, even if the checkout changes while it runs
     start = time.perf_counter()
     work = Path(args.work)
-    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    os.environ.update(env)
+    os.environ.setdefault("MUJOCO_GL", "egl")
     if args.ctrl_c_only:
         previous = read_results(RESULTS / "kill_resume.json")
         shutil.rmtree(work / "ctrl-c", ignore_errors=True)
-        ctrl_c = ctrl_c_trial(work, previous["reference_seconds"],
-                              previous["ctrl_c_process_collector"]["sigint_after_s"])
+        ctrl_c = ctrl_c_trial(work, previous["ctrl_c_process_collector"]["sigint_after_s"])
         parts = {**(previous["parts"] or {"reference runs and kills": previous["wall_s"]}),
                  "ctrl-c rerun": round(time.perf_counter() - start)}
         return write_report(args.seed, previous["trials"], ctrl_c, previous["reference_seconds"], parts)
     if args.lifecycle_only:
         previous = read_results(RESULTS / "kill_resume.json")
-        durations = previous["reference_seconds"]
-        lifecycle_start = time.perf_counter()
-        lifecycle = lifecycle_trials(work, durations, random.Random(args.seed + 1))
+        lifecycle = lifecycle_trials(work, random.Random(args.seed + 1))
         parts = {**(previous["parts"] or {"reference runs, kills and ctrl-c": previous["wall_s"]}),
-                 "sigterm, two writers, bad inputs, disk full": round(time.perf_counter() - lifecycle_start)}
-        return write_report(args.seed, previous["trials"], previous["ctrl_c_process_collector"], durations, parts,
-                             lifecycle, argv)
+                 "sigterm, two writers, bad inputs, disk full": round(time.perf_counter() - start)}
+        return write_report(args.seed, previous["trials"], previous["ctrl_c_process_collector"],
+                            previous["reference_seconds"], parts, lifecycle)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     rng = random.Random(args.seed)
@@ -317,18 +320,12 @@ def run(args) -> int:
             after_kill["claimed"] = (command["run_dir"] / "config.json").exists()
         if recovery == "--resume" and not after_kill.get("claimed"):
             recovery = "the same command (killed before the run claimed its folder: nothing to resume)"
-        again = command["argv"]
-        if recovery == "--resume":  # python -m robot_rl.cli COMMAND --resume RUN_DIR
-            again = command["argv"][:4] + ["--resume", str(command["run_dir"])]
         if killed["finished_before_the_signal"]:
             recovery, (code, seconds) = "none (it finished before the kill)", (killed["exit_code"], 0.0)
         else:
-            code, seconds = run_whole(again, log)
-        problems = [] if code == 0 else [f"recovery exited {code}"]
-        if code == 0:
-            problems += check_output(name, work / trial)
-        left = temporary_leftovers(work / trial)
-        problems += [f"temporary file left: {p}" for p in left]
+            code, seconds = run_whole(recovery_argv(command, recovery == "--resume"), log)
+        problems = check_output(name, work / trial, code)
+        problems += [f"temporary file left: {p}" for p in temporary_leftovers(work / trial)]
         if after_kill.get("report") not in (None, "absent", "complete"):
             problems.append(f"report after the kill: {after_kill['report']}")
         trials.append({"trial": trial, "command": name, "kill_after_s": delay,
@@ -338,16 +335,16 @@ def run(args) -> int:
         print(trials[-1], file=sys.stderr)
 
     delay = round(rng.uniform(0.3 * durations["finetune (process)"], 0.5 * durations["finetune (process)"]), 2)
-    ctrl_c = ctrl_c_trial(work, durations, delay)
+    ctrl_c = ctrl_c_trial(work, delay)
     parts = {"reference runs, kills and ctrl-c": round(time.perf_counter() - start)}
 
     lifecycle_start = time.perf_counter()
-    lifecycle = lifecycle_trials(work, durations, rng)
+    lifecycle = lifecycle_trials(work, rng)
     parts["sigterm, two writers, bad inputs, disk full"] = round(time.perf_counter() - lifecycle_start)
-    return write_report(args.seed, trials, ctrl_c, durations, parts, lifecycle, argv)
+    return write_report(args.seed, trials, ctrl_c, durations, parts, lifecycle)
 
 
-def lifecycle_trials(work: Path, durations: dict, rng: random.Random) -> dict:
+def lifecycle_trials(work: Path, rng: random.Random) -> dict:
     """SIGTERM at a random moment 1-5 s after each training command claimed its folder, two writers, bad inputs,
     a full disk."""
     return {
@@ -378,7 +375,7 @@ def tally(trials: list[dict], ctrl_c: dict, lifecycle: dict) -> dict:
 
 
 def write_report(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, parts: dict,
-                 lifecycle: dict | None = None, argv: list[str] | None = None) -> int:
+                 lifecycle: dict | None = None) -> int:
     rows = [{"trial": t["trial"], "command": t["command"], "kill after (s)": t["kill_after_s"],
              "of (s)": t["reference_s"], "claimed": t["after_kill"].get("claimed", ""),
              "children outlived": t["children_outlived_it"], "recovery": t["recovery"].split(" (")[0],
@@ -387,12 +384,11 @@ def write_report(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, p
     lifecycle = lifecycle or {"sigterm": [], "two_writers": [], "bad_inputs": [], "disk_full": {}}
     summary = tally(trials, ctrl_c, lifecycle)
     print(json.dumps(summary, indent=2))
-    all_ok = (all(t["ok"] for t in trials) and ctrl_c["ok"] and summary["nothing_lost"]
-              and summary["bad_inputs_one_line_exit_2"] == summary["bad_inputs_tried"]
+    all_ok = (summary["nothing_lost"] and summary["bad_inputs_one_line_exit_2"] == summary["bad_inputs_tried"]
               and summary["concurrent_writers_refused"] == len(lifecycle["two_writers"]))
     result = {"summary": summary,
               "commit": getattr(_commit, "at_start", None) or _commit(),  # the code that ran
-              "argv": [sys.executable, *sys.argv] if argv is None else [sys.executable, sys.argv[0], *argv],
+              "argv": [sys.executable, *sys.argv],
               "seed": seed, "trials": trials, "ctrl_c_process_collector": ctrl_c, **lifecycle,
               "all_ok": all_ok, "reference_seconds": durations, "table": rows}
     BENCHMARK.write(result, out=RESULTS / "kill_resume.json", wall_s=sum(parts.values()), parts=parts)
@@ -406,8 +402,6 @@ def _commit() -> str:
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)",
                             ":(top,exclude)benchmarks/results"], capture_output=True, text=True).stdout.strip()
     return head + ("+dirty" if dirty else "")
-
-
 
 
 # -- preemption, concurrent writers, bad inputs, a full disk ----------------------------------------------------
@@ -432,11 +426,8 @@ def sigterm_trial(work: Path, name: str, delay: float) -> dict:
     if stopped["finished_before_the_signal"]:
         code, seconds = stopped["exit_code"], 0.0
     else:
-        again = command["argv"][:4] + ["--resume", str(command["run_dir"])] if claimed else command["argv"]
-        code, seconds = run_whole(again, log)
-    problems = [] if code == 0 else [f"recovery exited {code}"]
-    if code == 0:
-        problems += check_output(name, work / trial)
+        code, seconds = run_whole(recovery_argv(command, claimed), log)
+    problems = check_output(name, work / trial, code)
     # A signal that comes once the run has finished (while its workers shut down) leaves it finished: exit 0.
     after_the_end = stopped["exit_code"] == 0 and (command["run_dir"] / "summary.json").is_file()
     if not stopped["finished_before_the_signal"] and not after_the_end:
@@ -477,14 +468,11 @@ def two_writers_trial(work: Path, append: bool) -> dict:
     out = work / trial / "demos"
     shutil.rmtree(work / trial, ignore_errors=True)
     out.parent.mkdir(parents=True)
-    before = 0
     if append:
         shutil.copytree(work / "base" / "demos", out)
-        before = DEMO_EPISODES
+    before = DEMO_EPISODES if append else 0
     episodes = 12
-    argv = CLI + ["collect-demos", "--out", str(out), "--episodes", str(episodes), "--difficulty", "easy",
-                  "--image-size", "48", "--num-envs", "2", "--episodes-per-commit", "4"] + ([] if append else
-                                                                                          ["--seed", "7"])
+    argv = CLI + collect_args(out, episodes, seed=not append)
     logs = [work / f"{trial}-{k}.log" for k in range(2)]
     start = time.perf_counter()
     processes = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "w")) for log in logs]
@@ -582,8 +570,7 @@ def _disk_full_case(work: Path, name: str, argv: list[str], small: int, again: l
     if why:
         return {"case": name, "skipped": why, "ok": True}
     try:
-        argv, again = [a.replace("{TMPFS}", str(mount)) for a in argv], [a.replace("{TMPFS}", str(mount))
-                                                                          for a in again]
+        argv, again = ([a.replace("{TMPFS}", str(mount)) for a in args] for args in (argv, again))
         full = subprocess.run(CLI + argv, capture_output=True, text=True, timeout=900)
         lines = full.stderr.strip().splitlines()
         error_lines = [line for line in lines if line.startswith("robot-rl")]
@@ -608,8 +595,7 @@ def disk_full_trial(work: Path) -> dict:
     """collect-demos and pretrain on a tmpfs too small for them (pretrain: room for its first checkpoint, not for
     the next), then the same command / ``--resume`` once the tmpfs is larger."""
     checkpoint = (work / "base" / "bc" / "checkpoints" / "last.pt").stat().st_size
-    collect = ["collect-demos", "--out", "{TMPFS}/demos", "--episodes", str(DEMO_EPISODES), "--difficulty", "easy",
-               "--image-size", "48", "--num-envs", "2", "--episodes-per-commit", "4", "--seed", "7"]
+    collect = collect_args("{TMPFS}/demos")
     pretrain = ["pretrain", "--data", str(work / "base" / "demos"), "--out", "{TMPFS}/bc", *TINY_BC]
     trials = [
         _disk_full_case(work, "collect-demos", collect, 2 * 2**20, collect,

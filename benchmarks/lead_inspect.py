@@ -94,10 +94,10 @@ class Stages:
             write_json(self.path, self.stages)
 
 
-def bc_config(data: Path, run_dir: Path, epochs: int, eval_every: int, boards: int, device: str,
-              precision: str) -> BCConfig:
-    return BCConfig(data=str(data), run_dir=str(run_dir), epochs=epochs, batch_size=64, eval_every=eval_every,
-                    eval_episodes=boards, device=device, precision=precision)
+def bc_config(args, name: str, epochs: int, eval_every: int) -> BCConfig:
+    """The README's BC recipe (batch 64) on the lead demos, in ``--root``/``name``, for ``epochs``."""
+    return BCConfig(data=str(args.data), run_dir=str(args.root / name), epochs=epochs, batch_size=64,
+                    eval_every=eval_every, eval_episodes=args.boards, device=args.device, precision=args.precision)
 
 
 def last_on_fresh_boards(run_dir: Path, checkpoint: Path, boards: int, device: str, precision: str) -> dict:
@@ -110,10 +110,9 @@ def last_on_fresh_boards(run_dir: Path, checkpoint: Path, boards: int, device: s
 
 
 def verdict_on_targets(final: dict) -> dict:
-    return {"success": final["success_rate"] >= TARGETS["last_policy_success_min"],
-            "collisions": final["collisions_per_episode"] <= TARGETS["collisions_per_episode_max"],
-            "met": final["success_rate"] >= TARGETS["last_policy_success_min"]
-            and final["collisions_per_episode"] <= TARGETS["collisions_per_episode_max"]}
+    met = {"success": final["success_rate"] >= TARGETS["last_policy_success_min"],
+           "collisions": final["collisions_per_episode"] <= TARGETS["collisions_per_episode_max"]}
+    return {**met, "met": all(met.values())}
 
 
 def plot(arms: dict, path: Path) -> None:
@@ -153,12 +152,9 @@ def run(args) -> dict:
     stages.run("collect", lambda: collect_demos(collect), done=(args.data / "meta.json").is_file())
     dataset = DemoDataset.open(args.data)
 
-    recipe = bc_config(args.data, args.root / "recipe", RECIPE_EPOCHS, 2, args.boards, args.device, args.precision)
-    longer = bc_config(args.data, args.root / "bc-longer", LONGER_EPOCHS, 6, args.boards, args.device,
-                       args.precision)
+    recipe, longer = bc_config(args, "recipe", RECIPE_EPOCHS, 2), bc_config(args, "bc-longer", LONGER_EPOCHS, 6)
     dagger_config = DAggerConfig(init=recipe.run_dir, checkpoint_kind="last", run_dir=str(args.root / "dagger"),
-                                 eval_episodes=args.boards,
-                                 device=args.device, precision=args.precision, **DAGGER)
+                                 eval_episodes=args.boards, device=args.device, precision=args.precision, **DAGGER)
     arms: dict[str, dict] = {}
     for name in ARMS:
         wanted = name in args.arms or (name == "recipe" and "dagger" in args.arms)
@@ -169,9 +165,8 @@ def run(args) -> dict:
                        done=(bc_dir / "summary.json").is_file())
         if name == "dagger" and wanted:
             finished = (Path(dagger_config.run_dir) / "summary.json").is_file()
-            stages.run("train:dagger", lambda finished=finished: None if finished else dagger(dagger_config,
-                                                                                             progress=False),
-                       done=finished)
+            stages.run("train:dagger", lambda finished=finished: None if finished else
+                       dagger(dagger_config, progress=False), done=finished)
         run_dir = Path(dagger_config.run_dir) if name == "dagger" else bc_dir
         if not (run_dir / "summary.json").is_file():
             arms[name] = {"status": "not run yet"}

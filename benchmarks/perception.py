@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -86,9 +86,8 @@ def encoder_config(args, where: dict) -> EncoderPretrainConfig:
 # -- throughput -----------------------------------------------------------------------------------------------
 def measure_throughput(args) -> dict:
     """Images/s of pretrain-encoder's training step and of a bare ResNet18 on the same cached views."""
-    config = EncoderPretrainConfig(task="pcb-inspect", randomization="surfaces", views=args.throughput_views,
-                                   run_dir=str(Path(args.root) / "runs" / "encoder-throughput"), image_size=84,
-                                   epochs=1, device=args.device)
+    config = replace(encoder_config(args, paths(args.root)), views=args.throughput_views, epochs=1,
+                     run_dir=str(Path(args.root) / "runs" / "encoder-throughput"))
     run = encoder_pretrain.EncoderRun(config, resume=RunFolder(config.run_dir).started)
     run.cache.render(config.render_workers)
     arrays = run.cache.arrays()
@@ -220,9 +219,8 @@ def run_arms(args, where: dict, results: dict) -> dict:
             key = name if seed == 0 else f"{name}-seed{seed}"
             run_dir = where["baseline" if name == "baseline" else "encoder_bc" if name == "encoder" else name]
             run_dir = run_dir if seed == 0 else run_dir.with_name(f"{run_dir.name}-seed{seed}")
-            options = {"recolour": recolour, "seed": seed}
-            if with_encoder:
-                options["encoder_weights"] = str(where["encoder"])
+            options = {"recolour": recolour, "seed": seed,
+                       **({"encoder_weights": str(where["encoder"])} if with_encoder else {})}
             arms[key] = train_and_evaluate(bc_config(data, run_dir, args.epochs, args, **options), args,
                                            (results.get("arms") or {}).get(key),
                                            extra_seconds=encoder["wall_s"] if with_encoder else 0.0)
@@ -256,9 +254,8 @@ def judge(results: dict) -> dict:
             continue
         suite = arm["suite"]
         missed = [r["shift"] for r in suite[1:] if r["success_rate"] < TARGET_SHIFT_SUCCESS]
-        verdicts[name] = {"nominal_met": suite[0]["success_rate"] >= TARGET_NOMINAL_SUCCESS,
-                          "shifts_missed": missed, "met": suite[0]["success_rate"] >= TARGET_NOMINAL_SUCCESS
-                          and not missed}
+        nominal = suite[0]["success_rate"] >= TARGET_NOMINAL_SUCCESS
+        verdicts[name] = {"nominal_met": nominal, "shifts_missed": missed, "met": nominal and not missed}
     equal = results.get("equal-time")
     if equal and equal["matched_arm"] in (results.get("arms") or {}):
         matched = results["arms"][equal["matched_arm"]]["suite"]
@@ -272,12 +269,10 @@ def judge(results: dict) -> dict:
 
 
 def print_table(results: dict) -> None:
-    rows = []
     arms = dict(results.get("arms") or {})
     if results.get("equal-time"):
         arms["baseline, equal wall time"] = results["equal-time"]
-    for name, arm in arms.items():
-        rows += suite_rows(name, arm["suite"])
+    rows = [row for name, arm in arms.items() for row in suite_rows(name, arm["suite"])]
     if rows:
         print(markdown_table(rows))
 
@@ -295,14 +290,11 @@ def options(parser) -> None:
 
 
 def run(args) -> dict:
-
     where = paths(args.root)
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     # A part run again replaces its entry and its seconds; the file's provenance is this invocation's.
     results, wall = dict(previous.get("metrics") or {}), dict(previous.get("parts") or {})
-    for part in PARTS:
-        if part not in args.parts:
-            continue
+    for part in (part for part in PARTS if part in args.parts):
         start = time.perf_counter()
         if part == "throughput":
             results["throughput"] = measure_throughput(args)

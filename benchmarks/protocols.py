@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -61,16 +61,12 @@ def _few_demo_recipe(demos_out: str, bc_run_dir: str, **collect) -> dict:
     quick = PIPELINE_PRESETS["quick"]
     return {
         "demos": replace(quick.collect, out=demos_out, **collect),
-        "bc": replace(quick.pretrain, data=_default(BCConfig, "data"), run_dir=bc_run_dir, eval_every=2,
+        "bc": replace(quick.pretrain, data=BCConfig.data, run_dir=bc_run_dir, eval_every=2,
                       eval_episodes=50),
         **CPU_PPO,
         "ppo": {name: getattr(quick.finetune, name) for name in CPU_PPO["ppo"]},
         "bc_frames": quick.finetune.total_frames,
     }
-
-
-def _default(config: type, name: str):
-    return next(f.default for f in fields(config) if f.name == name)
 
 
 PRESETS = {
@@ -99,12 +95,10 @@ PRESETS = {
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
         "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=6, batch_size=256, eval_every=2, eval_episodes=100),
+        **CPU_PPO,
         "ppo": dict(frames_per_batch=8192, num_envs=32, workers=16, ppo_epochs=8, minibatch_size=1024,
                     eval_every=1, eval_episodes=100, critic_warmup=2, checkpoint_every=2, shaping=1.0),
         "bc_frames": 131_072,
-        "scratch_budget_factor": 3,
-        "scratch": dict(continue_prob=0.97),
-        "seeds": (0, 1, 2),
     },
 }
 # lead-dagger's start (its demos, BC and DAgger folders), then PPO on a residual of the frozen policy's pose

@@ -26,18 +26,9 @@ TEMPLATES = ROOT / "benchmarks" / "docs_templates"
 README = ROOT / "README.md"
 COMMAND = "make docs-render"  # or: python benchmarks/render_docs.py
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
-# Template -> page; every template is rendered with the same helpers.
-PAGES = {
-    "results/index.md": "docs/results/index.md",
-    "results/demo.md": "docs/results/demo.md",
-    "results/bc.md": "docs/results/bc.md",
-    "results/fine-tuning.md": "docs/results/fine-tuning.md",
-    "results/robustness.md": "docs/results/robustness.md",
-    "results/throughput.md": "docs/results/throughput.md",
-    "results/arms-tasks.md": "docs/results/arms-tasks.md",
-    "results/reliability.md": "docs/results/reliability.md",
-    "history.md": "docs/history.md",
-}
+# The page templates, each rendered with the same helpers to the same path under docs/.
+PAGES = (*(f"results/{name}.md" for name in ("index", "demo", "bc", "fine-tuning", "robustness", "throughput",
+                                             "arms-tasks", "reliability")), "history.md")
 
 
 # -- loading and provenance ------------------------------------------------------------------------------------
@@ -131,7 +122,7 @@ def table(rows, columns=None, headers=None) -> str:
 
 
 # -- tables used on several pages ------------------------------------------------------------------------------
-def metrics_row(label: str, m: dict, boards: bool = True) -> dict:
+def metrics_row(label: str, m: dict) -> dict:
     return {"what": label, "success (95% CI)": rate_ci(m),
             "boards": m.get("episodes", m.get("boards")), "guesses": m.get("guesses"),
             "collisions / episode": m.get("collisions_per_episode"), "episode length": m.get("episode_length")}
@@ -164,18 +155,11 @@ def suite_table(files: dict[str, dict]) -> str:
 
 def lead_inspect_rows(data: dict | None) -> list[dict]:
     """One row per finished arm of ``lead_inspect.json`` (an absent file or unfinished arms give none)."""
-    if not data:
-        return []
-    rows = []
-    for name, arm in data.get("arms", {}).items():
-        if arm.get("status") != "done" or "final" not in arm:
-            continue
-        final = arm["final"]
-        rows.append({"arm": name, "last policy, fresh boards": rate_ci(final), "boards": final.get("episodes"),
-                     "collisions / episode": final.get("collisions_per_episode"), "guesses": final.get("guesses"),
-                     "wall time": f"{arm.get('wall_s', 0):,.0f} s",
-                     "target met": arm.get("targets", {}).get("met")})
-    return rows
+    return [{"arm": name, "last policy, fresh boards": rate_ci(final), "boards": final.get("episodes"),
+             "collisions / episode": final.get("collisions_per_episode"), "guesses": final.get("guesses"),
+             "wall time": f"{arm.get('wall_s', 0):,.0f} s", "target met": arm.get("targets", {}).get("met")}
+            for name, arm in (data or {}).get("arms", {}).items()
+            if arm.get("status") == "done" and (final := arm.get("final")) is not None]
 
 
 # -- the code-generated reference pages ------------------------------------------------------------------------
@@ -209,10 +193,7 @@ def cli_reference() -> str:
                 default = action.default
                 choices = action.choices or (action.metavar[1:-1].split(",")
                                              if str(action.metavar).startswith("{") else None)
-                if choices:
-                    help_text = f"{action.help or ''} (choices: {', '.join(map(str, choices))})"
-                else:
-                    help_text = action.help or ""
+                help_text = (action.help or "") + (f" (choices: {', '.join(map(str, choices))})" if choices else "")
                 rows.append({"option": flags, "default": _default_text(default),
                              "meaning": help_text.replace("%(default)s", str(default))})
             out += [table(rows), ""]
@@ -220,9 +201,7 @@ def cli_reference() -> str:
 
 
 def _default_text(default) -> str:
-    if default is None:
-        return "-"
-    return "`''`" if default == "" else f"`{default}`"
+    return "-" if default is None else "`''`" if default == "" else f"`{default}`"
 
 
 def tasks_reference() -> str:
@@ -244,28 +223,21 @@ def tasks_reference() -> str:
                    for name, task in TASKS.items()]), ""]
     for name, task in TASKS.items():
         out += [f"## Difficulty presets of `{name}`", ""]
-        rows = []
-        for level in task.difficulties.values():
-            rows.append({"level": level.name, "board x (m)": f"{level.board_x[0]:.2f}-{level.board_x[1]:.2f}",
-                         "board y (m)": f"+-{level.board_y[1]:.2f}",
-                         "yaw": f"+-{math.degrees(level.board_max_yaw):.0f} deg",
-                         "posts": level.num_posts,
-                         "post height (m)": f"{level.post_height:.2f}" if level.num_posts else "-",
-                         "defect size": f"x{level.defect_scale:g}",
-                         "lighting jitter": f"+-{level.light_variation:.0%}" if level.light_variation else "0",
-                         "joint noise at reset (rad)": f"{level.init_joint_noise:g}"})
+        rows = [{"level": level.name, "board x (m)": f"{level.board_x[0]:.2f}-{level.board_x[1]:.2f}",
+                 "board y (m)": f"+-{level.board_y[1]:.2f}", "yaw": f"+-{math.degrees(level.board_max_yaw):.0f} deg",
+                 "posts": level.num_posts, "post height (m)": f"{level.post_height:.2f}" if level.num_posts else "-",
+                 "defect size": f"x{level.defect_scale:g}",
+                 "lighting jitter": f"+-{level.light_variation:.0%}" if level.light_variation else "0",
+                 "joint noise at reset (rad)": f"{level.init_joint_noise:g}"} for level in task.difficulties.values()]
         out += [table(rows), ""]
     presets = [r for r in rnd.RANDOMIZATIONS.values() if r.name != "none"]
     out += ["## Domain randomization presets", "",
             "`randomization=` on the envs and `--randomization` on the commands; each value is drawn uniformly from "
             "its range per episode (`none` draws nothing). Multipliers are `x`; a colour has one range per channel.",
             ""]
-    rows = []
-    for f in fields(rnd.Randomization):
-        if f.name == "name":
-            continue
-        rows.append({"quantity": f"`{f.name}`", "meaning": RANDOMIZATION_MEANING.get(f.name, ""),
-                     **{f"`{r.name}`": _field_text(f.name, getattr(r, f.name)) for r in presets}})
+    rows = [{"quantity": f"`{f.name}`", "meaning": RANDOMIZATION_MEANING.get(f.name, ""),
+             **{f"`{r.name}`": _field_text(f.name, getattr(r, f.name)) for r in presets}}
+            for f in fields(rnd.Randomization) if f.name != "name"]
     out += [table(rows), "", "## Perturbation suite", "",
             "`evaluate --perturbations` runs the evaluation's boards nominally and under each fixed shift "
             "(`robot_rl.envs.randomization.PERTURBATIONS`), every one outside the `default` ranges:", ""]
@@ -331,10 +303,9 @@ def render_all(results: dict[str, dict] | None = None) -> dict[Path, str | bytes
     results = load_results() if results is None else results
     env = environment(results)
     pages = {}
-    for template, page in PAGES.items():
-        text = env.get_template(template).render()
-        pages[ROOT / page] = _header(f"`benchmarks/results/*.json` through `benchmarks/docs_templates/{template}`") \
-            + text
+    for template in PAGES:
+        pages[ROOT / "docs" / template] = (_header(f"`benchmarks/results/*.json` through `benchmarks/docs_templates/"
+                                                   f"{template}`") + env.get_template(template).render())
     pages[ROOT / "docs/reference/cli.md"] = cli_reference()
     pages[ROOT / "docs/reference/tasks.md"] = tasks_reference()
     pages[README] = render_readme(README.read_text(), env)

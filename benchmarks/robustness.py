@@ -59,9 +59,7 @@ BENCHMARK = Benchmark("robustness", __doc__, variants=(
 
 
 def unpassable_shifts() -> list[str]:
-    if not GEOMETRY.is_file():
-        return []
-    return json.loads(GEOMETRY.read_text())["unpassable_shifts"]
+    return json.loads(GEOMETRY.read_text())["unpassable_shifts"] if GEOMETRY.is_file() else []
 
 
 def train_arm(randomization: str, data: str, run_dir: str, epochs: int, args) -> dict:
@@ -90,7 +88,6 @@ def options(parser) -> None:
 
 
 def run(args) -> dict:
-
     arms, rows = {}, []
     for arm in args.arms:
         randomization, data, run_dir, epochs = ARMS[arm]

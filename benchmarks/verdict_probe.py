@@ -11,9 +11,7 @@ on the expert's verdict frames and on the frames it waited on, and how well a fr
 frozen encoder features tells the two apart (fitted on 3/4 of the frames, accuracy on the rest): whether the
 features hold what the verdict head did not learn.
 
-    python benchmarks/verdict_probe.py --checkpoint runs/bc-quality/checkpoints/last.pt \
-        runs/bc-panda-vel/checkpoints/last.pt --data data/demos data/demos-panda \
-        --out benchmarks/results/verdict_probe.json
+    python benchmarks/verdict_probe.py --variant ur5e-panda   # bc_quality's recipe and Panda-velocities runs
 """
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
-import convert_results  # noqa: E402  (benchmarks/ is not a package: its scripts import each other by name)
-import harness  # noqa: E402
+import harness  # noqa: E402  (benchmarks/ is not a package: its scripts import each other by name)
 from results_file import SCHEMA_KEYS, flatten, write_results  # noqa: E402
 
 MAKE_LINE = re.compile(r"benchmarks/(\w+)\.py --variant ([\w-]+)")
@@ -98,26 +97,9 @@ def test_every_results_file_is_in_the_schema():
     for path in sorted((BENCHMARKS / "results").glob("*.json")):
         data = json.loads(path.read_text())
         missing = [key for key in SCHEMA_KEYS if key not in data]
-        assert not missing, f"{path.name} has no {missing}; run python benchmarks/convert_results.py"
+        assert not missing, f"{path.name} has no {missing}"
         assert isinstance(data["metrics"], dict) and data["metrics"]
         assert data["wall_s"] is None or isinstance(data["wall_s"], int | float)
-
-
-def test_converting_keeps_every_value_and_is_idempotent():
-    old = {"date": "2026-12-01", "commit": "abc", "argv": ["benchmarks/bc_vs_scratch.py", "--preset", "few"],
-           "machine": {"cpu": "x"}, "uncommitted_changes": False, "targets": {"ratio": True}, "ratio": 3.1,
-           "run_seconds": {"bc": {"0": 10.0}}, "wall_seconds_this_invocation": 99,
-           "part": {"machine": {"cpu": "x"}, "rows": [], "wall_seconds_last_invocation": 7}}
-    new = convert_results.convert(old, "bc_vs_scratch_few")
-    assert new["benchmark"] == "bc_vs_scratch" and new["wall_s"] == 99 and new["wall_s_scope"] == "this invocation"
-    assert new["parts"] == {"part": 7} and new["targets"] == {"ratio": True}
-    assert new["metrics"] == {"ratio": 3.1, "run_seconds": {"bc": {"0": 10.0}},
-                              "part": {"machine": {"cpu": "x"}, "rows": [], "wall_s": 7}}
-    assert convert_results.convert(new, "bc_vs_scratch_few") == new
-    quick = convert_results.convert({"date": "2026-12-02", "commit": "abc", "argv": ["benchmarks/quick_demo.py"],
-                                     "machine": {}, "after_ppo": {"success_rate": 0.9},
-                                     "wall_s": {"make_demo": 5.0, "setup": 1.0, "pipeline": 4.0}}, "quick_demo")
-    assert (quick["wall_s"], quick["parts"]["setup"]) == (5.0, 1.0)
 
 
 def test_the_few_preset_is_the_quick_pipeline_recipe():
