@@ -42,6 +42,7 @@ from protocols import (
     PRESETS,
     RESULTS,
     bc_curves_of_preset,
+    bc_start,
     ci_cell,
     frames_to_threshold,
     fresh_board_success,
@@ -53,8 +54,6 @@ from protocols import (
     prepare_bc,
     run_ppo,
     scratch_budget,
-    start_success,
-    threshold_rule,
     with_precision,
 )
 
@@ -181,9 +180,7 @@ def run(args) -> int:
     # Demonstrations and behaviour cloning, then the start and the threshold (before any PPO frame)
     bc_dir, bc_config = prepare_bc(preset, args.device)
     demos = preset["demos"]
-    reference = ppo_config(preset, "bc", seeds[0], root, bc_dir, args.device)
-    start_metrics = start_success(bc_dir, reference, demos.difficulty, demos.image_size, args.device)
-    threshold = threshold_rule(start_metrics["success_rate"])
+    reference, start_metrics, threshold = bc_start(preset, bc_dir, root, seeds[0], args.device)
     start_fresh = on_fresh_boards(bc_dir, args.fresh_boards, args.device, args.precision)  # the lift's start
     print(f"BC start {start_metrics['success_rate']:.0%} on {start_metrics['episodes']} check boards "
           f"(guesses {start_metrics['guesses']}), {start_fresh['rate']:.0%} on {start_fresh['boards']} fresh boards; "

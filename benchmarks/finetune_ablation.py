@@ -12,19 +12,10 @@ are reused. Writes ``benchmarks/results/finetune_ablation.json``.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from harness import Benchmark, Variant
-from protocols import (
-    PRESETS,
-    frames_to_threshold,
-    ppo_config,
-    prepare_bc,
-    run_ppo,
-    start_success,
-    threshold_rule,
-)
+from protocols import PRESETS, bc_start, prepare_bc, run_bc_variant
 
 from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
@@ -48,11 +39,6 @@ BENCHMARK = Benchmark("finetune_ablation", __doc__, variants=(
 ), common={"seeds": ([0], "PPO seeds per variant"), "device": "auto"})
 
 
-def _logged(run_dir: Path, name: str) -> list[float]:
-    """One logged scalar of a run, per iteration (the trainer's CSV log)."""
-    return [round(value, 4) for _, value in read_scalar(run_dir, name)]
-
-
 def options(parser) -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
 
@@ -61,10 +47,10 @@ def run(args) -> dict:
     preset = PRESETS["cpu"]
     bc_dir, _ = prepare_bc(preset, args.device)
     root = Path(preset["bc"].run_dir).parent / "ablation"
-    demos = preset["demos"]
-    reference = ppo_config(preset, "bc", args.seeds[0], root, bc_dir, args.device)
-    start_metrics = start_success(bc_dir, reference, demos.difficulty, demos.image_size, args.device)
-    threshold = threshold_rule(start_metrics["success_rate"])
+    reference, start_metrics, threshold = bc_start(preset, bc_dir, root, args.seeds[0], args.device)
+
+    def sampled_success(run_dir: Path, curve: list[dict], reached: int | None) -> dict:
+        return {"sampled_success_per_iteration": [round(v, 4) for _, v in read_scalar(run_dir, "train/success_rate")]}
 
     rows, results = [], {}
     for name in args.variants:
@@ -73,17 +59,10 @@ def run(args) -> dict:
             slug = "".join(c if c.isalnum() else "-" for c in name.split(" (")[0].split(",")[0]).strip("-")
             # "full" is the benchmark's own BC+PPO run of that seed (the same config): reused, not repeated.
             runs = root.parent if name == "full" else root / slug
-            config = ppo_config(preset, "bc", seed, runs, bc_dir, args.device, **VARIANTS[name])
-            t0 = time.perf_counter()
-            curve = run_ppo(config)["curve"]
+            results[name].append({"seed": seed, **run_bc_variant(preset, seed, runs, bc_dir, args.device,
+                                                                 VARIANTS[name], threshold, sampled_success)})
+            curve, sampled = results[name][-1]["curve"], results[name][-1]["sampled_success_per_iteration"]
             final = curve[-1]
-            sampled = _logged(Path(config.run_dir), "train/success_rate")
-            results[name].append({"seed": seed, "overrides": VARIANTS[name], "curve": curve,
-                                  "frames_to_threshold": frames_to_threshold(curve, threshold),
-                                  "sampled_success_per_iteration": sampled,
-                                  # collection + update time of the run, from its log (reused runs included)
-                                  "ppo_seconds": round(sum(_logged(Path(config.run_dir), "train/iteration_seconds"))),
-                                  "seconds_this_invocation": round(time.perf_counter() - t0)})
             rows.append({"variant": name, "seed": seed, "start": f"{curve[0]['success_rate']:.0%}",
                          "final": f"{final['success_rate']:.0%}",
                          "final 95% CI": "{:.0%}-{:.0%}".format(*final["success_ci95"]),

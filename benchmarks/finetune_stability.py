@@ -33,15 +33,13 @@ from protocols import (
     FRESH_BOARDS_SEED,
     PRESETS,
     RESULTS,
+    bc_start,
     ci_cell,
-    frames_to_threshold,
     fresh_board_success,
     largest_fall_after,
     ppo_config,
     prepare_bc,
-    run_ppo,
-    start_success,
-    threshold_rule,
+    run_bc_variant,
 )
 from timing import describe_machine, provenance
 
@@ -166,18 +164,13 @@ def diagnostics(run_dir: Path) -> dict[str, list[float]]:
 def run_variant(name: str, seed: int, bc_dir: Path, root: Path, threshold: float, warmup_frames: int,
                 boards: int, device: str) -> dict:
     runs = root.parent if name == "shipped" else root / "".join(c if c.isalnum() else "-" for c in name.split(" (")[0])
-    config = ppo_config(PRESET, "bc", seed, runs, bc_dir, device, frames=PRESET["bc_frames"], **VARIANTS[name])
-    t0 = time.perf_counter()
-    curve = run_ppo(config)["curve"]
-    run_dir = Path(config.run_dir)
-    reached = frames_to_threshold(curve, threshold)
-    return {"variant": name, "seed": seed, "overrides": VARIANTS[name], "curve": curve,
-            "frames_to_threshold": reached,
-            "largest_fall_below_best": largest_fall_after(curve, reached if reached is not None else warmup_frames),
-            "fresh_boards": fresh_board_success(run_dir, boards, device),
-            "diagnostics": diagnostics(run_dir),
-            "ppo_seconds": round(sum(v for _, v in read_scalar(run_dir, "train/iteration_seconds"))),
-            "seconds_this_invocation": round(time.perf_counter() - t0)}
+
+    def report(run_dir: Path, curve: list[dict], reached: int | None) -> dict:
+        return {"largest_fall_below_best": largest_fall_after(curve, reached if reached is not None else warmup_frames),
+                "fresh_boards": fresh_board_success(run_dir, boards, device), "diagnostics": diagnostics(run_dir)}
+
+    return {"variant": name, "seed": seed, **run_bc_variant(PRESET, seed, runs, bc_dir, device, VARIANTS[name],
+                                                            threshold, report)}
 
 
 def _row(result: dict) -> dict:
@@ -211,10 +204,7 @@ def run(args) -> dict:
                            "wall_s": round(time.perf_counter() - start)}
     else:
         root = Path(PRESET["bc"].run_dir).parent / "stability"
-        reference = ppo_config(PRESET, "bc", args.seeds[0], root, bc_dir, args.device)
-        start_metrics = start_success(bc_dir, reference, PRESET["demos"].difficulty, PRESET["demos"].image_size,
-                                      args.device)
-        threshold = threshold_rule(start_metrics["success_rate"])
+        reference, _, threshold = bc_start(PRESET, bc_dir, root, args.seeds[0], args.device)
         runs = {(r["variant"], r["seed"]): r for r in result.get("ppo", {}).get("runs", []) if r["variant"] in VARIANTS}
         for name in args.variants:
             for seed in args.seeds:

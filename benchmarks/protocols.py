@@ -11,7 +11,8 @@ The ``few`` preset (and the lead task's two) is the recipe of the pipeline's ``q
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -245,15 +246,34 @@ def run_ppo(config: FinetuneConfig) -> dict:
     return trainer.ensure_trained(config, progress=False)
 
 
-def start_success(bc_dir: Path, ppo: FinetuneConfig, difficulty: str, image_size: int, device: str) -> dict:
-    """The BC policy on the PPO runs' held-out boards, before any PPO frame (what tau is computed from)."""
-    device = resolve_device(device)
-    actor, provenance, _ = load_actor(bc_dir, device, precision=ppo.precision, checkpoint_kind=ppo.checkpoint_kind)
-    seeds = held_out_seeds(ppo.eval_seed, ppo.eval_episodes, set())
+def bc_start(preset: dict, bc_dir: Path, root: Path, seed: int, device: str) -> tuple[FinetuneConfig, dict, float]:
+    """The start of a comparison, before any PPO frame: the BC arm's PPO config of ``seed`` under ``root`` (the
+    reference: its check boards, its precision), the BC policy's metrics on those held-out check boards, and tau
+    from its success (``threshold_rule``)."""
+    reference = ppo_config(preset, "bc", seed, root, bc_dir, device)
+    device, demos = resolve_device(device), preset["demos"]
+    actor, provenance, _ = load_actor(bc_dir, device, precision=reference.precision,
+                                      checkpoint_kind=reference.checkpoint_kind)
+    seeds = held_out_seeds(reference.eval_seed, reference.eval_episodes, set())
     # In the env PPO's checks run in: the BC run's.
     metrics, _ = evaluate_policy(actor, seeds, num_envs=8, device=device,
-                                 **provenance.env_kwargs(difficulty=difficulty, image_size=image_size))
-    return metrics
+                                 **provenance.env_kwargs(difficulty=demos.difficulty, image_size=demos.image_size))
+    return reference, metrics, threshold_rule(metrics["success_rate"])
+
+
+def run_bc_variant(preset: dict, seed: int, runs: Path, bc_dir: Path, device: str, overrides: dict,
+                   threshold: float, report: Callable[[Path, list[dict], int | None], dict]) -> dict:
+    """A PPO variant from the preset's BC policy: the BC arm's config of ``seed`` under ``runs`` with
+    ``overrides``, run (or resumed, or reused). Returns its overrides, check curve, frames to ``threshold``, then
+    ``report(run_dir, curve, frames_to_threshold)``'s entries, then its seconds: collection and update from its
+    log (reused runs included), and this invocation's (``report`` included)."""
+    config = ppo_config(preset, "bc", seed, runs, bc_dir, device, **overrides)
+    t0 = time.perf_counter()
+    curve = run_ppo(config)["curve"]
+    run_dir, reached = Path(config.run_dir), frames_to_threshold(curve, threshold)
+    return {"overrides": overrides, "curve": curve, "frames_to_threshold": reached, **report(run_dir, curve, reached),
+            "ppo_seconds": round(sum(v for _, v in read_scalar(run_dir, "train/iteration_seconds"))),
+            "seconds_this_invocation": round(time.perf_counter() - t0)}
 
 
 def with_precision(preset: dict, precision: str) -> dict:
