@@ -23,7 +23,7 @@ import sys
 import torch
 from harness import Benchmark, Variant
 from protocols import random_pose_continue
-from timing import median_rate
+from timing import median_rate, rollout_steps_per_s
 
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.tables import markdown_table
@@ -35,15 +35,6 @@ BENCHMARK = Benchmark("env_throughput", __doc__, variants=(
     Variant("all", (), "env steps/s at 84x84 and 224x224 against Gymnasium's Pusher-v5"),
 ), targets={"steps_per_s_84": TARGET_STEPS_PER_S, "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN},
    common={"out": None})
-
-
-def time_torchrl(image_size: int, num_envs: int | None, policy, steps: int, repeats: int) -> float:
-    env = InspectionEnv(image_size=image_size, num_envs=num_envs, seed=0)
-    env.rollout(5, policy=policy, break_when_any_done=False)  # warm-up: renderer, caches
-    steps = max(steps // (num_envs or 1), 1)
-    rate = median_rate(lambda: env.rollout(steps, policy=policy, break_when_any_done=False).numel(), repeats)
-    env.close()
-    return rate
 
 
 def time_randomization_pair(image_size: int, policy, steps: int, repeats: int) -> tuple[float, float]:
@@ -108,7 +99,8 @@ def run(args) -> dict:
         ]
         size_rows = []
         for name, num_envs, policy in cases:
-            rate = time_torchrl(size, num_envs, policy, args.steps, args.repeats)
+            env = InspectionEnv(image_size=size, num_envs=num_envs, seed=0)
+            rate = rollout_steps_per_s(env, policy, max(args.steps // (num_envs or 1), 1), args.repeats)
             size_rows.append({"env": name, "image": f"{size}x{size}", "steps_per_s": rate})
             print(f"{name} {size}x{size}: {rate:.0f} steps/s", file=sys.stderr)
         for name, policy in (("random", None), ("random pose", random_pose_continue)):

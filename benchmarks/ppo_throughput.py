@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from harness import Benchmark, Variant
 from protocols import PRESETS, ppo_config, prepare_bc, random_pose_continue
-from timing import median_rate
+from timing import median_rate, rollout_steps_per_s
 
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune import trainer
@@ -58,15 +58,6 @@ PROFILE_PARTS = (("env step (all of it)", "torchrl_env.py:_step"), ("  of which 
 BENCHMARK = Benchmark("ppo_throughput", __doc__, variants=(
     Variant("few", (), "PPO frames/s at the few preset against the env and policy bound, fp32 and bf16"),
 ))
-
-
-def env_alone(num_envs: int, image_size: int, repeats: int) -> float:
-    env = InspectionEnv(difficulty=PRESET["demos"].difficulty, image_size=image_size, num_envs=num_envs, seed=0)
-    env.rollout(5, policy=random_pose_continue, break_when_any_done=False)
-    rate = median_rate(lambda: env.rollout(32, policy=random_pose_continue, break_when_any_done=False).numel(),
-                       repeats)
-    env.close()
-    return rate
 
 
 def policy_alone(run: trainer.PPORun, num_envs: int, image_size: int, repeats: int) -> float:
@@ -131,7 +122,8 @@ def run(args) -> dict:
         return trainer.PPORun(config)
 
     # The bound: the env alone and the collection policy alone, same size and batch
-    env_rate = env_alone(num_envs, image_size, args.repeats)
+    env = InspectionEnv(difficulty=PRESET["demos"].difficulty, image_size=image_size, num_envs=num_envs, seed=0)
+    env_rate = rollout_steps_per_s(env, random_pose_continue, 32, args.repeats)
     rows = [{"what": "env alone (8 envs)", "precision": "-", "frames/s": round(env_rate, 1)}]
     bounds, profiles, rates = {}, {}, {}
     for precision in PRECISIONS:

@@ -68,3 +68,12 @@ def median_rate(run: Callable[[], int], repeats: int) -> float:
         count = run()
         rates.append(count / (time.perf_counter() - start))
     return statistics.median(rates)
+
+
+def rollout_steps_per_s(env, policy, steps: int, repeats: int) -> float:
+    """Env steps per second of a TorchRL ``env`` (every batched env's step counted): the median over ``repeats``
+    rollouts of ``steps`` steps with ``policy`` (None: random actions), after a 5-step warm-up; closes ``env``."""
+    env.rollout(5, policy=policy, break_when_any_done=False)  # warm-up: renderer, caches
+    rate = median_rate(lambda: env.rollout(steps, policy=policy, break_when_any_done=False).numel(), repeats)
+    env.close()
+    return rate
