@@ -16,11 +16,13 @@ at default difficulty on >= 200 boards with every arm.
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 
 from harness import Benchmark, Variant
 from protocols import ci_cell, random_pose_continue
+from timing import rollout_steps_per_s
 
 from robot_rl.closed_loop import run_episodes
 from robot_rl.envs.arms import ARMS
@@ -54,22 +56,6 @@ def expert_on_boards(task: str, arm: str, difficulty: str, boards: int, num_envs
     return {"metrics": metrics, "wall_s": round(time.perf_counter() - start, 1)}
 
 
-def alternating_rates(task: str, arms: list[str], steps: int, repeats: int) -> dict[str, float]:
-    """Steps/s of each arm, timed A, B, A, B, ...; the median per arm."""
-    envs = {arm: InspectionEnv(image_size=84, seed=0, arm=arm, task=task) for arm in arms}
-    for env in envs.values():
-        env.rollout(5, policy=random_pose_continue, break_when_any_done=False)  # warm-up: renderer, caches
-    rates: dict[str, list[float]] = {arm: [] for arm in arms}
-    for _ in range(repeats):
-        for arm, env in envs.items():
-            start = time.perf_counter()
-            frames = env.rollout(steps, policy=random_pose_continue, break_when_any_done=False).numel()
-            rates[arm].append(frames / (time.perf_counter() - start))
-    for env in envs.values():
-        env.close()
-    return {arm: sorted(r)[len(r) // 2] for arm, r in rates.items()}
-
-
 def options(parser) -> None:
     parser.add_argument("--task", default=DEFAULT_TASK, choices=list(TASKS))
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
@@ -90,7 +76,9 @@ def run(args) -> dict:
                          "expert success (95% CI)": ci_cell(m["success_rate"], m["success_ci95"], 1),
                          "collisions / episode": f"{m['collisions_per_episode']:.3f}",
                          "episode length": m["episode_length"], "wall s": result["wall_s"]})
-    rates = alternating_rates(args.task, args.arms, args.steps, args.repeats)
+    envs = {arm: InspectionEnv(image_size=84, seed=0, arm=arm, task=args.task) for arm in args.arms}
+    # median_high: the figure as it has always been reported (the upper middle rate for an even --repeats)
+    rates = rollout_steps_per_s(envs, random_pose_continue, args.steps, args.repeats, statistics.median_high)
     base = rates.get("ur5e_like")
     for row in rows:
         row["env steps/s (84x84)"] = round(rates[row["arm"]])

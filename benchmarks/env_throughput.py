@@ -17,7 +17,6 @@ Rows:
 
 from __future__ import annotations
 
-import statistics
 import sys
 
 import torch
@@ -35,22 +34,6 @@ BENCHMARK = Benchmark("env_throughput", __doc__, variants=(
     Variant("all", (), "env steps/s at 84x84 and 224x224 against Gymnasium's Pusher-v5"),
 ), targets={"steps_per_s_84": TARGET_STEPS_PER_S, "max_randomization_slowdown": MAX_RANDOMIZATION_SLOWDOWN},
    common={"out": None})
-
-
-def time_randomization_pair(image_size: int, policy, steps: int, repeats: int) -> tuple[float, float]:
-    """Steps/s without and with ``randomization="default"``, timed in alternation (A, B, A, B, ...) so that the
-    machine's drift between runs, larger on a shared VM than the cost measured, falls on both alike."""
-    envs = [InspectionEnv(image_size=image_size, seed=0, randomization=r) for r in ("none", "default")]
-    for env in envs:
-        env.rollout(5, policy=policy, break_when_any_done=False)
-    rates: list[list[float]] = [[], []]
-    for _ in range(repeats):
-        for env, env_rates in zip(envs, rates):
-            env_rates.append(median_rate(lambda e=env: e.rollout(steps, policy=policy,
-                                                                 break_when_any_done=False).numel(), 1))
-    for env in envs:
-        env.close()
-    return statistics.median(rates[0]), statistics.median(rates[1])
 
 
 def time_pusher(image_size: int, steps: int, repeats: int) -> float | None:
@@ -99,12 +82,16 @@ def run(args) -> dict:
         ]
         size_rows = []
         for name, num_envs, policy in cases:
-            env = InspectionEnv(image_size=size, num_envs=num_envs, seed=0)
-            rate = rollout_steps_per_s(env, policy, max(args.steps // (num_envs or 1), 1), args.repeats)
+            envs = {name: InspectionEnv(image_size=size, num_envs=num_envs, seed=0)}
+            rate = rollout_steps_per_s(envs, policy, max(args.steps // (num_envs or 1), 1), args.repeats)[name]
             size_rows.append({"env": name, "image": f"{size}x{size}", "steps_per_s": rate})
             print(f"{name} {size}x{size}: {rate:.0f} steps/s", file=sys.stderr)
         for name, policy in (("random", None), ("random pose", random_pose_continue)):
-            plain, randomized = time_randomization_pair(size, policy, args.steps, args.pair_repeats)
+            # Timed in alternation: the machine's drift between runs, larger on a shared VM than the cost
+            # measured, falls on both alike.
+            envs = {r: InspectionEnv(image_size=size, seed=0, randomization=r) for r in ("none", "default")}
+            rates = rollout_steps_per_s(envs, policy, args.steps, args.pair_repeats)
+            plain, randomized = rates["none"], rates["default"]
             size_rows.append({"env": f"pcb-inspect {name}, randomization default", "image": f"{size}x{size}",
                               "steps_per_s": randomized, "x_without_randomization": randomized / plain,
                               "paired_steps_per_s_without": plain})

@@ -123,7 +123,7 @@ def run(args) -> dict:
 
     # The bound: the env alone and the collection policy alone, same size and batch
     env = InspectionEnv(difficulty=PRESET["demos"].difficulty, image_size=image_size, num_envs=num_envs, seed=0)
-    env_rate = rollout_steps_per_s(env, random_pose_continue, 32, args.repeats)
+    env_rate = rollout_steps_per_s({"env": env}, random_pose_continue, 32, args.repeats)["env"]
     rows = [{"what": "env alone (8 envs)", "precision": "-", "frames/s": round(env_rate, 1)}]
     bounds, profiles, rates = {}, {}, {}
     for precision in PRECISIONS:

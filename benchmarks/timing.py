@@ -1,4 +1,4 @@
-"""Shared by the benchmark scripts: what a measurement ran on, and the median-of-repeats timing loop.
+"""Shared by the benchmark scripts: what a measurement ran on, the median-of-repeats timing loop, env steps/s.
 
 The scripts run as ``python benchmarks/NAME.py``, which puts this folder on ``sys.path``: ``from timing import ...``.
 """
@@ -70,10 +70,18 @@ def median_rate(run: Callable[[], int], repeats: int) -> float:
     return statistics.median(rates)
 
 
-def rollout_steps_per_s(env, policy, steps: int, repeats: int) -> float:
-    """Env steps per second of a TorchRL ``env`` (every batched env's step counted): the median over ``repeats``
-    rollouts of ``steps`` steps with ``policy`` (None: random actions), after a 5-step warm-up; closes ``env``."""
-    env.rollout(5, policy=policy, break_when_any_done=False)  # warm-up: renderer, caches
-    rate = median_rate(lambda: env.rollout(steps, policy=policy, break_when_any_done=False).numel(), repeats)
-    env.close()
-    return rate
+def rollout_steps_per_s(envs: dict, policy, steps: int, repeats: int, median=statistics.median) -> dict:
+    """Env steps per second of each of ``envs`` (name -> TorchRL env; every batched env's step counted): the
+    ``median`` over ``repeats`` rollouts of ``steps`` steps with ``policy`` (None: random actions), timed in
+    alternation across the envs (A, B, A, B, ...) so that the machine's drift falls on all alike, after a 5-step
+    warm-up; closes the envs."""
+    for env in envs.values():
+        env.rollout(5, policy=policy, break_when_any_done=False)  # warm-up: renderer, caches
+    rates: dict = {name: [] for name in envs}
+    for _ in range(repeats):
+        for name, env in envs.items():
+            rates[name].append(median_rate(lambda e=env: e.rollout(steps, policy=policy,
+                                                                 break_when_any_done=False).numel(), 1))
+    for env in envs.values():
+        env.close()
+    return {name: median(values) for name, values in rates.items()}
