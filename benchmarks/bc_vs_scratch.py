@@ -132,9 +132,8 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
             else:
                 # The true median is at least the median of the seeds' lower bounds (frames to tau where reached,
                 # the run's budget where not): a censored bound even when the runs' budgets differ.
-                lower = statistics.median(
-                    r if r is not None else arms["scratch"]["run_frames"][str(s)]
-                    for s, r in zip(seeds, [frames_to_threshold(c, threshold) for c in curves["scratch"]]))
+                lower = statistics.median(r if r is not None else arms["scratch"]["run_frames"][s]
+                                          for s, r in arms["scratch"]["frames_to_threshold"].items())
                 bound, bound_demos = lower / bc_median, lower / (bc_median + demo_frames)
                 arms["scratch"]["median_lower_bound_frames"] = lower
         targets["ratio_or_censored_bound_at_least_3"] = (ratio or bound or 0) >= 3

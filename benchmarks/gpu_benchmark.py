@@ -39,20 +39,21 @@ BENCHMARK = Benchmark("gpu_benchmark", __doc__, variants=(
 ), common={"device": ("cuda", "cuda (cpu only for a smoke run of this script)"), "out": None})
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def bf16(device: torch.device) -> torch.autocast:
+    """The fast path's bf16 autocast on CUDA (off on the CPU: a smoke run stays fp32)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
 
 def timed(fn, repeats: int, device: torch.device) -> float:
     """Seconds per call (median of ``repeats``), synchronizing the GPU around each call."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda device: None
     fn()
     times = []
     for _ in range(repeats):
-        _sync(device)
+        sync(device)
         start = time.perf_counter()
         fn()
-        _sync(device)
+        sync(device)
         times.append(time.perf_counter() - start)
     return float(np.median(times))
 
@@ -77,7 +78,7 @@ def bc_samples_per_s(size: int, batch: int, device: torch.device) -> float:
     data.set(keys.EXPERT_VERDICT, torch.randint(0, 3, (batch,), device=device))
 
     def step():
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with bf16(device):
             value = total_loss(loss(data.clone(False)))
         optimizer.zero_grad(set_to_none=True)
         value.backward()
@@ -101,14 +102,12 @@ def ppo_learner_frames_per_s(size: int, frames: int, minibatch: int, device: tor
     gae = GAE(gamma=0.99, lmbda=0.95, value_network=critic, deactivate_vmap=True)
     optimizer = torch.optim.Adam(loss.parameters(), lr=1e-5)
 
-    autocast = dict(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-
     def iteration():
-        with torch.no_grad(), torch.autocast(**autocast):
+        with torch.no_grad(), bf16(device):
             gae(data)
         flat = data.reshape(-1)
         for start in range(0, frames, minibatch):
-            with torch.autocast(**autocast):
+            with bf16(device):
                 out = loss(flat[start : start + minibatch])
                 value = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
             optimizer.zero_grad(set_to_none=True)
@@ -143,7 +142,7 @@ def parts_per_frame(size: int, device: torch.device, ppo_frames: int) -> dict:
     gpu_batch = cpu_batch.to(device)
 
     def infer():
-        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with torch.no_grad(), bf16(device):
             actor(gpu_batch.clone(False))
 
     inference = timed(infer, 20, device) / 64
