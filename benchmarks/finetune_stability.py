@@ -161,18 +161,6 @@ def diagnostics(run_dir: Path) -> dict[str, list[float]]:
     return {name: [round(v, 5) for _, v in read_scalar(run_dir, f"train/{name}")] for name in DIAGNOSTICS}
 
 
-def run_variant(name: str, seed: int, bc_dir: Path, root: Path, threshold: float, warmup_frames: int,
-                boards: int, device: str) -> dict:
-    runs = root.parent if name == "shipped" else root / "".join(c if c.isalnum() else "-" for c in name.split(" (")[0])
-
-    def report(run_dir: Path, curve: list[dict], reached: int | None) -> dict:
-        return {"largest_fall_below_best": largest_fall_after(curve, reached if reached is not None else warmup_frames),
-                "fresh_boards": fresh_board_success(run_dir, boards, device), "diagnostics": diagnostics(run_dir)}
-
-    return {"variant": name, "seed": seed, **run_bc_variant(PRESET, seed, runs, bc_dir, device, VARIANTS[name],
-                                                            threshold, report)}
-
-
 def _row(result: dict) -> dict:
     fresh = result["fresh_boards"]
     return {"variant": result["variant"], "seed": result["seed"], "start": f"{result['curve'][0]['success_rate']:.0%}",
@@ -205,12 +193,21 @@ def run(args) -> dict:
     else:
         root = Path(PRESET["bc"].run_dir).parent / "stability"
         reference, _, threshold = bc_start(PRESET, bc_dir, root, args.seeds[0], args.device)
+        warmup = reference.critic_warmup * reference.frames_per_batch
+
+        def report(run_dir: Path, curve: list[dict], reached: int | None) -> dict:
+            return {"largest_fall_below_best": largest_fall_after(curve, reached if reached is not None else warmup),
+                    "fresh_boards": fresh_board_success(run_dir, args.boards, args.device),
+                    "diagnostics": diagnostics(run_dir)}
+
         runs = {(r["variant"], r["seed"]): r for r in result.get("ppo", {}).get("runs", []) if r["variant"] in VARIANTS}
         for name in args.variants:
+            # "shipped" is the benchmark's own BC-arm run of that seed (the same config): reused, not repeated.
+            folder = root.parent if name == "shipped" else root / "".join(c if c.isalnum() else "-"
+                                                                          for c in name.split(" (")[0])
             for seed in args.seeds:
-                runs[(name, seed)] = run_variant(name, seed, bc_dir, root, threshold,
-                                                 reference.critic_warmup * reference.frames_per_batch,
-                                                 args.boards, args.device)
+                runs[(name, seed)] = {"variant": name, "seed": seed, **run_bc_variant(
+                    PRESET, seed, folder, bc_dir, args.device, VARIANTS[name], threshold, report)}
                 print(_row(runs[(name, seed)]), file=sys.stderr)
         ordered = sorted(runs.values(), key=lambda r: (list(VARIANTS).index(r["variant"]), r["seed"]))
         print(markdown_table([_row(r) for r in ordered]))
