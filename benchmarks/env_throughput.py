@@ -87,8 +87,7 @@ def run(args) -> dict:
             size_rows.append({"env": name, "image": f"{size}x{size}", "steps_per_s": rate})
             print(f"{name} {size}x{size}: {rate:.0f} steps/s", file=sys.stderr)
         for name, policy in (("random", None), ("random pose", random_pose_continue)):
-            # Timed in alternation: the machine's drift between runs, larger on a shared VM than the cost
-            # measured, falls on both alike.
+            # In alternation: the machine's drift between runs, on a shared VM larger than this cost, hits both alike.
             envs = {r: InspectionEnv(image_size=size, seed=0, randomization=r) for r in ("none", "default")}
             rates = rollout_steps_per_s(envs, policy, args.steps, args.pair_repeats)
             plain, randomized = rates["none"], rates["default"]

@@ -121,16 +121,14 @@ def first_steps(bc_dir: Path, root: Path, device: str, steps: int = 4) -> list[d
     collecting policy and PPO's clip fraction over the whole batch."""
     import copy
     import shutil
+    from contextlib import closing
 
     from robot_rl.finetune.trainer import PPORun
 
     shutil.rmtree(root, ignore_errors=True)
-    run = PPORun(ppo_config(PRESET, "bc", 0, root, bc_dir, device, run_dir=str(root), critic_warmup=0,
-                            eval_every=0, anchor_weight=0.0, anchor_floor=0.0))
-    try:
+    with closing(PPORun(ppo_config(PRESET, "bc", 0, root, bc_dir, device, run_dir=str(root), critic_warmup=0,
+                                   eval_every=0, anchor_weight=0.0, anchor_floor=0.0))) as run:
         batch = next(iter(run.collector))
-    finally:
-        run.close()
     flat = run.learner.prepare(batch, iteration=0)
     heads, loss = actor_network(run.actor).heads, run.learner.loss
     start = copy.deepcopy(heads.state_dict())
@@ -202,7 +200,6 @@ def run(args) -> dict:
 
         runs = {(r["variant"], r["seed"]): r for r in result.get("ppo", {}).get("runs", []) if r["variant"] in VARIANTS}
         for name in args.variants:
-            # "shipped" is the benchmark's own BC-arm run of that seed (the same config): reused, not repeated.
             folder = root.parent if name == "shipped" else root / "".join(c if c.isalnum() else "-"
                                                                           for c in name.split(" (")[0])
             for seed in args.seeds:

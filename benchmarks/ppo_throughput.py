@@ -29,6 +29,7 @@ import shutil
 import statistics
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import torch
@@ -114,12 +115,12 @@ def run(args) -> dict:
     shutil.rmtree(root, ignore_errors=True)
     image_size, num_envs = PRESET["demos"].image_size, PRESET["ppo"]["num_envs"]
 
-    def make_run(name: str, precision: str, **overrides) -> trainer.PPORun:
+    def make_run(name: str, precision: str, **overrides) -> closing[trainer.PPORun]:
         config = ppo_config(PRESET, "bc", 0, root, bc_dir, "cpu", run_dir=str(root / name), critic_warmup=0,
                             eval_every=0, checkpoint_every=1000, total_frames=PRESET["ppo"]["frames_per_batch"]
                             * (args.iterations + 2), precision=precision, **overrides)
         # (total_frames only sizes the collector: each variant stops after its timed iterations)
-        return trainer.PPORun(config)
+        return closing(trainer.PPORun(config))
 
     # The bound: the env alone and the collection policy alone, same size and batch
     env = InspectionEnv(difficulty=PRESET["demos"].difficulty, image_size=image_size, num_envs=num_envs, seed=0)
@@ -127,26 +128,20 @@ def run(args) -> dict:
     rows = [{"what": "env alone (8 envs)", "precision": "-", "frames/s": round(env_rate, 1)}]
     bounds, profiles, rates = {}, {}, {}
     for precision in PRECISIONS:
-        probe = make_run(f"probe-{precision}", precision)
-        try:
+        with make_run(f"probe-{precision}", precision) as probe:
             policy_rate = policy_alone(probe, num_envs, image_size, args.repeats)
             profile = profiles[precision] = profile_iteration(probe)
             check_start = time.perf_counter()
             check = probe.closed_loop()
             profile["one check (50 boards)"] = round(time.perf_counter() - check_start, 2)
             profile["frames in one check"] = round(check["episode_length"] * check["episodes"])
-        finally:
-            probe.close()
         bound = bounds[precision] = 1 / (1 / env_rate + 1 / policy_rate)
         rows += [{"what": "policy alone (batch 8)", "precision": precision, "frames/s": round(policy_rate, 1)},
                  {"what": "bound: 1 / (1/env + 1/policy)", "precision": precision, "frames/s": round(bound, 1)}]
     for index, (name, (overrides, iterations)) in enumerate(VARIANTS.items()):
         for precision in PRECISIONS:  # back to back, so drift hits both alike
-            ppo = make_run(f"variant{index}-{precision}", precision, **overrides)
-            try:
+            with make_run(f"variant{index}-{precision}", precision, **overrides) as ppo:
                 rate = rates[(name, precision)] = ppo_rate(ppo, iterations or args.iterations)
-            finally:
-                ppo.close()
             rows.append({"what": f"PPO, {name} (collect + update)", "precision": precision,
                          "frames/s": round(rate, 1), "of bound": f"{rate / bounds[precision]:.0%}"})
             print(rows[-1], file=sys.stderr)
