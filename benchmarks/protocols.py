@@ -237,6 +237,7 @@ def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, devi
     if arm == "bc":
         return FinetuneConfig(**options, init=str(bc_dir), checkpoint_kind="best")  # as measured: BC's best.pt
     demos = preset["demos"]
+    options.pop("residual_scale", None)  # a residual needs a start to correct: scratch trains the whole actor
     return FinetuneConfig(**{**options, **preset["scratch"]}, from_scratch=True, anchor_weight=0.0,
                           difficulty=demos.difficulty, image_size=demos.image_size, task=demos.task)
 

@@ -47,7 +47,10 @@ def options(parser) -> None:
 
 def run(args) -> int:
     preset, root = for_options(PipelineConfig(task=args.task))  # what make demo TASK=... runs, and where
-    out = args.out or (None if args.task == DEFAULT_TASK else RESULTS_DIR / f"quick_demo_{args.task}.json")
+    # Another task's demo gets a results file of its own unless --out names one.
+    default = RESULTS_DIR / "quick_demo.json"
+    out = RESULTS_DIR / f"quick_demo_{args.task}.json" if args.task != DEFAULT_TASK and (
+        args.out is None or Path(args.out) == default) else (args.out or default)
     clone = Path(tempfile.mkdtemp(prefix="robot-rl-quick-demo-")) / "robot_rl"
     try:
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
@@ -56,9 +59,9 @@ def run(args) -> int:
         start = time.perf_counter()
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
         log = clone.parent / "make-demo.log"
-        with open(log, "w") as out:
+        with open(log, "w") as log_file:
             make = ["make", "demo"] + ([] if args.task == DEFAULT_TASK else [f"TASK={args.task}"])
-            done = subprocess.run(make, cwd=clone, stdout=out, stderr=subprocess.STDOUT, env=env)
+            done = subprocess.run(make, cwd=clone, stdout=log_file, stderr=subprocess.STDOUT, env=env)
         total = time.perf_counter() - start
         if done.returncode != 0:
             print(f"quick_demo: make demo failed (exit {done.returncode}); see {log}", file=sys.stderr)
@@ -87,7 +90,7 @@ def run(args) -> int:
                     "bf16_goal_met": bool(pipeline_s <= 10 * 60) if describe("auto", "cpu")["native_bf16"] else None},
     }, out=out, wall_s=round(total, 1), parts={"make_demo": round(total, 1), "setup": round(total - pipeline_s, 1),
                                                   "pipeline": round(pipeline_s, 1), **result["seconds"]})
-    print(f"wrote {out or 'benchmarks/results/quick_demo.json'}")
+    print(f"wrote {out}")
     return 0
 
 
