@@ -1,4 +1,5 @@
-"""The lead task with the built-in arm: the README's BC recipe, BC trained longer, and BC + DAgger.
+"""The lead task with the built-in arm: the README's BC recipe, BC trained longer, BC + DAgger, and both from an
+encoder pretrained on the simulator's labels.
 
 The protocol, fixed in this file before any run:
 - task ``lead-inspect``, arm ``ur5e_like``, ``default`` difficulty, 84x84, no randomization; one demo folder of
@@ -7,20 +8,27 @@ The protocol, fixed in this file before any run:
 - arm ``bc-longer``: the same BC trained 3x as long (18 epochs, checks every 6);
 - arm ``dagger``: ``robot-rl dagger`` from the recipe's last policy: 4 rounds of 200 rollout episodes, beta 0.5 halving
   per round, 2 BC epochs on the aggregate per round (about as many BC samples as ``bc-longer``'s extra epochs);
+- arms ``encoder`` and ``encoder-dagger``: the same two from a ResNet18 trunk pretrained by ``robot-rl
+  pretrain-encoder`` on 20,000 labelled views of the lead task (8 epochs, the demos' appearance: no randomization),
+  loaded with BC's ``--encoder-weights``; the pretraining's seconds count in their wall time;
 - every arm's **last** policy on the same 100 fresh boards (``evaluate``'s default seeds, seen by no run or check):
   strict success with its Wilson 95% interval, guesses, collisions per episode; the checks on held-out boards are
   reported beside them;
-- wall time: every stage's seconds as measured when it ran (collect, each arm's training, evaluations). An arm's
-  wall time counts what it needs: the collection, its training (DAgger: the recipe's BC too), its evaluation;
+- wall time: every stage's seconds as measured when it ran (collect, encoder pretraining, each arm's training,
+  evaluations). An arm's wall time counts what it needs: the collection, its training (DAgger: its BC too; the
+  encoder arms: the pretraining), its evaluation;
 - targets (issue 34): last policy >= 90% on the 100 fresh boards and <= 0.1 collision steps per episode.
 
 Runs in parts: each stage's folder is reused when finished and its measured seconds are kept in
 ``runs/lead-inspect/stages.json``, so a stopped benchmark continues with the same command; ``--arms`` picks arms.
-Every invocation rewrites ``benchmarks/results/lead_inspect.json`` (arms not yet run say so) and a PNG of success
-against wall-clock seconds (checks placed by epoch or round within their stage's measured seconds).
+Every invocation rewrites ``benchmarks/results/lead_inspect.json`` and a PNG of success against wall-clock seconds
+(checks placed by epoch or round within their stage's measured seconds). An arm whose folders are gone (another
+machine, a cleaned checkout) keeps its record from the file it rewrites, with the date and commit it came from;
+an arm never run says so.
 
-    python benchmarks/lead_inspect.py                      # every arm: about 2 hours on 2 CPU cores (bf16)
+    python benchmarks/lead_inspect.py                      # every arm: about 3 hours on 2 CPU cores (bf16)
     python benchmarks/lead_inspect.py --arms recipe dagger # the recipe, then DAgger from it
+    python benchmarks/lead_inspect.py --arms encoder-dagger  # the pretrained encoder, its BC, then DAgger
 """
 
 from __future__ import annotations
@@ -29,31 +37,57 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import Benchmark, Variant
 from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
+from results_file import read_results
 
-from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig
+from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretrainConfig
 from robot_rl.errors import RunStopped
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
+from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dagger import dagger
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 
-ARMS = ("recipe", "dagger", "bc-longer")
 TASK, ARM, DIFFICULTY, IMAGE_SIZE = "lead-inspect", "ur5e_like", "default", 84
-RECIPE_EPOCHS, LONGER_EPOCHS = 6, 18
 DAGGER = {"rounds": 4, "episodes_per_round": 200, "epochs_per_round": 2, "beta": 0.5, "beta_decay": 0.5}
+ENCODER = {"views": 20_000, "epochs": 8, "randomization": "none"}
 TARGETS = {"last_policy_success_min": 0.90, "collisions_per_episode_max": 0.1, "fresh_boards": 100}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One arm: its BC run (folder name under ``--root``, epochs, checks), from the pretrained encoder or not,
+    followed by DAgger (in a folder named after the arm) or not."""
+
+    bc_run: str
+    epochs: int
+    eval_every: int
+    encoder: bool = False
+    dagger: bool = False
+
+
+RECIPES = {
+    "recipe": Recipe("recipe", 6, 2),
+    "dagger": Recipe("recipe", 6, 2, dagger=True),
+    "bc-longer": Recipe("bc-longer", 18, 6),
+    "encoder": Recipe("bc-encoder", 6, 2, encoder=True),
+    "encoder-dagger": Recipe("bc-encoder", 6, 2, encoder=True, dagger=True),
+}
+ARMS = tuple(RECIPES)
 
 BENCHMARK = Benchmark("lead_inspect", __doc__, variants=(
     Variant("all", (), "the recipe, BC trained longer and BC + DAgger on the lead task"),
     Variant("recipe-dagger", ("--arms", "recipe", "dagger"), "the recipe, then DAgger from it"),
+    Variant("encoder-dagger", ("--arms", "encoder", "encoder-dagger"),
+            "the pretrained encoder, the recipe from it, then DAgger (about 1 hour)"),
 ), targets=TARGETS, common={"boards": (100, "boards per check and in the final evaluation"), "device": "auto",
                             "precision": "auto", "out": (None, "JSON output (a PNG beside it)")})
 
@@ -94,10 +128,19 @@ class Stages:
             write_json(self.path, self.stages)
 
 
-def bc_config(args, name: str, epochs: int, eval_every: int) -> BCConfig:
-    """The README's BC recipe (batch 64) on the lead demos, in ``--root``/``name``, for ``epochs``."""
-    return BCConfig(data=str(args.data), run_dir=str(args.root / name), epochs=epochs, batch_size=64,
-                    eval_every=eval_every, eval_episodes=args.boards, device=args.device, precision=args.precision)
+def bc_config(args, recipe: Recipe) -> BCConfig:
+    """The README's BC recipe (batch 64) on the lead demos, as ``recipe`` says, in ``--root``."""
+    encoder = {"encoder_weights": str(args.root / "encoder")} if recipe.encoder else {}
+    return BCConfig(data=str(args.data), run_dir=str(args.root / recipe.bc_run), epochs=recipe.epochs, batch_size=64,
+                    eval_every=recipe.eval_every, eval_episodes=args.boards, device=args.device,
+                    precision=args.precision, **encoder)
+
+
+def encoder_config(args) -> EncoderPretrainConfig:
+    """The lead task's encoder pretraining: its views in the demos' cell, the policy's trunk and keypoints."""
+    return EncoderPretrainConfig(task=TASK, arm=ARM, difficulty=DIFFICULTY, image_size=IMAGE_SIZE,
+                                 run_dir=str(args.root / "encoder"), device=args.device, precision=args.precision,
+                                 **ENCODER)
 
 
 def last_on_fresh_boards(run_dir: Path, checkpoint: Path, boards: int, device: str, precision: str) -> dict:
@@ -118,7 +161,8 @@ def verdict_on_targets(final: dict) -> dict:
 def plot(arms: dict, path: Path) -> None:
     """Success against wall-clock seconds: each arm's checks (held-out boards) and its last policy (fresh boards)."""
     with png_figure(path) as ax:
-        for (name, arm), colour in zip(arms.items(), ("tab:grey", "tab:green", "tab:blue")):
+        colours = ("tab:grey", "tab:green", "tab:blue", "tab:orange", "tab:red")
+        for (name, arm), colour in zip(arms.items(), colours):
             if "final" not in arm:
                 continue
             checks = arm["curve"]
@@ -142,61 +186,84 @@ def options(parser) -> None:
     parser.add_argument("--root", type=Path, default=Path("runs/lead-inspect"), help="the arms' run folders")
 
 
+def earlier_arms(path: Path) -> tuple[dict, dict]:
+    """The arms the results file at ``path`` holds (and where they came from), to keep those not rerun."""
+    if not path.is_file():
+        return {}, {}
+    earlier = read_results(path)
+    return earlier["arms"], {"date": earlier.get("date"), "commit": earlier.get("commit"),
+                             "stages": earlier.get("stages", {})}
+
+
+def run_arm(name: str, args, stages: Stages) -> dict | None:
+    """Trains (or reuses) the arm ``name`` and evaluates its last policy; None when it is not run and has no
+    folder. Its wall time counts the collection, the encoder pretraining it starts from, its BC and DAgger."""
+    recipe = RECIPES[name]
+    bc_run = bc_config(args, recipe)
+    bc_dir = Path(bc_run.run_dir)
+    dagger_dir = args.root / name
+    wanted = name in args.arms or any(RECIPES[a].bc_run == recipe.bc_run for a in args.arms)
+    if wanted and recipe.encoder:
+        encoder = encoder_config(args)
+        stages.run("train:encoder", lambda: encoder_pretrain.ensure_trained(encoder, progress=False),
+                   done=(args.root / "encoder" / "summary.json").is_file())
+    if wanted:
+        stages.run(f"train:{bc_dir.name}", lambda: ensure_trained(bc_run, progress=False),
+                   done=(bc_dir / "summary.json").is_file())
+    if recipe.dagger and name in args.arms:
+        config = DAggerConfig(init=str(bc_dir), checkpoint_kind="last", run_dir=str(dagger_dir),
+                              eval_episodes=args.boards, device=args.device, precision=args.precision, **DAGGER)
+        finished = (dagger_dir / "summary.json").is_file()
+        stages.run(f"train:{name}", lambda: None if finished else dagger(config, progress=False), done=finished)
+    run_dir = dagger_dir if recipe.dagger else bc_dir
+    if not (run_dir / "summary.json").is_file():
+        return None
+    summary = json.loads((run_dir / "summary.json").read_text())
+    checkpoint = Path(summary["policy"]) if recipe.dagger else bc_dir / "checkpoints" / "last.pt"
+    final = stages.run(f"evaluate:{name}", lambda: last_on_fresh_boards(run_dir, checkpoint, args.boards,
+                                                                         args.device, args.precision),
+                       done=(run_dir / "eval-fresh-last" / "report.json").is_file())
+    start = stages.seconds("collect") + (stages.seconds("train:encoder") if recipe.encoder else 0.0)
+    bc_seconds = stages.seconds(f"train:{bc_dir.name}")
+    bc_summary = json.loads((bc_dir / "summary.json").read_text())
+    curve = [{**c, "wall_s": round(start + bc_seconds * c["epoch"] / bc_summary["epochs"], 1)}
+             for c in closed_loop_checks(bc_dir, bc_summary["steps"] // bc_summary["epochs"])]
+    seconds = {"collect": stages.seconds("collect"), "train": bc_seconds}
+    if recipe.encoder:
+        seconds["encoder"] = stages.seconds("train:encoder")
+    if recipe.dagger:
+        dagger_s, rounds = stages.seconds(f"train:{name}"), summary["rounds"]
+        seconds["train"] = round(bc_seconds + dagger_s, 1)
+        curve += [{"round": r["round"], **{k: r[k] for k in ("success_rate", "success_ci95", "episodes", "guesses",
+                                                              "collisions_per_episode")},
+                   "aggregate_frames": r["aggregate_frames"],
+                   "wall_s": round(start + bc_seconds + dagger_s * r["round"] / len(rounds[1:]), 1)}
+                  for r in rounds[1:]]
+    seconds["evaluate"] = stages.seconds(f"evaluate:{name}")
+    return {"status": "done", "curve": curve, "final": final, "targets": verdict_on_targets(final),
+            "seconds": seconds, "wall_s": round(start + seconds["train"], 1)}
+
+
 def run(args) -> dict:
     args.root.mkdir(parents=True, exist_ok=True)
     stages = Stages(args.root / "stages.json")
     device = resolve_device(args.device)
+    kept, kept_from = earlier_arms(args.out)
 
     collect = CollectConfig(out=str(args.data), episodes=args.episodes, difficulty=DIFFICULTY, image_size=IMAGE_SIZE,
                             seed=0, arm=ARM, task=TASK)
     stages.run("collect", lambda: collect_demos(collect), done=(args.data / "meta.json").is_file())
     dataset = DemoDataset.open(args.data)
 
-    recipe, longer = bc_config(args, "recipe", RECIPE_EPOCHS, 2), bc_config(args, "bc-longer", LONGER_EPOCHS, 6)
-    dagger_config = DAggerConfig(init=recipe.run_dir, checkpoint_kind="last", run_dir=str(args.root / "dagger"),
-                                 eval_episodes=args.boards, device=args.device, precision=args.precision, **DAGGER)
     arms: dict[str, dict] = {}
-    for name in ARMS:
-        wanted = name in args.arms or (name == "recipe" and "dagger" in args.arms)
-        bc_run = recipe if name in ("recipe", "dagger") else longer
-        bc_dir = Path(bc_run.run_dir)
-        if wanted:
-            stages.run(f"train:{bc_dir.name}", lambda config=bc_run: ensure_trained(config, progress=False),
-                       done=(bc_dir / "summary.json").is_file())
-        if name == "dagger" and wanted:
-            finished = (Path(dagger_config.run_dir) / "summary.json").is_file()
-            stages.run("train:dagger", lambda finished=finished: None if finished else
-                       dagger(dagger_config, progress=False), done=finished)
-        run_dir = Path(dagger_config.run_dir) if name == "dagger" else bc_dir
-        if not (run_dir / "summary.json").is_file():
-            arms[name] = {"status": "not run yet"}
-            continue
-        summary = json.loads((run_dir / "summary.json").read_text())
-        checkpoint = Path(summary["policy"]) if name == "dagger" else bc_dir / "checkpoints" / "last.pt"
-        final = stages.run(f"evaluate:{name}", lambda run_dir=run_dir, checkpoint=checkpoint:
-                           last_on_fresh_boards(run_dir, checkpoint, args.boards, args.device, args.precision),
-                           done=(run_dir / "eval-fresh-last" / "report.json").is_file())
-        bc_seconds = stages.seconds(f"train:{bc_dir.name}")
-        start = stages.seconds("collect")
-        bc_summary = json.loads((bc_dir / "summary.json").read_text())
-        curve = [{**c, "wall_s": round(start + bc_seconds * c["epoch"] / bc_summary["epochs"], 1)}
-                 for c in closed_loop_checks(bc_dir, bc_summary["steps"] // bc_summary["epochs"])]
-        train_s = bc_seconds
-        if name == "dagger":
-            dagger_s, rounds = stages.seconds("train:dagger"), summary["rounds"]
-            train_s += dagger_s
-            curve += [{"round": r["round"], **{k: r[k] for k in ("success_rate", "success_ci95", "episodes",
-                                                                  "guesses", "collisions_per_episode")},
-                       "aggregate_frames": r["aggregate_frames"],
-                       "wall_s": round(start + bc_seconds + dagger_s * r["round"] / len(rounds[1:]), 1)}
-                      for r in rounds[1:]]
-        arms[name] = {"status": "done", "curve": curve, "final": final, "targets": verdict_on_targets(final),
-                      "seconds": {"collect": start, "train": round(train_s, 1),
-                                  "evaluate": stages.seconds(f"evaluate:{name}")},
-                      "wall_s": round(start + train_s, 1)}
-    arms["recipe"]["config"] = {"epochs": RECIPE_EPOCHS, "eval_every": 2}
-    arms["bc-longer"]["config"] = {"epochs": LONGER_EPOCHS, "eval_every": 6}
-    arms["dagger"]["config"] = DAGGER
+    for name, recipe in RECIPES.items():
+        arm = run_arm(name, args, stages)
+        if arm is None and kept.get(name, {}).get("status") == "done":
+            arm = {**kept[name], "kept_from": {k: kept_from[k] for k in ("date", "commit")}}
+        arms[name] = arm or {"status": "not run yet"}
+        arms[name]["config"] = {"epochs": recipe.epochs, "eval_every": recipe.eval_every,
+                                **({"encoder": ENCODER} if recipe.encoder else {}),
+                                **({"dagger": DAGGER} if recipe.dagger else {})}
 
     rows = [{"arm": name, "last policy, fresh boards": ci_cell(a["final"]["success_rate"], a["final"]["success_ci95"]),
              "boards": a["final"]["episodes"], "guesses": a["final"]["guesses"],
@@ -205,13 +272,15 @@ def run(args) -> dict:
     if rows:
         print(markdown_table(rows))
     plot(arms, args.out.with_suffix(".png"))
+    # Stages measured in earlier parts whose folders are gone stay on record beside this part's.
+    all_stages = {**kept_from.get("stages", {}), **stages.stages}
     return {
         "precision": describe(args.precision, device), "task": TASK, "arm": ARM, "difficulty": DIFFICULTY,
         "image_size": IMAGE_SIZE, "demos": {"episodes": len(dataset.episodes), "frames": dataset.frames},
-        "arms": arms, "stages": stages.stages,
+        "arms": arms, "stages": all_stages,
         "note": "checks are placed on the wall-clock axis by epoch (BC) or round (DAgger) within their stage's "
                 "measured seconds; the final points are measured",
-        "wall_s": {name: stage["seconds"] for name, stage in stages.stages.items()},  # every part of every stage
+        "wall_s": {name: stage["seconds"] for name, stage in all_stages.items()},  # every part of every stage
     }
 
 
