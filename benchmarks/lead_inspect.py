@@ -52,7 +52,7 @@ from robot_rl.precision import describe
 from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.dagger import dagger
+from robot_rl.pretrain.dagger import dagger, final_policy_run
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 
@@ -72,6 +72,7 @@ class Recipe:
     eval_every: int
     encoder: bool = False
     dagger: bool = False
+    after: str = ""  # the DAgger arm whose last round this arm's DAgger continues (its beta schedule continued)
 
 
 RECIPES = {
@@ -80,14 +81,21 @@ RECIPES = {
     "bc-longer": Recipe("bc-longer", 18, 6),
     "encoder": Recipe("bc-encoder", 6, 2, encoder=True),
     "encoder-dagger": Recipe("bc-encoder", 6, 2, encoder=True, dagger=True),
+    "encoder-dagger-8": Recipe("bc-encoder", 6, 2, encoder=True, dagger=True, after="encoder-dagger"),
 }
 ARMS = tuple(RECIPES)
+
+
+def dagger_chain(name: str) -> list[str]:
+    """The DAgger runs that make up arm ``name``, first to last (each in a folder named after its arm)."""
+    recipe = RECIPES[name]
+    return [*(dagger_chain(recipe.after) if recipe.after else []), name] if recipe.dagger else []
 
 BENCHMARK = Benchmark("lead_inspect", __doc__, variants=(
     Variant("all", (), "the recipe, BC trained longer and BC + DAgger on the lead task"),
     Variant("recipe-dagger", ("--arms", "recipe", "dagger"), "the recipe, then DAgger from it"),
-    Variant("encoder-dagger", ("--arms", "encoder", "encoder-dagger"),
-            "the pretrained encoder, the recipe from it, then DAgger (about 1 hour)"),
+    Variant("encoder-dagger", ("--arms", "encoder", "encoder-dagger", "encoder-dagger-8"),
+            "the pretrained encoder, the recipe from it, then 4 and 8 DAgger rounds (about 1.5 hours)"),
 ), targets=TARGETS, common={"boards": (100, "boards per check and in the final evaluation"), "device": "auto",
                             "precision": "auto", "out": (None, "JSON output (a PNG beside it)")})
 
@@ -143,6 +151,19 @@ def encoder_config(args) -> EncoderPretrainConfig:
                                  **ENCODER)
 
 
+def dagger_config(args, name: str, bc_dir: Path) -> DAggerConfig:
+    """The DAgger run of arm ``name``: from its BC run's last policy, or continuing the last round of the arm it
+    comes ``after`` (that run's aggregate is its D0; beta goes on halving from where the chain left it)."""
+    earlier = dagger_chain(name)[:-1]
+    init = bc_dir
+    if earlier:
+        init = final_policy_run(json.loads((args.root / earlier[-1] / "summary.json").read_text()))
+    beta = DAGGER["beta"] * DAGGER["beta_decay"] ** (DAGGER["rounds"] * len(earlier))
+    return DAggerConfig(init=str(init), checkpoint_kind="last", run_dir=str(args.root / name),
+                        eval_episodes=args.boards, device=args.device, precision=args.precision,
+                        **{**DAGGER, "beta": beta})
+
+
 def last_on_fresh_boards(run_dir: Path, checkpoint: Path, boards: int, device: str, precision: str) -> dict:
     """The last policy on ``boards`` fresh boards (``evaluate``'s own seeds), its report kept in ``run_dir`` (and
     read back from there when it exists)."""
@@ -161,7 +182,7 @@ def verdict_on_targets(final: dict) -> dict:
 def plot(arms: dict, path: Path) -> None:
     """Success against wall-clock seconds: each arm's checks (held-out boards) and its last policy (fresh boards)."""
     with png_figure(path) as ax:
-        colours = ("tab:grey", "tab:green", "tab:blue", "tab:orange", "tab:red")
+        colours = ("tab:grey", "tab:green", "tab:blue", "tab:orange", "tab:red", "tab:purple")
         for (name, arm), colour in zip(arms.items(), colours):
             if "final" not in arm:
                 continue
@@ -201,7 +222,6 @@ def run_arm(name: str, args, stages: Stages) -> dict | None:
     recipe = RECIPES[name]
     bc_run = bc_config(args, recipe)
     bc_dir = Path(bc_run.run_dir)
-    dagger_dir = args.root / name
     wanted = name in args.arms or any(RECIPES[a].bc_run == recipe.bc_run for a in args.arms)
     if wanted and recipe.encoder:
         encoder = encoder_config(args)
@@ -210,12 +230,12 @@ def run_arm(name: str, args, stages: Stages) -> dict | None:
     if wanted:
         stages.run(f"train:{bc_dir.name}", lambda: ensure_trained(bc_run, progress=False),
                    done=(bc_dir / "summary.json").is_file())
-    if recipe.dagger and name in args.arms:
-        config = DAggerConfig(init=str(bc_dir), checkpoint_kind="last", run_dir=str(dagger_dir),
-                              eval_episodes=args.boards, device=args.device, precision=args.precision, **DAGGER)
-        finished = (dagger_dir / "summary.json").is_file()
-        stages.run(f"train:{name}", lambda: None if finished else dagger(config, progress=False), done=finished)
-    run_dir = dagger_dir if recipe.dagger else bc_dir
+    for link in dagger_chain(name) if name in args.arms else ():
+        finished = (args.root / link / "summary.json").is_file()
+        config = dagger_config(args, link, bc_dir)
+        stages.run(f"train:{link}", lambda finished=finished, config=config:
+                   None if finished else dagger(config, progress=False), done=finished)
+    run_dir = args.root / name if recipe.dagger else bc_dir
     if not (run_dir / "summary.json").is_file():
         return None
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -231,14 +251,17 @@ def run_arm(name: str, args, stages: Stages) -> dict | None:
     seconds = {"collect": stages.seconds("collect"), "train": bc_seconds}
     if recipe.encoder:
         seconds["encoder"] = stages.seconds("train:encoder")
-    if recipe.dagger:
-        dagger_s, rounds = stages.seconds(f"train:{name}"), summary["rounds"]
-        seconds["train"] = round(bc_seconds + dagger_s, 1)
-        curve += [{"round": r["round"], **{k: r[k] for k in ("success_rate", "success_ci95", "episodes", "guesses",
-                                                              "collisions_per_episode")},
+    elapsed = start + bc_seconds
+    for link_index, link in enumerate(dagger_chain(name)):
+        dagger_s = stages.seconds(f"train:{link}")
+        rounds = json.loads((args.root / link / "summary.json").read_text())["rounds"][1:]
+        curve += [{"round": r["round"] + link_index * DAGGER["rounds"],
+                   **{k: r[k] for k in ("success_rate", "success_ci95", "episodes", "guesses",
+                                        "collisions_per_episode")},
                    "aggregate_frames": r["aggregate_frames"],
-                   "wall_s": round(start + bc_seconds + dagger_s * r["round"] / len(rounds[1:]), 1)}
-                  for r in rounds[1:]]
+                   "wall_s": round(elapsed + dagger_s * r["round"] / len(rounds), 1)} for r in rounds]
+        elapsed += dagger_s
+        seconds["train"] = round(seconds["train"] + dagger_s, 1)
     seconds["evaluate"] = stages.seconds(f"evaluate:{name}")
     return {"status": "done", "curve": curve, "final": final, "targets": verdict_on_targets(final),
             "seconds": seconds, "wall_s": round(start + seconds["train"], 1)}
@@ -263,7 +286,8 @@ def run(args) -> dict:
         arms[name] = arm or {"status": "not run yet"}
         arms[name]["config"] = {"epochs": recipe.epochs, "eval_every": recipe.eval_every,
                                 **({"encoder": ENCODER} if recipe.encoder else {}),
-                                **({"dagger": DAGGER} if recipe.dagger else {})}
+                                **({"dagger": DAGGER} if recipe.dagger else {}),
+                                **({"continues": recipe.after} if recipe.after else {})}
 
     rows = [{"arm": name, "last policy, fresh boards": ci_cell(a["final"]["success_rate"], a["final"]["success_ci95"]),
              "boards": a["final"]["episodes"], "guesses": a["final"]["guesses"],

@@ -1,0 +1,52 @@
+"""The lead-task benchmark's protocol: which DAgger runs make up an arm, how a continued run starts, and that a
+rewrite keeps the arms it did not rerun."""
+
+from __future__ import annotations
+
+import json
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import lead_inspect  # noqa: E402  (benchmarks/ is not a package)
+
+
+def test_each_arm_names_the_dagger_runs_it_is_made_of():
+    assert lead_inspect.dagger_chain("recipe") == []
+    assert lead_inspect.dagger_chain("encoder") == []
+    assert lead_inspect.dagger_chain("dagger") == ["dagger"]
+    assert lead_inspect.dagger_chain("encoder-dagger-8") == ["encoder-dagger", "encoder-dagger-8"]
+    for name, recipe in lead_inspect.RECIPES.items():  # a continued arm shares its BC run and encoder
+        if recipe.after:
+            assert lead_inspect.RECIPES[recipe.after].bc_run == recipe.bc_run
+            assert lead_inspect.RECIPES[recipe.after].encoder == recipe.encoder
+
+
+def test_a_continued_dagger_run_starts_from_the_last_round_with_beta_halving_on(tmp_path):
+    args = Namespace(root=tmp_path, boards=10, device="cpu", precision="fp32")
+    last_round = tmp_path / "encoder-dagger" / "rounds" / "round-04"
+    (tmp_path / "encoder-dagger").mkdir()
+    (tmp_path / "encoder-dagger" / "summary.json").write_text(
+        json.dumps({"policy": str(last_round / "checkpoints" / "last.pt")}))
+    first = lead_inspect.dagger_config(args, "encoder-dagger", tmp_path / "bc-encoder")
+    assert Path(first.init) == tmp_path / "bc-encoder" and first.beta == lead_inspect.DAGGER["beta"]
+    continued = lead_inspect.dagger_config(args, "encoder-dagger-8", tmp_path / "bc-encoder")
+    assert Path(continued.init) == last_round
+    rounds, beta, decay = (lead_inspect.DAGGER[k] for k in ("rounds", "beta", "beta_decay"))
+    assert continued.beta == pytest.approx(beta * decay**rounds)
+    assert continued.rounds == rounds and Path(continued.run_dir) == tmp_path / "encoder-dagger-8"
+
+
+def test_a_rewrite_keeps_the_arms_it_did_not_rerun(tmp_path):
+    path = tmp_path / "lead_inspect.json"
+    assert lead_inspect.earlier_arms(path) == ({}, {})
+    record = {"status": "done", "final": {"success_rate": 0.5}}
+    path.write_text(json.dumps({"benchmark": "lead_inspect", "date": "2026-12-02", "commit": "abc1234",
+                                "metrics": {"arms": {"dagger": record}, "stages": {"collect": {"seconds": 1.0}}}}))
+    arms, source = lead_inspect.earlier_arms(path)
+    assert arms == {"dagger": record}
+    assert source == {"date": "2026-12-02", "commit": "abc1234", "stages": {"collect": {"seconds": 1.0}}}
