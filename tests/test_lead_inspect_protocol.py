@@ -20,7 +20,7 @@ def test_each_arm_names_the_dagger_runs_it_is_made_of():
     assert lead_inspect.dagger_chain("encoder") == []
     assert lead_inspect.dagger_chain("dagger") == ["dagger"]
     assert lead_inspect.dagger_chain("encoder-dagger-8") == ["encoder-dagger", "encoder-dagger-8"]
-    for name, recipe in lead_inspect.RECIPES.items():  # a continued arm shares its BC run and encoder
+    for recipe in lead_inspect.RECIPES.values():  # a continued arm shares its BC run and encoder
         if recipe.after:
             assert lead_inspect.RECIPES[recipe.after].bc_run == recipe.bc_run
             assert lead_inspect.RECIPES[recipe.after].encoder == recipe.encoder
