@@ -1,4 +1,5 @@
-"""``robot-rl pipeline``: collect-demos -> pretrain -> finetune -> evaluate, each stage feeding the next.
+"""``robot-rl pipeline``: collect-demos -> pretrain -> finetune -> evaluate, each stage feeding the next
+(with pretrain-encoder before pretrain and DAgger after it on the tasks where they pay).
 
 A stage whose output is complete is skipped; one that was interrupted is resumed. So running the same command
 again after a crash picks up where it stopped; a root made with other preset options is refused, and so is a
@@ -19,46 +20,61 @@ from pathlib import Path
 
 from robot_rl import compat
 from robot_rl.checkpoints import policy_checkpoint
-from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EvaluateConfig, FinetuneConfig, PipelineConfig
+from robot_rl.configs import (
+    BCConfig,
+    CollectConfig,
+    DAggerConfig,
+    EncoderPretrainConfig,
+    EvaluateConfig,
+    FinetuneConfig,
+    PipelineConfig,
+)
 from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
 from robot_rl.io import write_json
 from robot_rl.locks import exclusive
-from robot_rl.pretrain import bc, dagger
+from robot_rl.pretrain import bc, dagger, encoder_pretrain
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder, ensure_finished
 from robot_rl.tables import markdown_table
 
 # Where each stage writes, under the pipeline's root; the stages are linked through these.
-DEMOS, BC, DAGGER, PPO, EVAL_BC, EVAL_DAGGER, EVAL = "demos", "bc", "dagger", "ppo", "eval-bc", "eval-dagger", "eval"
+DEMOS, ENCODER, BC, DAGGER, PPO = "demos", "encoder", "bc", "dagger", "ppo"
+EVAL_BC, EVAL_DAGGER, EVAL = "eval-bc", "eval-dagger", "eval"
 # Fields that link stages or pick the device: set by the pipeline, not options of a preset.
-WIRING = {"collect": ("out",), "pretrain": ("data", "run_dir", "device", "precision"),
-          "dagger": ("init", "run_dir", "device", "precision"), "finetune": ("init", "run_dir", "device", "precision"),
+WIRING = {"collect": ("out",), "encoder": ("run_dir", "device", "precision"),
+          "pretrain": ("data", "run_dir", "device", "precision"),
+          "dagger": ("init", "run_dir", "device", "precision"),
+          "finetune": ("init", "run_dir", "device", "precision"),
           "evaluate": ("checkpoint", "out", "device", "precision")}
 
-STAGE_CONFIGS = {"collect": CollectConfig, "pretrain": BCConfig, "dagger": DAggerConfig, "finetune": FinetuneConfig,
-                 "evaluate": EvaluateConfig}
+STAGE_CONFIGS = {"collect": CollectConfig, "encoder": EncoderPretrainConfig, "pretrain": BCConfig,
+                 "dagger": DAggerConfig, "finetune": FinetuneConfig, "evaluate": EvaluateConfig}
+# The optional stages as ``Preset.updated`` adds them to a preset without them.
+OPTIONAL_STAGES = {"encoder": EncoderPretrainConfig(run_dir=ENCODER), "dagger": DAggerConfig(init=BC, run_dir=DAGGER)}
 
 
 @dataclass(frozen=True)
 class Preset:
-    """Each stage's options as that command's config; paths are relative to the pipeline's root. ``dagger``
-    (None: no DAgger stage) runs between pretrain and finetune, which then starts from DAgger's policy."""
+    """Each stage's options as that command's config; paths are relative to the pipeline's root. ``encoder``
+    (None: no such stage) pretrains the policy's encoder on labelled views before pretrain, which then loads it;
+    ``dagger`` (None: no DAgger stage) runs between pretrain and finetune, which then starts from DAgger's policy."""
 
     collect: CollectConfig
     pretrain: BCConfig
     finetune: FinetuneConfig
     evaluate: EvaluateConfig
     dagger: DAggerConfig | None = None
+    encoder: EncoderPretrainConfig | None = None
 
     def updated(self, **stages: dict) -> Preset:
-        """A copy with some stages' options updated, e.g. ``updated(pretrain={"epochs": 1})``; ``dagger=...``
-        on a preset without the stage adds it with DAgger's defaults."""
+        """A copy with some stages' options updated, e.g. ``updated(pretrain={"epochs": 1})``; ``dagger=...`` or
+        ``encoder=...`` on a preset without the stage adds it with its command's defaults."""
         def stage_config(name: str):
-            return getattr(self, name) or DAggerConfig(init=BC, run_dir=DAGGER)
+            return getattr(self, name) or OPTIONAL_STAGES[name]
 
         return replace(self, **{name: replace(stage_config(name), **values) for name, values in stages.items()})
 
@@ -105,6 +121,13 @@ DAGGER_STAGES = {
 # The tasks whose BC start DAgger lifts (benchmarks/results/lead_inspect.json, bc_vs_scratch_lead-dagger.json); on
 # pcb-inspect BC alone reaches its targets, so auto leaves the stage out there.
 DAGGER_PAYS = ("lead-inspect",)
+# Each preset's encoder pretraining, sized like its BC: full as benchmarks/lead_inspect.py's encoder arms (20,000
+# views, 8 epochs), quick at half the views and epochs; the views show the demos' cell (task, arm, difficulty,
+# image size and randomization are the collection's: ``for_options``).
+ENCODER_STAGES = {"quick": EncoderPretrainConfig(run_dir=ENCODER, views=10_000, epochs=4),
+                  "full": EncoderPretrainConfig(run_dir=ENCODER, views=20_000, epochs=8)}
+# The tasks whose BC (and DAgger) the pretrained encoder lifts (benchmarks/results/lead_inspect.json).
+ENCODER_PAYS = ("lead-inspect",)
 
 
 def for_options(config: PipelineConfig) -> tuple[Preset, str]:
@@ -117,7 +140,13 @@ def for_options(config: PipelineConfig) -> tuple[Preset, str]:
         preset, root = preset.updated(collect={"arm": config.arm}), f"{root}-{Path(config.arm).stem}"
     if config.dagger == "on" or (config.dagger == "auto" and config.task in DAGGER_PAYS):
         preset = replace(preset, dagger=DAGGER_STAGES[config.preset])
-    # Recorded in the root's preset.json: a root of another task, arm, DAgger choice or checkpoint kind is refused.
+    if config.encoder == "on" or (config.encoder == "auto" and config.task in ENCODER_PAYS):
+        cell = preset.collect
+        preset = replace(preset, encoder=replace(
+            ENCODER_STAGES[config.preset], task=cell.task, arm=cell.arm, difficulty=cell.difficulty,
+            image_size=cell.image_size, randomization=cell.randomization))
+    # Recorded in the root's preset.json: a root of another task, arm, DAgger or encoder choice or checkpoint kind
+    # is refused.
     return with_checkpoint_kind(preset, config.checkpoint_kind), config.root or root
 
 
@@ -206,9 +235,20 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
         collect_demos(collect, progress=progress)
     timings["collect-demos"] = time.perf_counter() - start
 
+    encoder = {}
+    if preset.encoder is not None:  # BC starts from a trunk trained on labelled views of the demos' cell
+        start = time.perf_counter()
+        encoder_dir = root / preset.encoder.run_dir
+        _train_stage("[2a/5] pretrain-encoder", "pretrain-encoder", encoder_dir, encoder_pretrain.pretrain_encoder,
+                     encoder_pretrain.resume, lambda: replace(preset.encoder, run_dir=str(encoder_dir), device=device,
+                                                              precision=precision), progress, log)
+        encoder = {"encoder_weights": str(encoder_dir)}
+        timings["pretrain-encoder"] = time.perf_counter() - start
+
     start = time.perf_counter()
     _train_stage("[2/5] pretrain", "pretrain", bc_dir, bc.pretrain, bc.resume, lambda: replace(
-        preset.pretrain, data=str(data), run_dir=str(bc_dir), device=device, precision=precision), progress, log)
+        preset.pretrain, data=str(data), run_dir=str(bc_dir), device=device, precision=precision, **encoder),
+        progress, log)
     timings["pretrain"] = time.perf_counter() - start
 
     # The BC policy on the boards the fine-tuned one is evaluated on, without videos: the table's first row.
@@ -244,7 +284,8 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
                                 log)
     timings["evaluate"] = time.perf_counter() - start
     kind = preset.evaluate.checkpoint_kind
-    result = {"demos": str(data), "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
+    result = {"demos": str(data), "encoder": encoder.get("encoder_weights"),
+              "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
               "bc_report": str(bc_eval_dir), "after_bc": after_bc, "after_dagger": after_dagger,
               "metrics": after_ppo, "checkpoint_kind": kind,
               "policies": {"bc": str(policy_checkpoint(bc_dir, kind)), "ppo": str(policy_checkpoint(ppo_dir, kind))},

@@ -73,6 +73,28 @@ def test_pipeline_runs_dagger_where_it_pays_unless_told(monkeypatch):
     assert pcb_on.dagger.rounds == pipeline.DAGGER_STAGES["full"].rounds and pcb_on.dagger.checkpoint_kind == "best"
 
 
+def test_pipeline_pretrains_the_encoder_where_it_pays_on_the_demos_cell_unless_told(monkeypatch):
+    from robot_rl import pipeline
+
+    calls = []
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda preset, root, **options: calls.append(preset) or {})
+    monkeypatch.setattr(pipeline, "result_table", lambda result: "")
+    for argv in (["--task", "lead-inspect"], ["--task", "lead-inspect", "--encoder", "off"], [],
+                 ["--encoder", "on", "--preset", "full", "--arm", "panda"]):
+        assert main(["pipeline", *argv]) == 0, argv
+    lead, lead_off, pcb, pcb_on = calls
+    assert lead_off.encoder is None and pcb.encoder is None and "encoder" not in pcb.options()
+    for preset, size in ((lead, "quick"), (pcb_on, "full")):
+        cell = preset.collect
+        assert (preset.encoder.views, preset.encoder.epochs) == (pipeline.ENCODER_STAGES[size].views,
+                                                                 pipeline.ENCODER_STAGES[size].epochs)
+        assert (preset.encoder.task, preset.encoder.arm, preset.encoder.difficulty, preset.encoder.image_size,
+                preset.encoder.randomization) == (cell.task, cell.arm, cell.difficulty, cell.image_size,
+                                                  cell.randomization)
+        assert preset.encoder.keypoints == preset.pretrain.keypoints  # BC can load what the stage trains
+        assert "encoder" in preset.options()  # recorded in preset.json
+
+
 def _unwritable(tmp_path):
     """A folder this process cannot create files in (root ignores permissions: /sys refuses it too)."""
     import os

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from robot_rl.checkpoints import load_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import BCConfig, EncoderPretrainConfig
 from robot_rl.encoder import WeightsError, load_resnet_weights
@@ -107,3 +108,28 @@ def test_bad_options_fail_in_one_line(tmp_path, capsys):
     assert "--randomization must be one of" in capsys.readouterr().err
     assert main(tiny_args(tmp_path / "run") + ["--keypoints", "0"]) == 2
     assert EncoderPretrainConfig().keypoints == BCConfig().keypoints  # the defaults fit each other
+
+
+def test_the_pipeline_pretrains_the_encoder_before_bc_and_bc_starts_from_it(tmp_path):
+    from robot_rl.pipeline import PRESETS, run_pipeline
+
+    tiny = PRESETS["quick"].updated(
+        collect={"episodes": 3, "num_envs": 1},
+        encoder={"views": 24, "epochs": 1, "batch_size": 8, "workspace_views": 4, "keypoints": 8, "threads": 2,
+                 "difficulty": "easy", "image_size": 64, "randomization": "none"},
+        pretrain={"epochs": 1, "batch_size": 8, "steps_per_epoch": 2, "eval_episodes": 1, "eval_envs": 1,
+                  "hidden": 16, "keypoints": 8, "threads": 2},
+        finetune={"total_frames": 32, "frames_per_batch": 32, "num_envs": 2, "minibatch_size": 16, "ppo_epochs": 1,
+                  "eval_every": 0, "eval_episodes": 1, "threads": 2},
+        evaluate={"episodes": 1, "num_envs": 1, "videos": 0, "failure_videos": 0})
+    lines = []
+    result = run_pipeline(tiny, tmp_path / "pipe", progress=False, log=lines.append)
+    assert [line.split(" ")[0] for line in lines][:3] == ["[1/5]", "[2a/5]", "[2/5]"]
+    encoder_dir = tmp_path / "pipe" / "encoder"
+    assert result["encoder"] == str(encoder_dir) and "pretrain-encoder" in result["seconds"]
+    assert load_checkpoint(tmp_path / "pipe" / "bc" / "checkpoints" / "last.pt")["config"]["encoder_weights"] == str(
+        encoder_dir)
+    assert json.loads((tmp_path / "pipe" / "preset.json").read_text())["encoder"]["views"] == 24
+    lines.clear()  # the same command again: every stage is finished, nothing runs twice
+    run_pipeline(tiny, tmp_path / "pipe", progress=False, log=lines.append)
+    assert any(line.startswith("[2a/5] pretrain-encoder") and line.endswith("is finished, skipped") for line in lines)
