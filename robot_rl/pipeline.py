@@ -111,11 +111,12 @@ PRESETS = {
 
 
 # Each preset's DAgger stage, sized like its BC: quick as benchmarks/bc_vs_scratch.py's lead-dagger preset (the
-# quick BC start, then 2 rounds), full as benchmarks/lead_inspect.py's DAgger arm (4 rounds on the 1,200-demo BC).
+# quick BC start, then 2 rounds), full as benchmarks/lead_inspect.py's encoder-dagger-8 arm (8 rounds of 200
+# episodes on the 1,200-demo BC, beta 0.5 halving per round: its checks still rose after the fourth).
 DAGGER_STAGES = {
     "quick": DAggerConfig(init=BC, run_dir=DAGGER, rounds=2, episodes_per_round=150, epochs_per_round=4,
                           eval_episodes=50),
-    "full": DAggerConfig(init=BC, run_dir=DAGGER, rounds=4, episodes_per_round=200, epochs_per_round=2,
+    "full": DAggerConfig(init=BC, run_dir=DAGGER, rounds=8, episodes_per_round=200, epochs_per_round=2,
                          eval_episodes=100),
 }
 # The tasks whose BC start DAgger lifts (benchmarks/results/lead_inspect.json, bc_vs_scratch_lead-dagger.json); on
