@@ -156,7 +156,7 @@ def suite_table(files: dict[str, dict]) -> str:
 def lead_inspect_rows(data: dict | None) -> list[dict]:
     """One row per finished arm of ``lead_inspect.json`` (an absent file or unfinished arms give none); an arm
     kept from an earlier part names the commit it was measured at."""
-    commit = str((data or {}).get("commit", ""))[:7]
+    commit = str((data or {}).get("commit", ""))
     return [{"arm": name, "last policy, fresh boards": rate_ci(final), "boards": final.get("episodes"),
              "collisions / episode": final.get("collisions_per_episode"), "guesses": final.get("guesses"),
              "wall time": f"{arm.get('wall_s', 0):,.0f} s", "target met": arm.get("targets", {}).get("met"),

@@ -34,8 +34,7 @@ VIDEO_QUALITIES = ("pretty", "fast")
 VIDEO_CODECS = ("h264", "libsvtav1", "none")  # export-dataset (none: PNG frames)
 EXPORT_FORMATS = ("torchscript", "export", "onnx", "safetensors", "all")
 PIPELINE_PRESETS = ("quick", "full")
-PIPELINE_DAGGER = ("auto", "on", "off")  # robot_rl.pipeline.for_options
-PIPELINE_ENCODER = ("auto", "on", "off")  # robot_rl.pipeline.for_options
+PIPELINE_STAGE_SWITCHES = ("auto", "on", "off")  # pipeline --dagger / --encoder: robot_rl.pipeline.for_options
 LOGGERS = ("csv", "tensorboard", "wandb", "mlflow")
 JOINT_SCALINGS = ("bounds", "demos")  # pretrain --joint-scaling
 PRECISIONS = ("auto", "fp32", "bf16")  # robot_rl.precision
@@ -550,17 +549,17 @@ class PipelineConfig:
     arm: str = option(DEFAULT_ARM, ARM_HELP)
     dagger: str = option("auto", "a DAgger stage between pretrain and finetune (rollouts of the BC policy labelled "
                          "by the task's expert): on, off, or auto (on for the tasks where it measurably pays: "
-                         "lead-inspect)", choices=PIPELINE_DAGGER)
+                         "lead-inspect)", choices=PIPELINE_STAGE_SWITCHES)
     encoder: str = option("auto", "a pretrain-encoder stage before pretrain (the policy's ResNet18 trained on "
                           "labelled views of the demos' cell, loaded by BC): on, off, or auto (on for the tasks "
-                          "where it measurably pays: lead-inspect)", choices=PIPELINE_ENCODER)
+                          "where it measurably pays: lead-inspect)", choices=PIPELINE_STAGE_SWITCHES)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("auto", PRECISION_HELP + " (every stage)", choices=PRECISIONS)
 
     def __post_init__(self) -> None:
         validate(self, [("preset", self.preset in PIPELINE_PRESETS, _one_of(PIPELINE_PRESETS)),
-                        ("dagger", self.dagger in PIPELINE_DAGGER, _one_of(PIPELINE_DAGGER)),
-                        ("encoder", self.encoder in PIPELINE_ENCODER, _one_of(PIPELINE_ENCODER)),
+                        ("dagger", self.dagger in PIPELINE_STAGE_SWITCHES, _one_of(PIPELINE_STAGE_SWITCHES)),
+                        ("encoder", self.encoder in PIPELINE_STAGE_SWITCHES, _one_of(PIPELINE_STAGE_SWITCHES)),
                         ("checkpoint_kind", self.checkpoint_kind in CHECKPOINT_KINDS, _one_of(CHECKPOINT_KINDS)),
                         ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS))])
 
