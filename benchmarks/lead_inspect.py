@@ -48,6 +48,7 @@ from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretr
 from robot_rl.errors import RunStopped
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
+from robot_rl.pipeline import ENCODER_STAGES as PIPELINE_ENCODER_STAGES
 from robot_rl.precision import describe
 from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
@@ -58,7 +59,9 @@ from robot_rl.tables import markdown_table
 
 TASK, ARM, DIFFICULTY, IMAGE_SIZE = "lead-inspect", "ur5e_like", "default", 84
 DAGGER = {"rounds": 4, "episodes_per_round": 200, "epochs_per_round": 2, "beta": 0.5, "beta_decay": 0.5}
-ENCODER = {"views": 20_000, "epochs": 8, "randomization": "none"}
+# The full pipeline preset's encoder stage (one place for its numbers), in the demos' cell: no randomization.
+ENCODER = {"views": PIPELINE_ENCODER_STAGES["full"].views, "epochs": PIPELINE_ENCODER_STAGES["full"].epochs,
+           "randomization": "none"}
 TARGETS = {"last_policy_success_min": 0.90, "collisions_per_episode_max": 0.1, "fresh_boards": 100}
 
 

@@ -122,8 +122,8 @@ DAGGER_STAGES = {
 # The tasks whose BC start DAgger lifts (benchmarks/results/lead_inspect.json, bc_vs_scratch_lead-dagger.json); on
 # pcb-inspect BC alone reaches its targets, so auto leaves the stage out there.
 DAGGER_PAYS = ("lead-inspect",)
-# Each preset's encoder pretraining, sized like its BC: full as benchmarks/lead_inspect.py's encoder arms (20,000
-# views, 8 epochs), quick at half the views and epochs; the views show the demos' cell (task, arm, difficulty,
+# Each preset's encoder pretraining, sized like its BC: full is benchmarks/lead_inspect.py's encoder arms (which
+# read it from here), quick at half the views and epochs; the views show the demos' cell (task, arm, difficulty,
 # image size and randomization are the collection's: ``for_options``).
 ENCODER_STAGES = {"quick": EncoderPretrainConfig(run_dir=ENCODER, views=10_000, epochs=4),
                   "full": EncoderPretrainConfig(run_dir=ENCODER, views=20_000, epochs=8)}
