@@ -1,9 +1,11 @@
-"""The lead task with the built-in arm: the README's BC recipe, BC trained longer, BC + DAgger, and both from an
-encoder pretrained on the simulator's labels.
+"""The lead task with the built-in arm (or another, ``--robot-arm``): the README's BC recipe, BC trained longer,
+BC + DAgger, and both from an encoder pretrained on the simulator's labels.
 
 The protocol, fixed in this file before any run:
-- task ``lead-inspect``, arm ``ur5e_like``, ``default`` difficulty, 84x84, no randomization; one demo folder of
-  ``--episodes`` expert demonstrations (seed 0) shared by every arm;
+- task ``lead-inspect``, arm ``ur5e_like`` (``--robot-arm``; another arm's demos, runs and results file are its
+  own: ``data/demos-lead-ARM``, ``runs/lead-inspect-ARM``, ``results/lead_inspect_ARM.json``), ``default``
+  difficulty, 84x84, no randomization; one demo folder of ``--episodes`` expert demonstrations (seed 0) shared by
+  every arm;
 - arm ``recipe``: the README's BC recipe as it is (6 epochs, batch 64, closed-loop checks every 2 epochs);
 - arm ``bc-longer``: the same BC trained 3x as long (18 epochs, checks every 6);
 - arm ``dagger``: ``robot-rl dagger`` from the recipe's last policy: 4 rounds of 200 rollout episodes, beta 0.5 halving
@@ -17,7 +19,8 @@ The protocol, fixed in this file before any run:
 - wall time: every stage's seconds as measured when it ran (collect, encoder pretraining, each arm's training,
   evaluations). An arm's wall time counts what it needs: the collection, its training (DAgger: its BC too; the
   encoder arms: the pretraining), its evaluation;
-- targets (issue 34): last policy >= 90% on the 100 fresh boards and <= 0.1 collision steps per episode.
+- targets (issue 34, the same with every robot arm): last policy >= 90% on the 100 fresh boards and <= 0.1 collision
+  steps per episode.
 
 Runs in parts: each stage's folder is reused when finished and its measured seconds are kept in
 ``runs/lead-inspect/stages.json``, so a stopped benchmark continues with the same command; ``--arms`` picks arms.
@@ -29,6 +32,7 @@ an arm never run says so.
     python benchmarks/lead_inspect.py                      # every arm: about 3 hours on 2 CPU cores (bf16)
     python benchmarks/lead_inspect.py --arms recipe dagger # the recipe, then DAgger from it
     python benchmarks/lead_inspect.py --arms encoder-dagger  # the pretrained encoder, its BC, then DAgger
+    python benchmarks/lead_inspect.py --variant panda      # the encoder arms with the Panda
 """
 
 from __future__ import annotations
@@ -42,9 +46,11 @@ from pathlib import Path
 
 from harness import Benchmark, Variant
 from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
-from results_file import read_results
+
+from results_file import RESULTS_DIR, read_results
 
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretrainConfig
+from robot_rl.envs.arms import ARMS as ROBOT_ARMS
 from robot_rl.errors import RunStopped
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
@@ -99,6 +105,8 @@ BENCHMARK = Benchmark("lead_inspect", __doc__, variants=(
     Variant("recipe-dagger", ("--arms", "recipe", "dagger"), "the recipe, then DAgger from it"),
     Variant("encoder-dagger", ("--arms", "encoder", "encoder-dagger", "encoder-dagger-8"),
             "the pretrained encoder, the recipe from it, then 4 and 8 DAgger rounds (about 1.5 hours)"),
+    Variant("panda", ("--robot-arm", "panda", "--arms", "encoder", "encoder-dagger", "encoder-dagger-8"),
+            "the same encoder arms with the Panda, in its own folders and results file"),
 ), targets=TARGETS, common={"boards": (100, "boards per check and in the final evaluation"), "device": "auto",
                             "precision": "auto", "out": (None, "JSON output (a PNG beside it)")})
 
@@ -149,7 +157,7 @@ def bc_config(args, recipe: Recipe) -> BCConfig:
 
 def encoder_config(args) -> EncoderPretrainConfig:
     """The lead task's encoder pretraining: its views in the demos' cell, the policy's trunk and keypoints."""
-    return EncoderPretrainConfig(task=TASK, arm=ARM, difficulty=DIFFICULTY, image_size=IMAGE_SIZE,
+    return EncoderPretrainConfig(task=TASK, arm=args.robot_arm, difficulty=DIFFICULTY, image_size=IMAGE_SIZE,
                                  run_dir=str(args.root / "encoder"), device=args.device, precision=args.precision,
                                  **ENCODER)
 
@@ -182,7 +190,7 @@ def verdict_on_targets(final: dict) -> dict:
     return {**met, "met": all(met.values())}
 
 
-def plot(arms: dict, path: Path) -> None:
+def plot(arms: dict, path: Path, robot_arm: str) -> None:
     """Success against wall-clock seconds: each arm's checks (held-out boards) and its last policy (fresh boards)."""
     with png_figure(path) as ax:
         colours = ("tab:grey", "tab:green", "tab:blue", "tab:orange", "tab:red", "tab:purple")
@@ -199,15 +207,29 @@ def plot(arms: dict, path: Path) -> None:
                         label=f"{name}: last policy, 100 fresh boards")
         ax.axhline(TARGETS["last_policy_success_min"], color="grey", linestyle="--", linewidth=1, label="target 90%")
         ax.set(xlabel="wall-clock seconds (collection included)", ylabel="strict success", ylim=(0, 1.02),
-               title="lead-inspect, ur5e_like, default boards")
+               title=f"lead-inspect, {robot_arm}, default boards")
         ax.legend(loc="upper left", fontsize=7)
 
 
 def options(parser) -> None:
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="arms to run in this part")
     parser.add_argument("--episodes", type=int, default=1200, help="demonstrations")
-    parser.add_argument("--data", type=Path, default=Path("data/demos-lead"), help="demo folder (reused)")
-    parser.add_argument("--root", type=Path, default=Path("runs/lead-inspect"), help="the arms' run folders")
+    parser.add_argument("--robot-arm", choices=list(ROBOT_ARMS), default=ARM, help="the robot arm of every stage")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="demo folder (reused; default data/demos-lead, -ARM for another robot arm)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="the arms' run folders (default runs/lead-inspect, -ARM for another robot arm)")
+
+
+def with_folders(args):
+    """``args`` with the robot arm's own demo folder, run root and results file where none was given: one arm's
+    runs never continue another's."""
+    suffix = "" if args.robot_arm == ARM else f"-{args.robot_arm}"
+    args.data = args.data or Path(f"data/demos-lead{suffix}")
+    args.root = args.root or Path(f"runs/lead-inspect{suffix}")
+    if args.out == RESULTS_DIR / "lead_inspect.json" and suffix:
+        args.out = RESULTS_DIR / f"lead_inspect_{args.robot_arm.replace('-', '_')}.json"
+    return args
 
 
 def earlier_arms(path: Path) -> tuple[dict, dict]:
@@ -271,13 +293,14 @@ def run_arm(name: str, args, stages: Stages) -> dict | None:
 
 
 def run(args) -> dict:
+    args = with_folders(args)
     args.root.mkdir(parents=True, exist_ok=True)
     stages = Stages(args.root / "stages.json")
     device = resolve_device(args.device)
     kept, kept_from = earlier_arms(args.out)
 
     collect = CollectConfig(out=str(args.data), episodes=args.episodes, difficulty=DIFFICULTY, image_size=IMAGE_SIZE,
-                            seed=0, arm=ARM, task=TASK)
+                            seed=0, arm=args.robot_arm, task=TASK)
     stages.run("collect", lambda: collect_demos(collect), done=(args.data / "meta.json").is_file())
     dataset = DemoDataset.open(args.data)
 
@@ -298,11 +321,11 @@ def run(args) -> dict:
              "target met": a["targets"]["met"]} for name, a in arms.items() if a["status"] == "done"]
     if rows:
         print(markdown_table(rows))
-    plot(arms, args.out.with_suffix(".png"))
+    plot(arms, args.out.with_suffix(".png"), args.robot_arm)
     # Stages measured in earlier parts whose folders are gone stay on record beside this part's.
     all_stages = {**kept_from.get("stages", {}), **stages.stages}
     return {
-        "precision": describe(args.precision, device), "task": TASK, "arm": ARM, "difficulty": DIFFICULTY,
+        "precision": describe(args.precision, device), "task": TASK, "arm": args.robot_arm, "difficulty": DIFFICULTY,
         "image_size": IMAGE_SIZE, "demos": {"episodes": len(dataset.episodes), "frames": dataset.frames},
         "arms": arms, "stages": all_stages,
         "note": "checks are placed on the wall-clock axis by epoch (BC) or round (DAgger) within their stage's "

@@ -28,9 +28,10 @@ from robot_rl.finetune import trainer
 from robot_rl.io import atomic_path
 from robot_rl.options import resolve_device
 from robot_rl.pipeline import DAGGER_STAGES as PIPELINE_DAGGER_STAGES
+from robot_rl.pipeline import ENCODER_STAGES as PIPELINE_ENCODER_STAGES
 from robot_rl.pipeline import PRESETS as PIPELINE_PRESETS
 from robot_rl.policy_io import load_actor
-from robot_rl.pretrain import dagger
+from robot_rl.pretrain import dagger, encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.run_folder import RunFolder
@@ -101,6 +102,16 @@ PRESETS = {
                     eval_every=1, eval_episodes=100, critic_warmup=2, checkpoint_every=2, shaping=1.0),
         "bc_frames": 131_072,
     },
+}
+# The quick pipeline's lead-task start: lead-dagger's demos (the same folder), BC from an encoder pretrained on
+# labelled views of the demos' cell (the pipeline's quick encoder stage), then its DAgger stage; PPO as in few.
+_LEAD_DEMOS = PRESETS["lead-dagger"]["demos"]
+PRESETS["lead-encoder"] = {
+    **_few_demo_recipe(_LEAD_DEMOS.out, "runs/bench-lead-encoder/bc", task="lead-inspect"),
+    "encoder": replace(PIPELINE_ENCODER_STAGES["quick"], task=_LEAD_DEMOS.task, arm=_LEAD_DEMOS.arm,
+                       difficulty=_LEAD_DEMOS.difficulty, image_size=_LEAD_DEMOS.image_size,
+                       randomization=_LEAD_DEMOS.randomization),
+    "dagger": PRESETS["lead-dagger"]["dagger"],
 }
 # lead-dagger's start (its demos, BC and DAgger folders), then PPO on a residual of the frozen policy's pose
 # (finetune --residual-scale) instead of its heads, the verdict left as DAgger taught it; PPO folders of its own.
@@ -287,13 +298,19 @@ def with_precision(preset: dict, precision: str) -> dict:
 
 
 def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
-    """The few-demo demonstrations and BC run of ``preset``, then its DAgger rounds if it has them (each reused when
-    already there); returns the run folder PPO starts from and the BC config."""
+    """The few-demo demonstrations, the encoder pretraining if ``preset`` has it (in ``encoder`` beside the BC
+    folder, loaded by BC), the BC run, then its DAgger rounds if it has them (each reused when already there);
+    returns the run folder PPO starts from and the BC config."""
     demos = preset["demos"]
     if not (Path(demos.out) / "meta.json").is_file():
         collect_demos(demos, progress=False)
     bc_dir = Path(preset["bc"].run_dir)
     bc_config = replace(preset["bc"], data=demos.out, device=device)
+    if "encoder" in preset:
+        encoder = replace(preset["encoder"], run_dir=str(bc_dir.parent / "encoder"), device=device,
+                          precision=bc_config.precision)
+        encoder_pretrain.ensure_trained(encoder, progress=False)
+        bc_config = replace(bc_config, encoder_weights=encoder.run_dir)
     ensure_trained(bc_config, progress=False)
     if "dagger" in preset:  # PPO then starts from the policy DAgger ends with
         config = replace(preset["dagger"], init=str(bc_dir), run_dir=str(bc_dir.parent / "dagger"), device=device,

@@ -113,3 +113,18 @@ def test_the_few_preset_is_the_quick_pipeline_recipe():
     assert (few["bc"].epochs, few["bc"].batch_size) == (quick.pretrain.epochs, quick.pretrain.batch_size)
     assert few["bc_frames"] == quick.finetune.total_frames
     assert all(getattr(quick.finetune, name) == value for name, value in few["ppo"].items())
+
+
+def test_the_lead_encoder_preset_is_the_quick_lead_pipeline():
+    from protocols import PRESETS
+
+    from robot_rl.configs import PipelineConfig
+    from robot_rl.pipeline import for_options
+
+    lead, _ = for_options(PipelineConfig(preset="quick", task="lead-inspect"))
+    bench = PRESETS["lead-encoder"]
+    same = ("task", "arm", "difficulty", "image_size", "randomization", "views", "epochs")
+    assert {k: getattr(bench["encoder"], k) for k in same} == {k: getattr(lead.encoder, k) for k in same}
+    assert (bench["demos"].task, bench["demos"].episodes) == (lead.collect.task, lead.collect.episodes)
+    assert (bench["dagger"].rounds, bench["dagger"].episodes_per_round) == (lead.dagger.rounds,
+                                                                             lead.dagger.episodes_per_round)
