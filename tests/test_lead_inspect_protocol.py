@@ -1,5 +1,5 @@
 """The lead-task benchmark's protocol: which DAgger runs make up an arm, how a continued run starts, and that a
-rewrite keeps the arms it did not rerun."""
+rewrite keeps the arms it did not rerun, and another robot arm's own folders."""
 
 from __future__ import annotations
 
@@ -50,3 +50,17 @@ def test_a_rewrite_keeps_the_arms_it_did_not_rerun(tmp_path):
     arms, source = lead_inspect.earlier_arms(path)
     assert arms == {"dagger": record}
     assert source == {"date": "2026-12-02", "commit": "abc1234", "stages": {"collect": {"seconds": 1.0}}}
+
+
+def test_another_robot_arm_gets_its_own_demos_runs_and_results_file():
+    parser = lead_inspect.BENCHMARK.parser()
+    lead_inspect.BENCHMARK.add_common(parser)
+    lead_inspect.options(parser)
+    built_in = lead_inspect.with_folders(parser.parse_args([]))
+    assert (built_in.data, built_in.root) == (Path("data/demos-lead"), Path("runs/lead-inspect"))
+    assert built_in.out.name == "lead_inspect.json"
+    panda = lead_inspect.with_folders(parser.parse_args(["--robot-arm", "panda"]))
+    assert (panda.data, panda.root) == (Path("data/demos-lead-panda"), Path("runs/lead-inspect-panda"))
+    assert panda.out.name == "lead_inspect_panda.json"
+    chosen = lead_inspect.with_folders(parser.parse_args(["--robot-arm", "panda", "--out", "x.json", "--root", "r"]))
+    assert (chosen.out, chosen.root) == (Path("x.json"), Path("r"))
