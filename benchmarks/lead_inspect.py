@@ -177,11 +177,16 @@ def dagger_config(args, name: str, bc_dir: Path) -> DAggerConfig:
 
 def last_on_fresh_boards(run_dir: Path, checkpoint: Path, boards: int, device: str, precision: str) -> dict:
     """The last policy on ``boards`` fresh boards (``evaluate``'s own seeds), its report kept in ``run_dir`` (and
-    read back from there when it exists)."""
+    read back from there when it exists), with the episodes that collided or failed: a per-episode target
+    (collision steps) can hang on one board."""
     report = run_dir / "eval-fresh-last" / "report.json"
-    result = (json.loads(report.read_text()) if report.is_file() else
-              evaluate_fresh(checkpoint, boards, report.parent, device=device, precision=precision))
-    return {"checkpoint": str(checkpoint), "seeds": result["info"]["seeds"], **final_metrics(result["metrics"])}
+    if not report.is_file():
+        evaluate_fresh(checkpoint, boards, report.parent, device=device, precision=precision)
+    result = json.loads(report.read_text())
+    faults = [{k: episode[k] for k in ("episode_seed", "success", "collision_steps", "timed_out", "guess")}
+              for episode in result["episodes"] if episode["collision_steps"] or not episode["success"]]
+    return {"checkpoint": str(checkpoint), "seeds": result["info"]["seeds"], **final_metrics(result["metrics"]),
+            "episodes_at_fault": faults}
 
 
 def verdict_on_targets(final: dict) -> dict:
