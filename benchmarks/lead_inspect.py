@@ -238,12 +238,15 @@ def with_folders(args):
 
 
 def earlier_arms(path: Path) -> tuple[dict, dict]:
-    """The arms the results file at ``path`` holds (and where they came from), to keep those not rerun."""
+    """The arms the results file at ``path`` holds, each with the date and commit it was measured at
+    (``kept_from``: its own when an earlier rewrite kept it too, else the file's), and the file's stages, to keep
+    those not rerun."""
     if not path.is_file():
         return {}, {}
     earlier = read_results(path)
-    return earlier["arms"], {"date": earlier.get("date"), "commit": earlier.get("commit"),
-                             "stages": earlier.get("stages", {})}
+    source = {"date": earlier.get("date"), "commit": earlier.get("commit")}
+    arms = {name: {**arm, "kept_from": arm.get("kept_from") or source} for name, arm in earlier["arms"].items()}
+    return arms, {**source, "stages": earlier.get("stages", {})}
 
 
 def run_arm(name: str, args, stages: Stages) -> dict | None:
@@ -313,7 +316,7 @@ def run(args) -> dict:
     for name, recipe in RECIPES.items():
         arm = run_arm(name, args, stages)
         if arm is None and kept.get(name, {}).get("status") == "done":
-            arm = {**kept[name], "kept_from": {k: kept_from[k] for k in ("date", "commit")}}
+            arm = kept[name]
         arms[name] = arm or {"status": "not run yet"}
         arms[name]["config"] = {"epochs": recipe.epochs, "eval_every": recipe.eval_every,
                                 **({"encoder": ENCODER} if recipe.encoder else {}),

@@ -45,10 +45,12 @@ def test_a_rewrite_keeps_the_arms_it_did_not_rerun(tmp_path):
     path = tmp_path / "lead_inspect.json"
     assert lead_inspect.earlier_arms(path) == ({}, {})
     record = {"status": "done", "final": {"success_rate": 0.5}}
+    older = {**record, "kept_from": {"date": "2026-12-01", "commit": "0ld0ne0"}}  # kept by an earlier rewrite
     path.write_text(json.dumps({"benchmark": "lead_inspect", "date": "2026-12-02", "commit": "abc1234",
-                                "metrics": {"arms": {"dagger": record}, "stages": {"collect": {"seconds": 1.0}}}}))
+                                "metrics": {"arms": {"dagger": record, "recipe": older},
+                                            "stages": {"collect": {"seconds": 1.0}}}}))
     arms, source = lead_inspect.earlier_arms(path)
-    assert arms == {"dagger": record}
+    assert arms == {"dagger": {**record, "kept_from": {"date": "2026-12-02", "commit": "abc1234"}}, "recipe": older}
     assert source == {"date": "2026-12-02", "commit": "abc1234", "stages": {"collect": {"seconds": 1.0}}}
 
 
