@@ -79,6 +79,9 @@ bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/lead_inspect.py --variant all
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-dagger-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-residual-bc
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-bc
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-residual-bc
+	$(BIN)/python benchmarks/lead_inspect.py --variant panda
 	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone
 	$(BIN)/python benchmarks/lerobot_validation.py --variant all
 

@@ -76,6 +76,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the same start, PPO on a bounded residual of the frozen policy's pose (ResiP), 3 seeds"),
     Variant("lead-encoder-bc", ("--preset", "lead-encoder", "--arms", "bc"),
             "the quick pipeline's lead start (pretrained encoder, BC, 2 DAgger rounds), then PPO; 3 seeds"),
+    Variant("lead-encoder-residual-bc", ("--preset", "lead-encoder-residual", "--arms", "bc"),
+            "that start, PPO on a bounded residual of the frozen policy's pose; 3 seeds"),
     Variant("gpu", ("--preset", "gpu"), "224x224, larger budgets, for a CUDA machine"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device"),
            "precision": ("auto", "the encoder's precision (fp32 or bf16: folders and results file of their own)")})

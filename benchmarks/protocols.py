@@ -117,6 +117,9 @@ PRESETS["lead-encoder"] = {
 # (finetune --residual-scale) instead of its heads, the verdict left as DAgger taught it; PPO folders of its own.
 PRESETS["lead-residual"] = {**PRESETS["lead-dagger"], "ppo": {**PRESETS["lead-dagger"]["ppo"], "residual_scale": 0.1},
                             "ppo_root": "runs/bench-lead-residual"}
+# The same with lead-encoder's start (its encoder, BC and DAgger folders).
+PRESETS["lead-encoder-residual"] = {**PRESETS["lead-encoder"], "ppo_root": "runs/bench-lead-encoder-residual",
+                                    "ppo": {**PRESETS["lead-encoder"]["ppo"], "residual_scale": 0.1}}
 
 
 def threshold_rule(start: float) -> float:
