@@ -6,7 +6,8 @@ The protocol, fixed in this file before any run:
   own: ``data/demos-lead-ARM``, ``runs/lead-inspect-ARM``, ``results/lead_inspect_ARM.json``), ``default``
   difficulty, 84x84, no randomization; one demo folder of ``--episodes`` expert demonstrations (seed 0) shared by
   every arm;
-- arm ``recipe``: the README's BC recipe as it is (6 epochs, batch 64, closed-loop checks every 2 epochs);
+- arm ``recipe``: the README's BC recipe as it is (6 epochs, batch 64, closed-loop checks every 2 epochs), with the
+  options a robot arm needs besides (``ARM_BC_OPTIONS``: the Panda's answer timing);
 - arm ``bc-longer``: the same BC trained 3x as long (18 epochs, checks every 6);
 - arm ``dagger``: ``robot-rl dagger`` from the recipe's last policy: 4 rounds of 200 rollout episodes, beta 0.5 halving
   per round, 2 BC epochs on the aggregate per round (about as many BC samples as ``bc-longer``'s extra epochs);
@@ -68,6 +69,11 @@ DAGGER = {"rounds": 4, "episodes_per_round": 200, "epochs_per_round": 2, "beta":
 # The full pipeline preset's encoder stage (one place for its numbers), in the demos' cell: no randomization.
 ENCODER = {"views": PIPELINE_ENCODER_STAGES["full"].views, "epochs": PIPELINE_ENCODER_STAGES["full"].epochs,
            "randomization": "none"}
+# BC options a robot arm needs beyond the recipe. The Panda is still settling when it reaches a view and its expert
+# answers only at rest, so its demos hold about twelve "continue" frames per verdict at the board: from the joint
+# angles alone BC never answers; reading the joint velocities (scaled by the demos) with the balanced
+# answer-now-or-wait loss it reaches 100% on the PCB task (benchmarks/results/bc_quality_panda_timing_only.json).
+ARM_BC_OPTIONS = {"panda": {"joint_velocities": True, "joint_scaling": "demos", "timing_weight": 10.0}}
 TARGETS = {"last_policy_success_min": 0.90, "collisions_per_episode_max": 0.1, "fresh_boards": 100}
 
 
@@ -148,11 +154,12 @@ class Stages:
 
 
 def bc_config(args, recipe: Recipe) -> BCConfig:
-    """The README's BC recipe (batch 64) on the lead demos, as ``recipe`` says, in ``--root``."""
+    """The README's BC recipe (batch 64) on the lead demos, as ``recipe`` says, in ``--root``, with the options
+    the robot arm needs (``ARM_BC_OPTIONS``)."""
     encoder = {"encoder_weights": str(args.root / "encoder")} if recipe.encoder else {}
     return BCConfig(data=str(args.data), run_dir=str(args.root / recipe.bc_run), epochs=recipe.epochs, batch_size=64,
                     eval_every=recipe.eval_every, eval_episodes=args.boards, device=args.device,
-                    precision=args.precision, **encoder)
+                    precision=args.precision, **encoder, **ARM_BC_OPTIONS.get(args.robot_arm, {}))
 
 
 def encoder_config(args) -> EncoderPretrainConfig:
@@ -319,6 +326,7 @@ def run(args) -> dict:
             arm = kept[name]
         arms[name] = arm or {"status": "not run yet"}
         arms[name]["config"] = {"epochs": recipe.epochs, "eval_every": recipe.eval_every,
+                                **ARM_BC_OPTIONS.get(args.robot_arm, {}),
                                 **({"encoder": ENCODER} if recipe.encoder else {}),
                                 **({"dagger": DAGGER} if recipe.dagger else {}),
                                 **({"continues": recipe.after} if recipe.after else {})}
