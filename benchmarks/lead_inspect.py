@@ -55,6 +55,7 @@ from robot_rl.envs.arms import ARMS as ROBOT_ARMS
 from robot_rl.errors import RunStopped
 from robot_rl.io import write_json
 from robot_rl.options import resolve_device
+from robot_rl.pipeline import ARM_BC_OPTIONS
 from robot_rl.pipeline import ENCODER_STAGES as PIPELINE_ENCODER_STAGES
 from robot_rl.precision import describe
 from robot_rl.pretrain import encoder_pretrain
@@ -69,11 +70,6 @@ DAGGER = {"rounds": 4, "episodes_per_round": 200, "epochs_per_round": 2, "beta":
 # The full pipeline preset's encoder stage (one place for its numbers), in the demos' cell: no randomization.
 ENCODER = {"views": PIPELINE_ENCODER_STAGES["full"].views, "epochs": PIPELINE_ENCODER_STAGES["full"].epochs,
            "randomization": "none"}
-# BC options a robot arm needs beyond the recipe. The Panda is still settling when it reaches a view and its expert
-# answers only at rest, so its demos hold about twelve "continue" frames per verdict at the board: from the joint
-# angles alone BC never answers; reading the joint velocities (scaled by the demos) with the balanced
-# answer-now-or-wait loss it reaches 100% on the PCB task (benchmarks/results/bc_quality_panda_timing_only.json).
-ARM_BC_OPTIONS = {"panda": {"joint_velocities": True, "joint_scaling": "demos", "timing_weight": 10.0}}
 TARGETS = {"last_policy_success_min": 0.90, "collisions_per_episode_max": 0.1, "fresh_boards": 100}
 
 

@@ -129,16 +129,24 @@ ENCODER_STAGES = {"quick": EncoderPretrainConfig(run_dir=ENCODER, views=10_000, 
                   "full": EncoderPretrainConfig(run_dir=ENCODER, views=20_000, epochs=8)}
 # The tasks whose BC (and DAgger) the pretrained encoder lifts (benchmarks/results/lead_inspect.json).
 ENCODER_PAYS = ("lead-inspect",)
+# BC options an arm needs beyond a preset's recipe (DAgger continues its BC's options, PPO its policy's). The Panda
+# is still settling when it reaches the board and its expert answers only at rest, so its demos hold about twelve
+# "continue" frames per verdict there: from the joint angles alone BC never answers; reading the joint velocities
+# (scaled by the demos) with the balanced answer-now-or-wait loss it reaches 100% on the PCB task
+# (benchmarks/results/bc_quality_panda_timing_only.json).
+ARM_BC_OPTIONS = {"panda": {"joint_velocities": True, "joint_scaling": "demos", "timing_weight": 10.0}}
 
 
 def for_options(config: PipelineConfig) -> tuple[Preset, str]:
-    """The preset ``config`` asks for, with its task, arm, DAgger stage and checkpoint kind, and the root it writes
-    ('' = runs/pipeline-PRESET, plus -TASK and -ARM for another task or arm than the defaults)."""
+    """The preset ``config`` asks for, with its task, arm (and the BC options it needs), DAgger stage and checkpoint
+    kind, and the root it writes ('' = runs/pipeline-PRESET, plus -TASK and -ARM for another task or arm than the
+    defaults)."""
     preset, root = PRESETS[config.preset], f"runs/pipeline-{config.preset}"
     if config.task != DEFAULT_TASK:
         preset, root = preset.updated(collect={"task": config.task}), f"{root}-{config.task}"
     if config.arm != DEFAULT_ARM:
-        preset, root = preset.updated(collect={"arm": config.arm}), f"{root}-{Path(config.arm).stem}"
+        preset = preset.updated(collect={"arm": config.arm}, pretrain=ARM_BC_OPTIONS.get(config.arm, {}))
+        root = f"{root}-{Path(config.arm).stem}"
     if config.dagger == "on" or (config.dagger == "auto" and config.task in DAGGER_PAYS):
         preset = replace(preset, dagger=DAGGER_STAGES[config.preset])
     if config.encoder == "on" or (config.encoder == "auto" and config.task in ENCODER_PAYS):

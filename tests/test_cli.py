@@ -55,6 +55,9 @@ def test_pipeline_arm_goes_to_the_demos_and_names_the_default_root(monkeypatch):
     assert (panda.collect.arm, panda_root) == ("panda", "runs/pipeline-quick-panda")
     assert (full.collect.arm, full_root) == ("ur5e_like", "runs/pipeline-full")
     assert panda.options()["collect"]["arm"] == "panda"  # in preset.json: a root of another arm is refused
+    # The Panda's BC reads joint velocities and learns when to answer; the default arm keeps the recipe.
+    assert {k: getattr(panda.pretrain, k) for k in pipeline.ARM_BC_OPTIONS["panda"]} == pipeline.ARM_BC_OPTIONS["panda"]
+    assert (full.pretrain.joint_velocities, full.pretrain.timing_weight) == (False, 0.0)
 
 
 def test_pipeline_runs_dagger_where_it_pays_unless_told(monkeypatch):
