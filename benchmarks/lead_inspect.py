@@ -63,6 +63,7 @@ from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dagger import dagger, final_policy_run
 from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
 
 TASK, ARM, DIFFICULTY, IMAGE_SIZE = "lead-inspect", "ur5e_like", "default", 84
@@ -252,6 +253,14 @@ def earlier_arms(path: Path) -> tuple[dict, dict]:
     return arms, {**source, "stages": earlier.get("stages", {})}
 
 
+def in_progress(run_dir: Path) -> dict:
+    """An unfinished DAgger run's checks on held-out boards, round by round (round 0: its start)."""
+    logged = {name: dict(read_scalar(run_dir, f"dagger/{name}")) for name in
+              ("success_rate", "guesses", "collisions_per_episode", "aggregate_frames")}
+    return {"status": "in progress", "curve": [{"round": int(r), **{k: v[r] for k, v in logged.items() if r in v}}
+                                               for r in sorted(logged["success_rate"])]}
+
+
 def run_arm(name: str, args, stages: Stages) -> dict | None:
     """Trains (or reuses) the arm ``name`` and evaluates its last policy; None when it is not run and has no
     folder. Its wall time counts the collection, the encoder pretraining it starts from, its BC and DAgger."""
@@ -273,7 +282,8 @@ def run_arm(name: str, args, stages: Stages) -> dict | None:
                    None if finished else dagger(config, progress=False), done=finished)
     run_dir = args.root / name if recipe.dagger else bc_dir
     if not (run_dir / "summary.json").is_file():
-        return None
+        # A DAgger run stopped between rounds (to continue later): its checks so far, from its log.
+        return in_progress(run_dir) if recipe.dagger and (run_dir / "logs").is_dir() else None
     summary = json.loads((run_dir / "summary.json").read_text())
     checkpoint = Path(summary["policy"]) if recipe.dagger else bc_dir / "checkpoints" / "last.pt"
     final = stages.run(f"evaluate:{name}", lambda: last_on_fresh_boards(run_dir, checkpoint, args.boards,

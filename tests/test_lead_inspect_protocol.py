@@ -66,3 +66,15 @@ def test_another_robot_arm_gets_its_own_demos_runs_and_results_file():
     assert panda.out.name == "lead_inspect_panda.json"
     chosen = lead_inspect.with_folders(parser.parse_args(["--robot-arm", "panda", "--out", "x.json", "--root", "r"]))
     assert (chosen.out, chosen.root) == (Path("x.json"), Path("r"))
+
+
+def test_a_dagger_run_stopped_between_rounds_reports_its_checks_so_far(tmp_path):
+    scalars = tmp_path / "logs" / "scalars" / "dagger"
+    scalars.mkdir(parents=True)
+    for name, values in {"success_rate": (0.2, 0.4), "guesses": (3, 1), "collisions_per_episode": (9.5, 4.0),
+                         "aggregate_frames": (1000, 2000)}.items():
+        (scalars / f"{name}.csv").write_text("".join(f"{step},{value}\n" for step, value in enumerate(values)))
+    report = lead_inspect.in_progress(tmp_path)
+    assert report["status"] == "in progress"
+    assert [(c["round"], c["success_rate"], c["aggregate_frames"]) for c in report["curve"]] == [
+        (0, 0.2, 1000), (1, 0.4, 2000)]
