@@ -47,7 +47,6 @@ from pathlib import Path
 
 from harness import Benchmark, Variant
 from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
-
 from results_file import RESULTS_DIR, read_results
 
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretrainConfig

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
-from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig, FinetuneConfig
+from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig, FinetuneConfig, PipelineConfig
 from robot_rl.envs import keys
 from robot_rl.episodes import wilson_interval
 from robot_rl.evaluate import evaluate
@@ -28,8 +28,8 @@ from robot_rl.finetune import trainer
 from robot_rl.io import atomic_path
 from robot_rl.options import resolve_device
 from robot_rl.pipeline import DAGGER_STAGES as PIPELINE_DAGGER_STAGES
-from robot_rl.pipeline import ENCODER_STAGES as PIPELINE_ENCODER_STAGES
 from robot_rl.pipeline import PRESETS as PIPELINE_PRESETS
+from robot_rl.pipeline import for_options as pipeline_for_options
 from robot_rl.policy_io import load_actor
 from robot_rl.pretrain import dagger, encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
@@ -104,13 +104,11 @@ PRESETS = {
     },
 }
 # The quick pipeline's lead-task start: lead-dagger's demos (the same folder), BC from an encoder pretrained on
-# labelled views of the demos' cell (the pipeline's quick encoder stage), then its DAgger stage; PPO as in few.
-_LEAD_DEMOS = PRESETS["lead-dagger"]["demos"]
+# labelled views of the demos' cell (the encoder stage the pipeline itself builds for the task), then lead-dagger's
+# DAgger stage; PPO as in few.
 PRESETS["lead-encoder"] = {
-    **_few_demo_recipe(_LEAD_DEMOS.out, "runs/bench-lead-encoder/bc", task="lead-inspect"),
-    "encoder": replace(PIPELINE_ENCODER_STAGES["quick"], task=_LEAD_DEMOS.task, arm=_LEAD_DEMOS.arm,
-                       difficulty=_LEAD_DEMOS.difficulty, image_size=_LEAD_DEMOS.image_size,
-                       randomization=_LEAD_DEMOS.randomization),
+    **_few_demo_recipe(PRESETS["lead-dagger"]["demos"].out, "runs/bench-lead-encoder/bc", task="lead-inspect"),
+    "encoder": pipeline_for_options(PipelineConfig(preset="quick", task="lead-inspect"))[0].encoder,
     "dagger": PRESETS["lead-dagger"]["dagger"],
 }
 # lead-dagger's start (its demos, BC and DAgger folders), then PPO on a residual of the frozen policy's pose
