@@ -259,10 +259,10 @@ class BCRun(TrainingRun):
         metrics["train/epoch"] = self.epoch
         self.logger.log(metrics, step=self.step)
         checkpoint = self.checkpoint()
-        if due and last_eval["success_rate"] > self.best_success:
+        improved = due and last_eval["success_rate"] > self.best_success
+        if improved:
             self.best_success = checkpoint["best_success"] = last_eval["success_rate"]
-            self.folder.save(checkpoint, best=True)
-        self.folder.save(checkpoint)
+        self.folder.save(checkpoint, best=improved, last_too=True)
         if progress:
             shown = {k: round(v, 4) for k, v in metrics.items()
                      if k.startswith(("val/loss", "eval/")) and v is not None}

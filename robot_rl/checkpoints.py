@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pickle
 import random
 import shutil
@@ -66,6 +67,19 @@ def save_checkpoint(path: str | Path, payload: dict) -> None:
         if shutil.disk_usage(folder).free < needed + (needed >> 4) + 2**20:
             raise NoSpaceLeft(folder, needed) from None
         raise
+
+
+def link_checkpoint(source: str | Path, target: str | Path) -> None:
+    """Makes ``target`` a second name of the checkpoint file ``source`` (a hard link, renamed into place), so
+    two checkpoints with the same contents take the room of one; a copy where the filesystem has no hard links.
+    Safe because every checkpoint write renames a new file into place: writing ``source`` again later leaves
+    ``target`` holding what it held."""
+    with atomic_path(target) as tmp:
+        tmp.unlink()
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
 
 
 def _tensor_bytes(value: Any) -> int:

@@ -43,7 +43,15 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from robot_rl.checkpoints import CHECKPOINT_DIR, CONFIG_FILE, load_checkpoint, load_config, save_checkpoint, save_config
+from robot_rl.checkpoints import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    link_checkpoint,
+    load_checkpoint,
+    load_config,
+    save_checkpoint,
+    save_config,
+)
 from robot_rl.errors import Interrupted, RunStopped, UsageError
 from robot_rl.io import remove_orphaned_temporaries, write_json
 from robot_rl.locks import exclusive
@@ -102,9 +110,13 @@ class RunFolder:
         config = load_config(self.path / CONFIG_FILE, config_cls)
         return dataclasses.replace(config, run_dir=str(self.path)) if hasattr(config, "run_dir") else config
 
-    def save(self, payload: dict, best: bool = False) -> None:
-        """Writes ``last.pt`` (or ``best.pt``)."""
+    def save(self, payload: dict, best: bool = False, last_too: bool = False) -> None:
+        """Writes ``last.pt`` (or ``best.pt``). ``best`` and ``last_too``: ``last.pt`` then becomes a second name
+        of the new ``best.pt`` (one file on disk instead of two copies of the same weights); a kill between the
+        two leaves ``last.pt`` one step behind, which a resumed run redoes."""
         save_checkpoint(self.checkpoint("best" if best else "last"), payload)
+        if best and last_too:
+            link_checkpoint(self.checkpoint("best"), self.checkpoint("last"))
 
     def load_last(self, map_location: str | torch.device = "cpu") -> dict:
         """``last.pt``, for a resumed run; removes what writes killed in the folder left behind first."""

@@ -118,6 +118,21 @@ def test_checkpoints_are_complete(demos_dir, tmp_path):
     assert summary["final_eval"]["episodes"] == 1
 
 
+def test_best_and_last_are_one_file_until_a_later_epoch_falls_behind(demos_dir, tmp_path, monkeypatch):
+    """Where the latest check is the best, best.pt and last.pt are one file on disk (no second copy of the
+    weights); a later, worse epoch's last.pt leaves best.pt as it was."""
+    successes, real = iter([0.5, 0.0]), bc.BCRun.closed_loop
+    monkeypatch.setattr(bc.BCRun, "closed_loop", lambda self: {**real(self), "success_rate": next(successes)})
+    run_dir = tmp_path / "run"
+    best, last = run_dir / "checkpoints" / "best.pt", run_dir / "checkpoints" / "last.pt"
+    bc.BCRun(small_config(demos_dir, run_dir, eval_every=1)).run(progress=False, until=1)
+    assert best.samefile(last) and load_checkpoint(best)["best_success"] == 0.5
+    bc.resume(run_dir, progress=False)
+    assert not best.samefile(last)
+    assert load_checkpoint(best)["epoch"] == 1 and load_checkpoint(last)["epoch"] == 2
+    assert load_checkpoint(last)["best_success"] == 0.5
+
+
 def test_a_run_folder_is_not_overwritten(demos_dir, tmp_path):
     bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1), progress=False)
     with pytest.raises(UsageError, match="already holds a finished run"):
