@@ -6,7 +6,8 @@
       config.json            the resolved options (a resumed run continues with these)
       checkpoints/last.pt    written before the first step, every epoch (BC) / every few iterations (PPO), at
                              the end and on Ctrl-C: what --resume continues from
-      checkpoints/best.pt    the policy of the best held-out closed-loop check so far
+      checkpoints/best.pt    the policy of the best held-out closed-loop check so far (BC: the same file as
+                             last.pt, a hard link, while the latest check is the best)
       logs/                  scalars (CSV always; TensorBoard, W&B or MLflow with --logger), through TorchRL's loggers
       demos/                 BC on a LeRobot dataset: the demos read into robot_rl's format (reused on resume)
       summary.json           written when the run has finished; a folder without it is unfinished

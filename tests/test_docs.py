@@ -122,6 +122,26 @@ def _lead_inspect(arms: dict) -> dict:
             "arms": arms, "stage_seconds": {}}
 
 
+def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
+    results = render_docs.load_results()
+    perception = dict(results["perception"])
+    suite = [dict(row, success_rate=0.96 if row["shift"] == "none" else 0.5, success_ci95=[0.4, 0.6])
+             for row in results["robustness_surfaces"]["arms"]["surfaces-12-epochs"]["suite"]]
+    perception.update(
+        encoder={"views": 20000, "epochs": 8, "wall_s": 900.0, "final_val": {}, "views_per_s": 340.0},
+        arms={"encoder+recolour": {"suite": suite, "bc_wall_s": 3000.0, "extra_wall_s": 900.0,
+                                   "evaluate_wall_s": 1500.0, "epochs": 12}},
+        targets={"nominal_success": 0.95, "shift_success": 0.9},
+        verdicts={"encoder+recolour": {"nominal_met": True, "shifts_missed": ["blue_table"], "met": False}})
+    results["perception"] = perception
+    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    assert "| shift | `surfaces`, the 74% arm | `encoder+recolour` |" in text
+    assert "| `none` | 74% (" in text and "96% (40%-60%), " in text
+    assert "| `encoder+recolour` | 3,000 s | 900 s | 1,500 s | missed (1 of the shifts under 90%: blue_table) |" in text
+    assert "The equal-wall-time baseline has not been run yet" in text
+    assert "Not run yet: `baseline`, `encoder`, `recolour`" in text
+
+
 def test_own_task_example_runs(tmp_path):
     """The guide's complete task example, as written: the module, then the expert on it."""
     text = (DOCS / "guides" / "own-task.md").read_text()
