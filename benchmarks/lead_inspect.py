@@ -5,7 +5,8 @@ The protocol, fixed in this file before any run:
 - task ``lead-inspect``, arm ``ur5e_like`` (``--robot-arm``; another arm's demos, runs and results file are its
   own: ``data/demos-lead-ARM``, ``runs/lead-inspect-ARM``, ``results/lead_inspect_ARM.json``), ``default``
   difficulty, 84x84, no randomization; one demo folder of ``--episodes`` expert demonstrations (seed 0) shared by
-  every arm;
+  every arm and every training seed (``--seed``: the encoder's, BC's and DAgger's; another seed's runs and results
+  file are its own, ``-seedN``);
 - arm ``recipe``: the README's BC recipe as it is (6 epochs, batch 64, closed-loop checks every 2 epochs), with the
   options a robot arm needs besides (``ARM_BC_OPTIONS``: the Panda's answer timing);
 - arm ``bc-longer``: the same BC trained 3x as long (18 epochs, checks every 6);
@@ -34,6 +35,7 @@ an arm never run says so.
     python benchmarks/lead_inspect.py --arms recipe dagger # the recipe, then DAgger from it
     python benchmarks/lead_inspect.py --arms encoder-dagger  # the pretrained encoder, its BC, then DAgger
     python benchmarks/lead_inspect.py --variant panda      # the encoder arms with the Panda
+    python benchmarks/lead_inspect.py --seed 1 --arms encoder encoder-dagger encoder-dagger-8  # another seed
 """
 
 from __future__ import annotations
@@ -109,6 +111,9 @@ BENCHMARK = Benchmark("lead_inspect", __doc__, variants=(
             "the pretrained encoder, the recipe from it, then 4 and 8 DAgger rounds (about 1.5 hours)"),
     Variant("panda", ("--robot-arm", "panda", "--arms", "encoder", "encoder-dagger", "encoder-dagger-8"),
             "the same encoder arms with the Panda, in its own folders and results file"),
+    Variant("encoder-dagger-8-seed1", ("--seed", "1", "--arms", "encoder", "encoder-dagger", "encoder-dagger-8"),
+            "the encoder arms again with training seed 1 (the collision target hangs on one board of 100; about "
+            "2 hours)"),
 ), targets=TARGETS, common={"boards": (100, "boards per check and in the final evaluation"), "device": "auto",
                             "precision": "auto", "out": (None, "JSON output (a PNG beside it)")})
 
@@ -155,14 +160,14 @@ def bc_config(args, recipe: Recipe) -> BCConfig:
     encoder = {"encoder_weights": str(args.root / "encoder")} if recipe.encoder else {}
     return BCConfig(data=str(args.data), run_dir=str(args.root / recipe.bc_run), epochs=recipe.epochs, batch_size=64,
                     eval_every=recipe.eval_every, eval_episodes=args.boards, device=args.device,
-                    precision=args.precision, **encoder, **ARM_BC_OPTIONS.get(args.robot_arm, {}))
+                    precision=args.precision, seed=args.seed, **encoder, **ARM_BC_OPTIONS.get(args.robot_arm, {}))
 
 
 def encoder_config(args) -> EncoderPretrainConfig:
     """The lead task's encoder pretraining: its views in the demos' cell, the policy's trunk and keypoints."""
     return EncoderPretrainConfig(task=TASK, arm=args.robot_arm, difficulty=DIFFICULTY, image_size=IMAGE_SIZE,
                                  run_dir=str(args.root / "encoder"), device=args.device, precision=args.precision,
-                                 **ENCODER)
+                                 seed=args.seed, **ENCODER)
 
 
 def dagger_config(args, name: str, bc_dir: Path) -> DAggerConfig:
@@ -174,7 +179,7 @@ def dagger_config(args, name: str, bc_dir: Path) -> DAggerConfig:
         init = final_policy_run(json.loads((args.root / earlier[-1] / "summary.json").read_text()))
     beta = DAGGER["beta"] * DAGGER["beta_decay"] ** (DAGGER["rounds"] * len(earlier))
     return DAggerConfig(init=str(init), checkpoint_kind="last", run_dir=str(args.root / name),
-                        eval_episodes=args.boards, device=args.device, precision=args.precision,
+                        eval_episodes=args.boards, device=args.device, precision=args.precision, seed=args.seed,
                         **{**DAGGER, "beta": beta})
 
 
@@ -227,16 +232,20 @@ def options(parser) -> None:
                         help="demo folder (reused; default data/demos-lead, -ARM for another robot arm)")
     parser.add_argument("--root", type=Path, default=None,
                         help="the arms' run folders (default runs/lead-inspect, -ARM for another robot arm)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="training seed of every arm (encoder, BC, DAgger); the demos and the fresh boards stay "
+                             "the same. Another seed has its own run folders and results file (-seedN)")
 
 
 def with_folders(args):
     """``args`` with the robot arm's own demo folder, run root and results file where none was given: one arm's
-    runs never continue another's."""
+    runs never continue another's, nor one seed's another's (the demos are shared by the seeds)."""
     suffix = "" if args.robot_arm == ARM else f"-{args.robot_arm}"
+    seed = f"-seed{args.seed}" if args.seed else ""
     args.data = args.data or Path(f"data/demos-lead{suffix}")
-    args.root = args.root or Path(f"runs/lead-inspect{suffix}")
-    if args.out == RESULTS_DIR / "lead_inspect.json" and suffix:
-        args.out = RESULTS_DIR / f"lead_inspect_{args.robot_arm.replace('-', '_')}.json"
+    args.root = args.root or Path(f"runs/lead-inspect{suffix}{seed}")
+    if args.out == RESULTS_DIR / "lead_inspect.json" and (suffix or seed):
+        args.out = RESULTS_DIR / f"lead_inspect{suffix}{seed}.json".replace("-", "_")
     return args
 
 

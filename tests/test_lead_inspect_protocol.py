@@ -27,7 +27,7 @@ def test_each_arm_names_the_dagger_runs_it_is_made_of():
 
 
 def test_a_continued_dagger_run_starts_from_the_last_round_with_beta_halving_on(tmp_path):
-    args = Namespace(root=tmp_path, boards=10, device="cpu", precision="fp32")
+    args = Namespace(root=tmp_path, boards=10, device="cpu", precision="fp32", seed=0)
     last_round = tmp_path / "encoder-dagger" / "rounds" / "round-04"
     (tmp_path / "encoder-dagger").mkdir()
     (tmp_path / "encoder-dagger" / "summary.json").write_text(
@@ -66,6 +66,20 @@ def test_another_robot_arm_gets_its_own_demos_runs_and_results_file():
     assert panda.out.name == "lead_inspect_panda.json"
     chosen = lead_inspect.with_folders(parser.parse_args(["--robot-arm", "panda", "--out", "x.json", "--root", "r"]))
     assert (chosen.out, chosen.root) == (Path("x.json"), Path("r"))
+
+
+def test_another_training_seed_shares_the_demos_and_trains_every_stage_with_it_in_its_own_folders():
+    parser = lead_inspect.BENCHMARK.parser()
+    lead_inspect.BENCHMARK.add_common(parser)
+    lead_inspect.options(parser)
+    seed = lead_inspect.with_folders(parser.parse_args(["--seed", "1"]))
+    assert (seed.data, seed.root) == (Path("data/demos-lead"), Path("runs/lead-inspect-seed1"))
+    assert seed.out.name == "lead_inspect_seed1.json"
+    assert lead_inspect.with_folders(parser.parse_args(["--robot-arm", "panda", "--seed", "2"])).out.name == (
+        "lead_inspect_panda_seed2.json")
+    recipe = lead_inspect.RECIPES["encoder-dagger-8"]
+    assert lead_inspect.bc_config(seed, recipe).seed == lead_inspect.encoder_config(seed).seed == 1
+    assert lead_inspect.bc_config(seed, recipe).encoder_weights == "runs/lead-inspect-seed1/encoder"
 
 
 def test_a_dagger_run_stopped_between_rounds_reports_its_checks_so_far(tmp_path):
