@@ -269,6 +269,19 @@ def in_progress(run_dir: Path) -> dict:
                                                for r in sorted(logged["success_rate"])]}
 
 
+def with_earlier_record(arm: dict | None, earlier: dict, evaluated_before: bool) -> dict | None:
+    """An arm's record for the file: ``arm`` as this invocation read it, or ``earlier`` (the file's) where its
+    folders are gone (``arm`` None). An arm whose evaluation finished in an earlier part was measured then: it keeps
+    the date and commit ``earlier`` names."""
+    if earlier.get("status") != "done":
+        return arm
+    if arm is None:
+        return earlier
+    if arm["status"] == "done" and evaluated_before:
+        return {**arm, "kept_from": earlier["kept_from"]}
+    return arm
+
+
 def run_arm(name: str, args, stages: Stages) -> dict | None:
     """Trains (or reuses) the arm ``name`` and evaluates its last policy; None when it is not run and has no
     folder. Its wall time counts the collection, the encoder pretraining it starts from, its BC and DAgger."""
@@ -333,11 +346,11 @@ def run(args) -> dict:
     stages.run("collect", lambda: collect_demos(collect), done=(args.data / "meta.json").is_file())
     dataset = DemoDataset.open(args.data)
 
+    evaluated_before = {name for name, stage in stages.stages.items() if stage.get("finished")}
     arms: dict[str, dict] = {}
     for name, recipe in RECIPES.items():
-        arm = run_arm(name, args, stages)
-        if arm is None and kept.get(name, {}).get("status") == "done":
-            arm = kept[name]
+        arm = with_earlier_record(run_arm(name, args, stages), kept.get(name, {}),
+                                  f"evaluate:{name}" in evaluated_before)
         arms[name] = arm or {"status": "not run yet"}
         arms[name]["config"] = {"epochs": recipe.epochs, "eval_every": recipe.eval_every,
                                 **ARM_BC_OPTIONS.get(args.robot_arm, {}),

@@ -92,3 +92,13 @@ def test_a_dagger_run_stopped_between_rounds_reports_its_checks_so_far(tmp_path)
     assert report["status"] == "in progress"
     assert [(c["round"], c["success_rate"], c["aggregate_frames"]) for c in report["curve"]] == [
         (0, 0.2, 1000), (1, 0.4, 2000)]
+
+
+def test_an_arm_measured_in_an_earlier_part_keeps_the_date_and_commit_it_was_measured_at():
+    earlier = {"status": "done", "final": {"success_rate": 0.98}, "kept_from": {"date": "d0", "commit": "c0"}}
+    reread = {"status": "done", "final": {"success_rate": 0.98}}
+    assert lead_inspect.with_earlier_record(reread, earlier, evaluated_before=True)["kept_from"]["commit"] == "c0"
+    assert "kept_from" not in lead_inspect.with_earlier_record(reread, earlier, evaluated_before=False)
+    assert lead_inspect.with_earlier_record(None, earlier, evaluated_before=True) is earlier
+    assert lead_inspect.with_earlier_record(None, {"status": "in progress"}, evaluated_before=True) is None
+    assert lead_inspect.with_earlier_record(reread, {}, evaluated_before=True) is reread
