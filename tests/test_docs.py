@@ -128,7 +128,9 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
     suite = [dict(row, success_rate=0.96 if row["shift"] == "none" else 0.5, success_ci95=[0.4, 0.6])
              for row in results["robustness_surfaces"]["arms"]["surfaces-12-epochs"]["suite"]]
     perception.update(
-        encoder={"views": 20000, "epochs": 8, "wall_s": 900.0, "final_val": {}, "views_per_s": 340.0},
+        encoder={"views": 20000, "epochs": 8, "wall_s": 900.0, "views_per_s": 340.0, "final_val": {
+            f"val/{name}": 0.9 for name in ("pixel_error_px", "in_view_accuracy", "segmentation_accuracy",
+                                            "localized_accuracy", "defect_accuracy")}},
         arms={"encoder+recolour": {"suite": suite, "bc_wall_s": 3000.0, "extra_wall_s": 900.0,
                                    "evaluate_wall_s": 1500.0, "epochs": 12}},
         targets={"nominal_success": 0.95, "shift_success": 0.9},
