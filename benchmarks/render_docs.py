@@ -165,6 +165,30 @@ def lead_inspect_rows(data: dict | None) -> list[dict]:
             if arm.get("status") == "done" and (final := arm.get("final")) is not None]
 
 
+def perception_rows(data: dict) -> list[dict]:
+    """One row per BC arm of ``perception.json``: its seconds per stage and its targets, met or missed (with the
+    shifts it missed); the baseline is the row to beat."""
+    targets, rows = data["targets"], []
+    for name, arm in data["arms"].items():
+        verdict = data["verdicts"].get(name)
+        if verdict is None:
+            target = "the row to beat"
+        elif verdict["met"]:
+            target = "met"
+        else:
+            target = "missed"
+            if not verdict["nominal_met"]:
+                target += f": nominal under {pct(targets['nominal_success'])}"
+            if verdict["shifts_missed"]:
+                target += (f" ({len(verdict['shifts_missed'])} of the shifts under {pct(targets['shift_success'])}: "
+                           f"{', '.join(verdict['shifts_missed'])})")
+        rows.append({"arm": f"`{name}`",
+                     "BC wall time": "not recorded" if arm["bc_wall_s"] is None else f"{num(arm['bc_wall_s'])} s",
+                     "encoder pretraining": f"{num(arm['extra_wall_s'])} s" if arm["extra_wall_s"] else "none",
+                     "suite": f"{num(arm['evaluate_wall_s'])} s", "target": target})
+    return rows
+
+
 # -- the code-generated reference pages ------------------------------------------------------------------------
 def cli_reference() -> str:
     """Every command's options, from the ``robot-rl`` parser (which the option dataclasses build)."""
@@ -295,6 +319,7 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, table=table, metrics_row=metrics_row,
                        bc_checks_table=bc_checks_table, suite_table=suite_table, lead_inspect_rows=lead_inspect_rows,
+                       perception_rows=perception_rows,
                        prov=lambda name: provenance_line(name, results[name]),
                        cmd=lambda name: command_text(results[name]), machine=machine_text)
     return env
