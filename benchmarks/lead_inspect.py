@@ -41,20 +41,17 @@ an arm never run says so.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import Benchmark, Variant
-from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
+from protocols import Stages, ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
 from results_file import RESULTS_DIR, read_results
 
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretrainConfig
 from robot_rl.envs.arms import ARMS as ROBOT_ARMS
 from robot_rl.errors import RunStopped
-from robot_rl.io import write_json
 from robot_rl.options import resolve_device
 from robot_rl.pipeline import ARM_BC_OPTIONS
 from robot_rl.pipeline import ENCODER_STAGES as PIPELINE_ENCODER_STAGES
@@ -116,42 +113,6 @@ BENCHMARK = Benchmark("lead_inspect", __doc__, variants=(
             "2 hours)"),
 ), targets=TARGETS, common={"boards": (100, "boards per check and in the final evaluation"), "device": "auto",
                             "precision": "auto", "out": (None, "JSON output (a PNG beside it)")})
-
-
-class Stages:
-    """Each stage's measured seconds, kept across the parts of the benchmark (``stages.json`` in the work folder).
-
-    A stage may run in several parts (stopped by Ctrl-C or SIGTERM, resumed by the next invocation): each part's
-    seconds and the machine's load average at its end are kept, and the stage's seconds are their sum. A part
-    killed with kill -9 leaves no record (its work is kept by the run folder, its time is lost). A stage that
-    finished in an earlier part keeps the seconds measured then."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.stages = json.loads(path.read_text()) if path.is_file() else {}
-
-    def seconds(self, name: str) -> float:
-        return self.stages[name]["seconds"]
-
-    def run(self, name: str, work, done: bool):
-        """Runs ``work()`` (reusing a finished folder is cheap); records the part unless the stage was ``done``
-        and timed before."""
-        if done and self.stages.get(name, {}).get("finished"):
-            return work()
-        start, finished = time.perf_counter(), False
-        try:
-            result = work()
-            finished = True
-            return result
-        finally:
-            stage = self.stages.setdefault(name, {"seconds": 0.0, "parts": []})
-            # Another load on the machine slows a stage: its load average is kept beside its seconds.
-            stage["parts"].append({"seconds": round(time.perf_counter() - start, 1), "finished": finished,
-                                   "load_average_1min": round(os.getloadavg()[0], 2),
-                                   "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-            stage["seconds"] = round(sum(part["seconds"] for part in stage["parts"]), 1)
-            stage["finished"] = finished
-            write_json(self.path, self.stages)
 
 
 def bc_config(args, recipe: Recipe) -> BCConfig:

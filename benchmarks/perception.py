@@ -16,6 +16,9 @@ keeps the parts it does not rerun):
 - ``equal-time``: the baseline recipe trained for as many epochs as fit in the best pretrained arm's wall time
   (encoder pretraining included), then evaluated the same way: the gain must not be mere compute.
 
+Each stage's seconds are summed over the invocations that ran it (``runs/perception-stages.json``), so an arm
+stopped by SIGTERM and finished in a later session is timed whole.
+
 Targets, fixed before any run (issue "Perception that holds in any cell"): some arm with the encoder and/or the
 recolouring reaches >= 95% nominal and >= 90% under every shift of the suite (blue_table and grey_board included,
 none excluded); and beats the equal-wall-time baseline; encoder pretraining trains at >= 80% of the bare
@@ -38,12 +41,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from harness import Benchmark, Variant
-from protocols import perturbation_suite, suite_rows
+from protocols import Stages, perturbation_suite, suite_rows
 from results_file import read_results
 
 from robot_rl.configs import BCConfig, CollectConfig, EncoderPretrainConfig
 from robot_rl.encoder import ImageEncoder
-from robot_rl.io import write_json
 from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
@@ -74,7 +76,9 @@ def paths(root: Path) -> dict[str, Path]:
             "encoder": root / "runs" / "encoder-surfaces", "baseline": root / "runs" / "bc-surfaces-12-epochs",
             "encoder_bc": root / "runs" / "bc-surfaces-encoder", "recolour": root / "runs" / "bc-surfaces-recolour",
             "encoder+recolour": root / "runs" / "bc-surfaces-encoder-recolour",
-            "equal-time": root / "runs" / "bc-surfaces-equal-time"}
+            "equal-time": root / "runs" / "bc-surfaces-equal-time",
+            # each stage's seconds over the invocations that ran it (an arm may span several)
+            "stages": root / "runs" / "perception-stages.json"}
 
 
 def encoder_config(args, where: dict) -> EncoderPretrainConfig:
@@ -165,23 +169,33 @@ def bc_config(data: Path, run_dir: Path, epochs: int, args, **options) -> BCConf
                     eval_episodes=args.boards, device=args.device, **options)
 
 
-def train_and_evaluate(config: BCConfig, args, previous: dict | None, extra_seconds: float = 0.0) -> dict:
-    """Trains (or reuses) one BC arm and evaluates its last policy under the suite; wall seconds per stage.
-    A run finished before keeps the BC seconds ``previous`` (this file's earlier record of it) holds."""
-    reused = RunFolder(config.run_dir).finished
-    start = time.perf_counter()
-    summary = ensure_trained(config)
-    bc_seconds = (previous or {}).get("bc_wall_s") if reused else round(time.perf_counter() - start, 1)
-    if reused and bc_seconds is None:
-        bc_seconds = _recorded_baseline_seconds(config)
-    start = time.perf_counter()
+def timed(stages: Stages, name: str, work, done: bool, earlier_seconds: float | None):
+    """Runs ``work()`` as stage ``name``; returns its result and the stage's seconds over every part. A folder
+    ``done`` before this file kept stages keeps the ``earlier_seconds`` recorded with it (None if none were)."""
+    if done and not stages.stages.get(name, {}).get("finished"):
+        return work(), earlier_seconds
+    result = stages.run(name, work, done)
+    return result, stages.seconds(name)
+
+
+def train_and_evaluate(config: BCConfig, args, stages: Stages, previous: dict | None,
+                       extra_seconds: float = 0.0) -> dict:
+    """Trains (or reuses) one BC arm and evaluates its last policy under the suite; the wall seconds of each,
+    summed over the invocations that ran them. A run finished before stages were kept keeps the BC seconds
+    ``previous`` (this file's earlier record of it) holds."""
     run_dir = Path(config.run_dir)
-    suite = perturbation_suite(run_dir / "checkpoints" / "last.pt", args.boards, run_dir / "eval-perturbations-last",
-                               args.device)
+    done = RunFolder(config.run_dir).finished
+    earlier = (previous or {}).get("bc_wall_s") or (_recorded_baseline_seconds(config) if done else None)
+    summary, bc_seconds = timed(stages, f"train:{run_dir.name}", lambda: ensure_trained(config), done, earlier)
+    # The suite reuses the evaluations it finished before; a finished stage is not timed again.
+    suite = stages.run(f"evaluate:{run_dir.name}",
+                       lambda: perturbation_suite(run_dir / "checkpoints" / "last.pt", args.boards,
+                                                  run_dir / "eval-perturbations-last", args.device), done=True)
+    evaluate_seconds = stages.seconds(f"evaluate:{run_dir.name}")
     return {"run_dir": config.run_dir, "epochs": config.epochs, "encoder_weights": config.encoder_weights,
             "recolour": config.recolour, "checkpoint": "last.pt", "suite": suite,
             "bc_wall_s": bc_seconds, "extra_wall_s": round(extra_seconds, 1),
-            "evaluate_wall_s": round(time.perf_counter() - start, 1), "bc_best_check": summary.get("best_success")}
+            "evaluate_wall_s": evaluate_seconds, "bc_best_check": summary.get("best_success")}
 
 
 def _recorded_baseline_seconds(config: BCConfig) -> float | None:
@@ -194,23 +208,23 @@ def _recorded_baseline_seconds(config: BCConfig) -> float | None:
     return arm.get("wall_s", {}).get("pretrain") if same else None
 
 
-def run_encoder(args, where: dict) -> dict:
-    start = time.perf_counter()
+def run_encoder(args, where: dict, stages: Stages) -> dict:
     config = encoder_config(args, where)
-    summary = encoder_pretrain.ensure_trained(config)
+    # An encoder trained before stages were kept has its seconds in its folder's wall_seconds.json.
     record = Path(config.run_dir) / "wall_seconds.json"
-    if not record.is_file():
-        write_json(record, {"wall_s": round(time.perf_counter() - start, 1)})
-    return {"run_dir": config.run_dir, "views": config.views, "epochs": config.epochs,
-            "wall_s": json.loads(record.read_text())["wall_s"], "final_val": summary["final_val"],
-            "views_per_s": summary["views_per_s"]}
+    earlier = json.loads(record.read_text())["wall_s"] if record.is_file() else None
+    summary, seconds = timed(stages, f"train:{Path(config.run_dir).name}",
+                             lambda: encoder_pretrain.ensure_trained(config), RunFolder(config.run_dir).finished,
+                             earlier)
+    return {"run_dir": config.run_dir, "views": config.views, "epochs": config.epochs, "wall_s": seconds,
+            "final_val": summary["final_val"], "views_per_s": summary["views_per_s"]}
 
 
-def run_arms(args, where: dict, results: dict) -> dict:
+def run_arms(args, where: dict, results: dict, stages: Stages) -> dict:
     """Every arm of ``--arms`` with every seed of ``--seeds`` (seed 0 is the arm itself, ``NAME-seedK`` the
     others: one seed per arm first, then more for the winner)."""
     arms = {}
-    encoder = results.get("encoder") or run_encoder(args, where)
+    encoder = results.get("encoder") or run_encoder(args, where, stages)
     for name in args.arms:
         masks, with_encoder, recolour = ARMS[name]
         data = where["masked_demos" if masks else "demos"]
@@ -221,13 +235,13 @@ def run_arms(args, where: dict, results: dict) -> dict:
             run_dir = run_dir if seed == 0 else run_dir.with_name(f"{run_dir.name}-seed{seed}")
             options = {"recolour": recolour, "seed": seed,
                        **({"encoder_weights": str(where["encoder"])} if with_encoder else {})}
-            arms[key] = train_and_evaluate(bc_config(data, run_dir, args.epochs, args, **options), args,
+            arms[key] = train_and_evaluate(bc_config(data, run_dir, args.epochs, args, **options), args, stages,
                                            (results.get("arms") or {}).get(key),
                                            extra_seconds=encoder["wall_s"] if with_encoder else 0.0)
     return arms
 
 
-def run_equal_time(args, where: dict, results: dict) -> dict:
+def run_equal_time(args, where: dict, results: dict, stages: Stages) -> dict:
     """The baseline recipe trained for the wall time of the best arm that used the pretrained encoder."""
     arms = results.get("arms") or {}
     pretrained = {k: v for k, v in arms.items() if v["encoder_weights"] and "-seed" not in k}
@@ -240,7 +254,7 @@ def run_equal_time(args, where: dict, results: dict) -> dict:
     per_epoch = arms["baseline"]["bc_wall_s"] / arms["baseline"]["epochs"]
     epochs = max(arms["baseline"]["epochs"], round(budget / per_epoch))
     config = bc_config(where["demos"], where["equal-time"], epochs, args)
-    result = train_and_evaluate(config, args, results.get("equal-time"))
+    result = train_and_evaluate(config, args, stages, results.get("equal-time"))
     return {"matched_arm": best, "wall_budget_s": round(budget, 1), "baseline_s_per_epoch": round(per_epoch, 1),
             **result}
 
@@ -291,6 +305,7 @@ def options(parser) -> None:
 
 def run(args) -> dict:
     where = paths(args.root)
+    stages = Stages(where["stages"])
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     # A part run again replaces its entry and its seconds; the file's provenance is this invocation's.
     results, wall = dict(previous.get("metrics") or {}), dict(previous.get("parts") or {})
@@ -300,11 +315,11 @@ def run(args) -> dict:
             results["throughput"] = measure_throughput(args)
             print(f"throughput: {results['throughput']}")
         elif part == "encoder":
-            results["encoder"] = run_encoder(args, where)
+            results["encoder"] = run_encoder(args, where, stages)
         elif part == "arms":
-            results["arms"] = {**(results.get("arms") or {}), **run_arms(args, where, results)}
+            results["arms"] = {**(results.get("arms") or {}), **run_arms(args, where, results, stages)}
         else:
-            results["equal-time"] = run_equal_time(args, where, results)
+            results["equal-time"] = run_equal_time(args, where, results, stages)
         wall[part] = round(time.perf_counter() - start, 1)  # this invocation's seconds (finished stages reused)
     print_table(results)
     results.update({"recipe": {"demos": args.episodes, "randomization": "surfaces", "difficulty": "default",

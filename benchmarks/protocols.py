@@ -10,6 +10,8 @@ The ``few`` preset (and the lead task's two) is the recipe of the pipeline's ``q
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +27,7 @@ from robot_rl.envs import keys
 from robot_rl.episodes import wilson_interval
 from robot_rl.evaluate import evaluate
 from robot_rl.finetune import trainer
-from robot_rl.io import atomic_path
+from robot_rl.io import atomic_path, write_json
 from robot_rl.options import resolve_device
 from robot_rl.pipeline import DAGGER_STAGES as PIPELINE_DAGGER_STAGES
 from robot_rl.pipeline import PRESETS as PIPELINE_PRESETS
@@ -341,3 +343,39 @@ def closed_loop_checks(run_dir: Path, steps_per_epoch: int) -> list[dict]:
                        "collisions_per_episode": logged["collisions_per_episode"][step],
                        "episode_length": logged["episode_length"][step]})
     return checks
+
+
+class Stages:
+    """Each stage's measured seconds, kept across the parts of a benchmark (a JSON file in its work folder).
+
+    A stage may run in several parts (stopped by Ctrl-C or SIGTERM, resumed by the next invocation): each part's
+    seconds and the machine's load average at its end are kept, and the stage's seconds are their sum. A part
+    killed with kill -9 leaves no record (its work is kept by the run folder, its time is lost). A stage that
+    finished in an earlier part keeps the seconds measured then."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.stages = json.loads(path.read_text()) if path.is_file() else {}
+
+    def seconds(self, name: str) -> float:
+        return self.stages[name]["seconds"]
+
+    def run(self, name: str, work, done: bool):
+        """Runs ``work()`` (reusing a finished folder is cheap); records the part unless the stage was ``done``
+        and timed before."""
+        if done and self.stages.get(name, {}).get("finished"):
+            return work()
+        start, finished = time.perf_counter(), False
+        try:
+            result = work()
+            finished = True
+            return result
+        finally:
+            stage = self.stages.setdefault(name, {"seconds": 0.0, "parts": []})
+            # Another load on the machine slows a stage: its load average is kept beside its seconds.
+            stage["parts"].append({"seconds": round(time.perf_counter() - start, 1), "finished": finished,
+                                   "load_average_1min": round(os.getloadavg()[0], 2),
+                                   "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            stage["seconds"] = round(sum(part["seconds"] for part in stage["parts"]), 1)
+            stage["finished"] = finished
+            write_json(self.path, self.stages)
