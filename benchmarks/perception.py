@@ -303,12 +303,30 @@ def options(parser) -> None:
     parser.add_argument("--throughput-steps", type=int, default=20, help="timed training steps per model")
 
 
+def earlier_records(previous: dict, records: dict | None) -> dict:
+    """``records`` (arms of the results file ``previous``), each with the date and commit it was measured at
+    (``kept_from``: its own when an earlier rewrite kept it, else the file's)."""
+    source = {"date": previous.get("date"), "commit": previous.get("commit")}
+    return {name: {**record, "kept_from": record.get("kept_from") or source}
+            for name, record in (records or {}).items() if record is not None}
+
+
+def measured_then(record: dict, earlier: dict | None, evaluated_before: set[str]) -> dict:
+    """An arm's ``record`` from this invocation: one whose suite was evaluated in an earlier invocation keeps the
+    date and commit ``earlier`` (the file's record of it) names; one evaluated now is this file's."""
+    if earlier and f"evaluate:{Path(record['run_dir']).name}" in evaluated_before:
+        return {**record, "kept_from": earlier["kept_from"]}
+    return record
+
+
 def run(args) -> dict:
     where = paths(args.root)
     stages = Stages(where["stages"])
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     # A part run again replaces its entry and its seconds; the file's provenance is this invocation's.
     results, wall = dict(previous.get("metrics") or {}), dict(previous.get("parts") or {})
+    results["arms"] = earlier_records(previous, results.get("arms"))
+    evaluated_before = {name for name, stage in stages.stages.items() if stage.get("finished")}
     for part in (part for part in PARTS if part in args.parts):
         start = time.perf_counter()
         if part == "throughput":
@@ -317,9 +335,13 @@ def run(args) -> dict:
         elif part == "encoder":
             results["encoder"] = run_encoder(args, where, stages)
         elif part == "arms":
-            results["arms"] = {**(results.get("arms") or {}), **run_arms(args, where, results, stages)}
+            arms = run_arms(args, where, results, stages)
+            results["arms"].update({key: measured_then(arm, results["arms"].get(key), evaluated_before)
+                                    for key, arm in arms.items()})
         else:
-            results["equal-time"] = run_equal_time(args, where, results, stages)
+            earlier = earlier_records(previous, {"equal-time": results.get("equal-time")}).get("equal-time")
+            results["equal-time"] = measured_then(run_equal_time(args, where, results, stages), earlier,
+                                                  evaluated_before)
         wall[part] = round(time.perf_counter() - start, 1)  # this invocation's seconds (finished stages reused)
     print_table(results)
     results.update({"recipe": {"demos": args.episodes, "randomization": "surfaces", "difficulty": "default",

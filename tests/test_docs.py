@@ -139,9 +139,17 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
     text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
     assert "| shift | `surfaces`, the 74% arm | `encoder+recolour` |" in text
     assert "| `none` | 74% (" in text and "96% (40%-60%), " in text
-    assert "| `encoder+recolour` | 3,000 s | 900 s | 1,500 s | missed (1 of the shifts under 90%: blue_table) |" in text
+    assert ("| `encoder+recolour` | 3,000 s | 900 s | 1,500 s | missed (1 of the shifts under 90%: blue_table) | "
+            f"`{perception['commit'][:7]}` |") in text
     assert "The equal-wall-time baseline has not been run yet" in text
     assert "Not run yet: `baseline`, `encoder`, `recolour`" in text
+    # The README's row: the candidate with the most shifts at target (a baseline is never one), the arm it beats.
+    perception["arms"]["baseline"] = {"suite": [dict(row, success_rate=1.0) for row in suite]}
+    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    row = next(line for line in readme.splitlines() if line.startswith("| tables of any colour"))
+    assert row.startswith("| tables of any colour (`surfaces`), best arm (`encoder+recolour`) | 96% (40%-60%) nominal; "
+                          f">= 90% under 0 of {len(suite) - 1} shifts (worst: `{suite[1]['shift']}` 50%); "
+                          f"the recipe without it: 74%, 0 of {len(suite) - 1}; targets missed |")
 
 
 def test_own_task_example_runs(tmp_path):
