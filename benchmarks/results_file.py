@@ -5,7 +5,7 @@ command line (``argv``), on which ``machine``, in how long (``wall_s``: the run'
 not recorded; ``parts``: seconds per part where a benchmark runs in parts, else null), its ``targets`` (fixed
 before the run, with whether they were met; null where it has none) and its ``metrics`` (the measurements, in the
 benchmark's own shape). A few provenance notes may stand beside them (``uncommitted_changes``, ``variant``,
-``provenance_source``, ``wall_s_scope``).
+``provenance_source``, ``provenance_note``, ``wall_s_scope``).
 
 The docs pages and the README's tables are rendered from these files (``benchmarks/render_docs.py``), and every
 figure they print names its file's machine, date and commit; a file without them could not be cited. The scripts
@@ -29,6 +29,8 @@ SCHEMA_KEYS = ("benchmark", "date", "commit", "argv", "machine", "wall_s", "part
 # measured rather than the one it ran from), and the notes that may stand beside the schema.
 OVERRIDABLE = ("benchmark", "date", "commit", "argv", "machine", "uncommitted_changes")
 _STARTED = time.perf_counter()  # imported at a script's start: its wall time runs from here
+# The code a run measures is the code it started from: a commit made while it runs must not be stamped on it.
+_STARTED_FROM = {key: value for key, value in provenance().items() if key in ("commit", "uncommitted_changes")}
 
 
 def total_seconds(parts: dict) -> float:
@@ -53,8 +55,8 @@ def write_results(name: str, payload: dict, out: str | os.PathLike | None = None
         parts, wall_s = wall_s, total_seconds(wall_s)
     if wall_s is None:
         wall_s = round(time.perf_counter() - _STARTED, 1)
-    record = {"benchmark": name, **provenance(), "machine": describe_machine(), "wall_s": wall_s, "parts": parts,
-              "targets": targets}
+    record = {"benchmark": name, **provenance(), **_STARTED_FROM, "machine": describe_machine(), "wall_s": wall_s,
+              "parts": parts, "targets": targets}
     record.update(own)
     record.update(notes or {})
     record["metrics"] = metrics

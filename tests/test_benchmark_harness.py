@@ -93,6 +93,18 @@ def test_write_results_puts_the_payload_in_the_schema(tmp_path):
     assert flatten(data)["rows"] == [1]
 
 
+def test_a_results_file_names_the_commit_its_run_started_from(tmp_path, monkeypatch):
+    import results_file
+    import timing
+
+    started_from = results_file._STARTED_FROM["commit"]
+    monkeypatch.setattr(timing, "provenance", lambda: {"date": "2026-12-03T18:00:00+00:00", "commit": "f" * 40,
+                                                       "uncommitted_changes": True, "argv": ["toy"]})
+    monkeypatch.setattr(results_file, "provenance", timing.provenance)  # a commit made while the run ran
+    data = json.loads(write_results("toy", {"rows": []}, out=tmp_path / "toy.json").read_text())
+    assert data["commit"] == started_from != "f" * 40 and data["date"].startswith("2026-12-03T18")
+
+
 def test_every_results_file_is_in_the_schema():
     for path in sorted((BENCHMARKS / "results").glob("*.json")):
         data = json.loads(path.read_text())
