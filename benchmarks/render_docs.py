@@ -190,18 +190,6 @@ def perception_rows(data: dict) -> list[dict]:
     return rows
 
 
-def perception_best(data: dict) -> str | None:
-    """The candidate arm of ``perception.json`` (not the baseline, nor another seed) with the most shifts at the
-    shift target, then the highest nominal success: the README's perception row."""
-    target = data["targets"]["shift_success"]
-    candidates = {name: arm["suite"] for name, arm in data.get("arms", {}).items()
-                  if not name.startswith("baseline") and "-seed" not in name}
-    if not candidates:
-        return None
-    return max(candidates, key=lambda name: (sum(r["success_rate"] >= target for r in candidates[name][1:]),
-                                             candidates[name][0]["success_rate"]))
-
-
 # -- the code-generated reference pages ------------------------------------------------------------------------
 def cli_reference() -> str:
     """Every command's options, from the ``robot-rl`` parser (which the option dataclasses build)."""
@@ -332,7 +320,7 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, table=table, metrics_row=metrics_row,
                        bc_checks_table=bc_checks_table, suite_table=suite_table, lead_inspect_rows=lead_inspect_rows,
-                       perception_rows=perception_rows, perception_best=perception_best,
+                       perception_rows=perception_rows,
                        prov=lambda name: provenance_line(name, results[name]),
                        cmd=lambda name: command_text(results[name]), machine=machine_text)
     return env

@@ -63,3 +63,24 @@ def test_an_arm_keeps_the_date_and_commit_it_was_measured_at():
         arms["encoder"]["kept_from"]
     assert "kept_from" not in perception.measured_then(again, arms["encoder"], set())
     assert "kept_from" not in perception.measured_then(again, None, {"evaluate:bc-surfaces-encoder"})
+
+
+def _arm(nominal: float, shifts: list[float]) -> dict:
+    return {"suite": [{"shift": "none", "success_rate": nominal, "episodes": 100},
+                      *({"shift": f"s{i}", "success_rate": rate, "episodes": 100} for i, rate in enumerate(shifts))]}
+
+
+def test_the_winner_has_the_most_shifts_at_target_and_full_adopts_it_only_over_three_seeds_without_nominal_cost():
+    arms = {"baseline": _arm(1.0, [1.0, 1.0]), "encoder": _arm(1.0, [0.95, 0.5]),
+            "encoder+recolour": _arm(0.98, [0.95, 0.91]), "encoder+recolour-seed1": _arm(0.96, [0.1, 0.1])}
+    assert perception.best_arm(arms) == "encoder+recolour"  # a baseline or another seed is never the winner
+    one_seed = perception.adoption("encoder+recolour", arms)
+    assert one_seed["seeds"] == 2 and not one_seed["adopt"]  # fewer than three seeds decide nothing
+    arms["encoder+recolour-seed2"] = _arm(0.99, [])
+    three = perception.adoption("encoder+recolour", arms)  # 293 of 300: significantly under the preset's 99%
+    assert three["boards"] == 300 and three["pooled_nominal"] == pytest.approx(0.9767, abs=1e-3)
+    assert three["pooled_ci95"][1] < perception.FULL_PRESET_NOMINAL and not three["adopt"]
+    arms["encoder+recolour-seed1"] = _arm(0.99, [])  # 296 of 300: no significant cost
+    assert perception.adoption("encoder+recolour", arms)["adopt"]
+    arms["encoder+recolour-seed2"] = _arm(0.90, [])  # pooled 94.7%: under the nominal target
+    assert not perception.adoption("encoder+recolour", arms)["adopt"]
