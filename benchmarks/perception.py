@@ -13,8 +13,9 @@ keeps the parts it does not rerun):
   the part above), ``recolour`` (demos collected again with --masks: the same seed, so the same boards; --recolour
   table,board,background) and ``encoder+recolour``; each evaluated on 100 fresh boards nominally and under every
   shift of ``evaluate --perturbations`` with its last policy (last.pt).
-- ``equal-time``: the baseline recipe trained for as many epochs as fit in the best pretrained arm's wall time
-  (encoder pretraining included), then evaluated the same way: the gain must not be mere compute.
+- ``equal-time``: the baseline recipe trained for as many epochs as fit in the winner's wall time
+  (encoder pretraining included), then evaluated the same way: the gain must not be mere compute. The winner is
+  the arm with the most shifts at the shift target, then the highest nominal success (``best_arm``).
 
 Each stage's seconds are summed over the invocations that ran it (``runs/perception-stages.json``), so an arm
 stopped by SIGTERM and finished in a later session is timed whole.
@@ -248,12 +249,12 @@ def run_arms(args, where: dict, results: dict, stages: Stages) -> dict:
 
 
 def run_equal_time(args, where: dict, results: dict, stages: Stages) -> dict:
-    """The baseline recipe trained for the wall time of the best arm that used the pretrained encoder."""
+    """The baseline recipe trained for the wall time of the winner (``best_arm``), its encoder pretraining
+    included."""
     arms = results.get("arms") or {}
-    pretrained = {k: v for k, v in arms.items() if v["encoder_weights"] and "-seed" not in k}
-    if "baseline" not in arms or not pretrained:
-        raise SystemExit("equal-time needs the arms part first (baseline and an encoder arm)")
-    best = max(pretrained, key=lambda k: arms[k]["suite"][0]["success_rate"])
+    best = best_arm(arms)
+    if "baseline" not in arms or best is None:
+        raise SystemExit("equal-time needs the arms part first (the baseline and another arm)")
     if arms[best]["bc_wall_s"] is None or not arms["baseline"]["bc_wall_s"]:
         raise SystemExit("equal-time needs the BC seconds of the baseline and of the encoder arms (train them here)")
     budget = arms[best]["bc_wall_s"] + arms[best]["extra_wall_s"]
