@@ -98,10 +98,13 @@ PRESETS = {
         evaluate=EvaluateConfig(checkpoint=PPO, out=EVAL, episodes=50, num_envs=8, videos=2, failure_videos=4),
     ),
     "full": Preset(
-        # Randomized demos: at these 12 epochs the winner of benchmarks/robustness.py, at no nominal cost.
+        # Demos on tables of any colour, kept with their segmentation masks; BC from the encoder pretrained on the
+        # cell's labelled views (ENCODER_PAYS), recolouring each frame's table, board and background: the winner
+        # of benchmarks/perception.py, adopted by its rule (no significant nominal cost over three seeds).
         collect=CollectConfig(out=DEMOS, episodes=1200, difficulty="default", image_size=84,
-                              randomization="default"),
-        pretrain=BCConfig(data=DEMOS, run_dir=BC, epochs=12, batch_size=64, eval_every=3, eval_episodes=100),
+                              randomization="surfaces", masks=True),
+        pretrain=BCConfig(data=DEMOS, run_dir=BC, epochs=12, batch_size=64, eval_every=3, eval_episodes=100,
+                          recolour="table,board,background"),
         finetune=FinetuneConfig(init=BC, run_dir=PPO, total_frames=500_000, frames_per_batch=4096, num_envs=16,
                                 workers=16, ppo_epochs=4, minibatch_size=256, eval_every=5, eval_episodes=100,
                                 critic_warmup=3, checkpoint_every=5, shaping=0.0),
@@ -127,8 +130,9 @@ DAGGER_PAYS = ("lead-inspect",)
 # image size and randomization are the collection's: ``for_options``).
 ENCODER_STAGES = {"quick": EncoderPretrainConfig(run_dir=ENCODER, views=10_000, epochs=4),
                   "full": EncoderPretrainConfig(run_dir=ENCODER, views=20_000, epochs=8)}
-# The tasks whose BC (and DAgger) the pretrained encoder lifts (benchmarks/results/lead_inspect.json).
-ENCODER_PAYS = ("lead-inspect",)
+# Each preset's tasks whose BC the pretrained encoder lifts: the lead task's (benchmarks/results/lead_inspect.json)
+# and, on full's tables of any colour, the PCB task's (benchmarks/results/perception.json).
+ENCODER_PAYS = {"quick": ("lead-inspect",), "full": ("lead-inspect", DEFAULT_TASK)}
 # BC options an arm needs beyond a preset's recipe (DAgger continues its BC's options, PPO its policy's). The Panda
 # is still settling when it reaches the board and its expert answers only at rest, so its demos hold about twelve
 # "continue" frames per verdict there: from the joint angles alone BC never answers; reading the joint velocities
@@ -149,7 +153,7 @@ def for_options(config: PipelineConfig) -> tuple[Preset, str]:
         root = f"{root}-{Path(config.arm).stem}"
     if config.dagger == "on" or (config.dagger == "auto" and config.task in DAGGER_PAYS):
         preset = replace(preset, dagger=DAGGER_STAGES[config.preset])
-    if config.encoder == "on" or (config.encoder == "auto" and config.task in ENCODER_PAYS):
+    if config.encoder == "on" or (config.encoder == "auto" and config.task in ENCODER_PAYS[config.preset]):
         cell = preset.collect
         preset = replace(preset, encoder=replace(
             ENCODER_STAGES[config.preset], task=cell.task, arm=cell.arm, difficulty=cell.difficulty,

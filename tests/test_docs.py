@@ -135,7 +135,8 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
                                    "evaluate_wall_s": 1500.0, "epochs": 12}},
         targets={"nominal_success": 0.95, "shift_success": 0.9},
         verdicts={"encoder+recolour": {"nominal_met": True, "shifts_missed": ["blue_table"], "met": False},
-                  "winner": {"arm": "encoder+recolour"}})
+                  "winner": {"arm": "encoder+recolour", "seeds": 1, "pooled_nominal": 0.96, "pooled_ci95": [0.9, 0.98],
+                             "boards": 100, "full_preset_nominal": 0.99, "adopt": False}})
     results["perception"] = perception
     text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
     assert "| shift | `surfaces`, the 74% arm | `encoder+recolour` |" in text
@@ -143,10 +144,19 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
     assert ("| `encoder+recolour` | 3,000 s | 900 s | 1,500 s | missed (1 of the shifts under 90%: blue_table) | "
             f"`{perception['commit'][:7]}` |") in text
     assert "The equal-wall-time baseline has not been run yet" in text
+    assert "pooled 96% (90%-98%, 100 boards); shifts at 90%: 0 of 13." in text and "Not adopted" in text
     assert "Not run yet: `baseline`, `encoder`, `recolour`" in text
     # The README's row: the benchmark's winner, beside the recipe without it.
     readme = render_docs.environment(results).get_template("readme/results.md").render()
     row = next(line for line in readme.splitlines() if line.startswith("| tables of any colour"))
+    # The equal-wall-time arm, once run, beside the winner.
+    perception["equal-time"] = {"matched_arm": "encoder+recolour", "wall_budget_s": 3900.0,
+                                "baseline_s_per_epoch": 88.0, "epochs": 44, "suite": suite}
+    perception["verdicts"]["equal_time"] = {"arm": "encoder+recolour", "arm_worst_shift": 0.5,
+                                            "baseline_worst_shift": 0.5, "arm_better": False}
+    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    assert ("given the wall time of `encoder+recolour` (3,900 s, encoder pretraining included: 44 epochs at 88 s "
+            "each): worst shift 50% against the arm's 50%, so the arm is not better") in text
     assert row.startswith("| tables of any colour (`surfaces`), best arm (`encoder+recolour`) | 96% (40%-60%) nominal; "
                           f">= 90% under 0 of {len(suite) - 1} shifts (worst: `{suite[1]['shift']}` 50%); "
                           f"the recipe without it: 74%, 0 of {len(suite) - 1}; targets missed |")
