@@ -163,7 +163,8 @@ class DAggerRun(TrainingRun):
             entry["complete"] = entry["episodes"] == len(episodes)
             aggregate.commit()
             bar.update(len(chunk))
-            self._stop_if_asked()
+            if self.stop.requested:
+                break
         bar.close()
         return aggregate
 
@@ -200,9 +201,8 @@ class DAggerRun(TrainingRun):
                 entry["complete"] = remaining == 0
                 aggregate.commit()
                 bar.update(len(records))
-                if remaining == 0:
+                if remaining == 0 or self.stop.requested:
                     break
-                self._stop_if_asked()
         finally:
             bar.close()
             collector.shutdown()
@@ -245,24 +245,27 @@ class DAggerRun(TrainingRun):
         write_json(path, record)
         return record
 
-    def _stop_if_asked(self) -> None:
-        if self.stop.requested:
-            raise RunStopped(self.run_dir, "dagger", self.stop.signum)
-
     # -- the loop ---------------------------------------------------------------------------------------------
     def train(self, progress: bool, until: int | None) -> None:
-        """Runs (or continues) every round, or the first ``until``; a stop signal raises RunStopped once what
-        was under way is committed."""
+        """Runs (or continues) every round, or the first ``until``; returns at the first safe point after a stop
+        request (a commit of the aggregate, a round's BC checkpoint, a round's record), whichever run took it."""
         self.aggregate = aggregate = self._open_aggregate()
+        self.records = [json.loads(path.read_text()) for path in sorted((self.run_dir / ROUNDS).glob("round-*.json"))]
         if self.config.include_demos:
             aggregate = self.aggregate = self._copy_demos(aggregate)
+        if self.stop.requested:
+            return
         self.records = [self._record(0, lambda: self._init_check(aggregate), aggregate)]
         for round_index in range(1, min(self.config.rounds, until or self.config.rounds) + 1):
+            if self.stop.requested:
+                return
             self._rollouts(aggregate, round_index)
+            if self.stop.requested:
+                return
             try:
                 summary = bc.ensure_trained(self.round_bc_config(round_index), progress=progress)
-            except RunStopped as stopped:  # Ctrl-C or SIGTERM in the round's BC: it checkpointed
-                raise RunStopped(self.run_dir, "dagger", stopped.signum) from None
+            except RunStopped:  # the round's BC checkpointed and returned unfinished; the request is this run's too
+                return
             final_check = summary["final_eval"]
             self.records.append(self._record(round_index, lambda check=final_check: check, aggregate))
             if progress:
@@ -270,7 +273,7 @@ class DAggerRun(TrainingRun):
                            f"check success {self.records[-1]['success_rate']:.1%}")
 
     def summary(self) -> dict:
-        rounds_done = len(self.records) - 1
+        rounds_done = max(len(self.records) - 1, 0)  # none recorded yet: stopped while the demos were copied
         return {"rounds": self.records, "policy": str(self.policy_of(rounds_done)),
                 "aggregate": {"episodes": len(self.aggregate.episodes), "frames": self.aggregate.frames},
                 "precision": self.precision, "config": asdict(self.config),

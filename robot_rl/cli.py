@@ -10,19 +10,28 @@ and keeps its traceback.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import os
 import signal
 import sys
 import textwrap
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 from robot_rl.errors import Interrupted, NoSpaceLeft, RunStopped, TrainingStopped, UsageError
 from robot_rl.io import DISK_FULL
-from robot_rl.locks import waiting_for_locks
+from robot_rl.locks import refuse_if_locked, waiting_for_locks
+from robot_rl.stop import clear_stop_request, stop_signals_interrupt
+
+
+def _print_next(*commands: str) -> None:
+    """What to run next once a stage has ended: ``next: robot-rl ...`` (the first command; the others as
+    alternatives), every one a command line this parser takes (a test parses them)."""
+    alternatives = "".join(f" (or {command})" for command in commands[1:])
+    print(f"next: {commands[0]}{alternatives}", flush=True)
+
+
+def _run_dir(args: argparse.Namespace) -> str:
+    return args.resume or args.run_dir
 
 
 def _print_policy(source: str, kind: str) -> None:
@@ -74,14 +83,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_collect_demos(args: argparse.Namespace) -> int:
     from robot_rl.configs import CollectConfig
-    from robot_rl.options import config_from_args
+    from robot_rl.options import config_from_args, given_options
     from robot_rl.pretrain.collect import collect_demos
 
-    summary = collect_demos(config_from_args(CollectConfig, args))
+    summary = collect_demos(config_from_args(CollectConfig, args), given=given_options(args))
     run = summary["run"]
     print(f"{summary['dataset']}: {summary['episodes']} episodes, {summary['frames']} frames "
           f"(this run: seed {run['seed']}, {run['episodes']} episodes in {run['seconds']:.0f} s); "
           f"expert success {summary['expert_success']:.1%}")
+    _print_next(f"robot-rl pretrain --data {summary['dataset']} --out runs/bc")
     return 0
 
 
@@ -106,7 +116,7 @@ def _train_command(args: argparse.Namespace, command: str, config_cls: type, sta
         print(f"robot-rl {command}: stopped: {err}", file=sys.stderr)
         return None
     if not summary["finished"]:
-        from robot_rl.run_folder import STOPPED_BY
+        from robot_rl.stop import STOPPED_BY
 
         raise RunStopped(args.resume or args.run_dir, command, summary.get(STOPPED_BY, signal.SIGINT))
     return summary
@@ -125,6 +135,9 @@ def _cmd_pretrain(args: argparse.Namespace) -> int:
           f"{final.get('success_rate', 0):.1%}, guesses {final.get('guesses')}, verdict accuracy "
           f"{final.get('verdict_accuracy')}, "
           f"collisions/episode {final.get('collisions_per_episode')}")
+    run_dir = _run_dir(args)
+    _print_next(f"robot-rl finetune --policy {run_dir} --out runs/ppo", f"robot-rl dagger --policy {run_dir}",
+                f"robot-rl evaluate --policy {run_dir}")
     return 0
 
 
@@ -138,10 +151,11 @@ def _cmd_pretrain_encoder(args: argparse.Namespace) -> int:
         return 1
     final = {k.removeprefix("val/"): round(v, 3) for k, v in (summary["final_val"] or {}).items()
              if not k.startswith("val/loss")}
-    run_dir = args.resume or args.run_dir
+    run_dir = _run_dir(args)
     print(f"{summary['views']} views ({summary['views_per_s']:.0f} views/s rendered), {summary['epochs']} epochs; "
           f"held-out views: {final}")
-    print(f"encoder weights: {run_dir}/encoder.pt (robot-rl pretrain --encoder-weights {run_dir})")
+    print(f"encoder weights: {run_dir}/encoder.pt")
+    _print_next(f"robot-rl pretrain --encoder-weights {run_dir} --data data/demos --out runs/bc")
     return 0
 
 
@@ -160,6 +174,7 @@ def _cmd_dagger(args: argparse.Namespace) -> int:
             for r in summary["rounds"]]
     print(markdown_table(rows))
     print(f"\npolicy: {summary['policy']}")
+    _print_next(f"robot-rl finetune --policy {dagger.final_policy_run(summary)} --out runs/ppo")
     return 0
 
 
@@ -179,6 +194,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
         print(f"{summary['frames']} frames, {summary['iterations']} iterations; closed-loop success "
               f"{point(curve[0])} at the start, {point(curve[-1])} at the end")
+    _print_next(f"robot-rl evaluate --policy {_run_dir(args)} --episodes 100")
     return 0
 
 
@@ -199,6 +215,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     result = evaluate(config)
     print((Path(result["out_dir"]) / "report.md").read_text())
     print(f"report and {len(result['videos'])} videos in {result['out_dir']}")
+    _print_next(f"robot-rl export --policy {config.checkpoint} --format onnx")
     return 0
 
 
@@ -237,6 +254,8 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     preset, root = for_options(config)
     result = run_pipeline(preset, root, device=config.device, precision=config.precision)
     print("\n" + result_table(result))
+    _print_next(f"robot-rl export --policy {result['finetune']} --format onnx",
+                f"robot-rl evaluate --policy {result['finetune']} --episodes 100")
     return 0
 
 
@@ -287,9 +306,11 @@ POLICY_RULE = ("A run folder given as --policy means its checkpoints/last.pt, th
                "(--checkpoint-kind best: its best.pt); the command prints which file it took.")
 
 
-def _add_command(commands, name: str, config_cls: type, func, resumable: bool = False, writes: bool = False) -> None:
+def _add_command(commands, name: str, config_cls: type, func, resumable: bool = False,
+                 writes: tuple[str, str] | None = None) -> None:
     """A subcommand whose options are the fields of ``config_cls``, in argument groups (plus ``--resume RUN_DIR``,
-    and ``--wait-lock`` for a command that holds its output folder's lock), with a description and an example."""
+    and ``--wait-lock`` for a command that holds its output folder's lock: ``writes`` names that folder's field and
+    kind), with a description and an example."""
     import dataclasses
 
     from robot_rl.configs import OPTION_GROUPS
@@ -309,7 +330,7 @@ def _add_command(commands, name: str, config_cls: type, func, resumable: bool = 
         command.add_argument("--wait-lock", action="store_true",
                              help="wait for another process writing the same output folder to end, instead of "
                                   "refusing to start")
-    command.set_defaults(func=func)
+    command.set_defaults(func=func, writes=writes)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -335,16 +356,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"robot-rl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_command(commands, "demo", DemoConfig, _cmd_demo)
-    _add_command(commands, "collect-demos", CollectConfig, _cmd_collect_demos, writes=True)
-    _add_command(commands, "pretrain", BCConfig, _cmd_pretrain, resumable=True, writes=True)
+    _add_command(commands, "collect-demos", CollectConfig, _cmd_collect_demos, writes=("out", "dataset"))
+    _add_command(commands, "pretrain", BCConfig, _cmd_pretrain, resumable=True, writes=("run_dir", "run folder"))
     _add_command(commands, "pretrain-encoder", EncoderPretrainConfig, _cmd_pretrain_encoder, resumable=True,
-                 writes=True)
-    _add_command(commands, "dagger", DAggerConfig, _cmd_dagger, resumable=True, writes=True)
-    _add_command(commands, "finetune", FinetuneConfig, _cmd_finetune, resumable=True, writes=True)
-    _add_command(commands, "evaluate", EvaluateConfig, _cmd_evaluate, writes=True)
+                 writes=("run_dir", "run folder"))
+    _add_command(commands, "dagger", DAggerConfig, _cmd_dagger, resumable=True, writes=("run_dir", "run folder"))
+    _add_command(commands, "finetune", FinetuneConfig, _cmd_finetune, resumable=True, writes=("run_dir", "run folder"))
+    _add_command(commands, "evaluate", EvaluateConfig, _cmd_evaluate, writes=("out", "evaluation folder"))
     _add_command(commands, "export", ExportConfig, _cmd_export)
     _add_command(commands, "export-dataset", ExportDatasetConfig, _cmd_export_dataset)
-    _add_command(commands, "pipeline", PipelineConfig, _cmd_pipeline, writes=True)
+    _add_command(commands, "pipeline", PipelineConfig, _cmd_pipeline, writes=("root", "pipeline root"))
     info = commands.add_parser("info", help="what a run folder, dataset, report or export holds",
                                description="What PATH holds: its stage, task, arm, randomization, progress, last "
                                            "check, and which checkpoint evaluate would take.",
@@ -383,45 +404,52 @@ def _no_space_line(err: OSError) -> str:
     return f"no space left on device{f' writing {folder}' if folder else ''}{size}"
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """Within ``with``: SIGTERM raises ``Interrupted`` as Ctrl-C raises KeyboardInterrupt, so a command stopped by
-    a scheduler unwinds (temporary files removed, workers shut down) and a training loop checkpoints first
-    (``StopOnInterrupt`` takes both signals while it runs)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+# Commands whose output the same command line continues after a stop (a resumable run continues with --resume).
+SAME_COMMAND_CONTINUES = ("collect-demos", "pipeline", "pretrain", "pretrain-encoder", "dagger", "finetune")
+
+
+def _starting(args: argparse.Namespace) -> None:
+    """Before the slow start-up (torch, MuJoCo, the task): a line saying what the command does, and a refusal at
+    once when another process holds the folder it writes (the command takes the lock itself later)."""
+    if args.command in ("info", "list"):
         return
+    if args.writes and not getattr(args, "wait_lock", False):
+        field, kind = args.writes
+        folder = getattr(args, "resume", "") or getattr(args, field, "")
+        if folder:
+            refuse_if_locked(folder, kind)
+    print(f"robot-rl {args.command}: starting ({COMMANDS[args.command][0]})", file=sys.stderr, flush=True)
 
-    def interrupt(signum, frame):
-        raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def _continue_line(args: argparse.Namespace) -> str:
+    """How a command stopped by a signal before its run was under way continues."""
+    return "; the same command continues it" if args.command in SAME_COMMAND_CONTINUES else ""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     command = f"robot-rl {args.command}"
+    clear_stop_request()  # one request per command (main may run several times in one process: tests)
     try:
-        with _sigterm_interrupts(), waiting_for_locks(getattr(args, "wait_lock", False)):
+        with stop_signals_interrupt(), waiting_for_locks(getattr(args, "wait_lock", False)):
+            _starting(args)
             return args.func(args)
     except UsageError as err:
         print(f"{command}: error: {err}", file=sys.stderr)
         return 2
     except RunStopped as err:  # Ctrl-C or SIGTERM: the run checkpointed and stopped; exit as the signal would
-        again = ("the same command (finished stages are skipped)" if args.command == "pipeline"
-                 else f"robot-rl {err.command} --resume {err.run_dir}")
+        resumable = hasattr(args, "resume") and err.command == args.command  # a stage of a pipeline: the pipeline
+        again = f"robot-rl {err.command} --resume {err.run_dir}" if resumable else "the same command"
+        if args.command == "pipeline":
+            again += " (finished stages are skipped)"
         by = "" if err.signum == signal.SIGINT else f" ({signal.Signals(err.signum).name})"
         print(f"{command}: {err}{by}; continue with {again}", file=sys.stderr)
         return 128 + err.signum
-    except KeyboardInterrupt as err:  # while a command starts up, or a second one: nothing half written
+    except KeyboardInterrupt as err:  # while a command starts up, collects or evaluates, or a second signal
         signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
         what = "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
-        print(f"{command}: {what}", file=sys.stderr)
+        print(f"{command}: {what}; nothing half written{_continue_line(args)}", file=sys.stderr)
         return 128 + signum
     except Exception as err:
         full = _disk_full(err)

@@ -66,6 +66,20 @@ def exclusive(folder: str | os.PathLike, what: str = "folder") -> Iterator[None]
         os.close(fd)  # releases the lock; the file stays (see the module docstring)
 
 
+def refuse_if_locked(folder: str | os.PathLike, what: str = "folder") -> None:
+    """Raises ``exclusive``'s refusal at once when another process holds ``folder``'s lock, and does nothing
+    otherwise (nothing is created): a command checks this before its slow start-up, then takes the lock itself."""
+    path = lock_file(folder)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # no lock file (never written) or unreadable: the real attempt later says why
+        return
+    try:
+        _acquire(fd, path, Path(folder), what)
+    finally:
+        os.close(fd)  # releases the lock if it was free
+
+
 def holder(folder: str | os.PathLike) -> int | None:
     """The pid written in ``folder``'s lock file (its holder while the lock is held), or None."""
     try:

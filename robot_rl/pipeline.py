@@ -38,7 +38,7 @@ from robot_rl.locks import exclusive
 from robot_rl.pretrain import bc, dagger, encoder_pretrain
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.run_folder import RunFolder, ensure_finished
+from robot_rl.run_folder import RunFolder, ensure_finished, stop_point
 from robot_rl.tables import markdown_table
 
 # Where each stage writes, under the pipeline's root; the stages are linked through these.
@@ -203,6 +203,7 @@ def _train_stage(label: str, command: str, run_dir: Path, start, resume, make_co
         f"{label}: resuming {run_dir}" if folder.started else f"{label} -> {run_dir}")
     ensure_finished(run_dir, command, lambda: start(make_config(), progress=progress),
                     lambda path: resume(path, progress=progress))
+    stop_point(run_dir, command)  # a stop asked during the stage's last step: the pipeline stops before the next
 
 
 def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: EvaluateConfig, device: str,
@@ -246,6 +247,7 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
     else:
         log(f"[1/5] collect-demos -> {data}")
         collect_demos(collect, progress=progress)
+        stop_point(data, "collect-demos")
     timings["collect-demos"] = time.perf_counter() - start
 
     encoder = {}

@@ -18,11 +18,11 @@ its ``best.pt`` (``policy_checkpoint``, the one rule). A new run refuses a folde
 the same command again on a folder whose run it started and did not finish continues that run (as ``--resume``
 does). ``--resume DIR`` works on DIR wherever it now lives (a copied or moved folder: the ``run_dir`` stored in its
 config is replaced by DIR, and nothing is written to the stored path); resuming a finished run changes nothing. The
-first Ctrl-C or SIGTERM (what Slurm, Kubernetes, systemd and Ray send before they kill) lets the current step finish
-and checkpoint (``last.pt``), then stops without ``summary.json``; a second one aborts at once. One process at a
-time writes a run folder (``robot_rl.locks``). Every file is written to a temporary name and renamed, and a new run
-writes ``last.pt`` before ``config.json``, so a killed run, at any moment, leaves a folder that is either unclaimed
-or resumable.
+first Ctrl-C or SIGTERM lets the current step finish and checkpoint (``last.pt``), then stops without
+``summary.json``; a second one aborts at once (``robot_rl.stop``: one request per process, which a nested run
+never drops). One process at a time writes a run folder (``robot_rl.locks``). Every file is written to a temporary
+name and renamed, and a new run writes ``last.pt`` before ``config.json``, so a killed run, at any moment, leaves a
+folder that is either unclaimed or resumable.
 
 This module is the folder's side of a run's lifecycle (claim, continue, resume, the stop signal, finish); the
 lifecycle itself, written once for every kind of run, is ``robot_rl.training_run``. The files are read and written
@@ -36,7 +36,6 @@ import dataclasses
 import json
 import os
 import signal
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,9 +52,10 @@ from robot_rl.checkpoints import (
     save_checkpoint,
     save_config,
 )
-from robot_rl.errors import Interrupted, RunStopped, UsageError
+from robot_rl.errors import RunStopped, UsageError
 from robot_rl.io import remove_orphaned_temporaries, write_json
 from robot_rl.locks import exclusive
+from robot_rl.stop import STOPPED_BY, StopOnInterrupt, stop_requested
 
 IMPORTED_DEMOS = "demos"
 SUMMARY_FILE = "summary.json"
@@ -168,40 +168,11 @@ def ensure_finished(run_dir: str | Path, command: str, start: Callable[[], dict]
     return summary
 
 
-STOPPED_BY = "stopped_by_signal"  # in the summary a stopped run returns (never in summary.json): the signal
+def stop_point(path: str | Path, command: str) -> None:
+    """A safe point between two pieces of work (a pipeline's stages, a benchmark's arms): raises ``RunStopped``
+    when Ctrl-C or SIGTERM asked this process to stop, even if the piece it reached finished first."""
+    signum = stop_requested()
+    if signum is not None:
+        raise RunStopped(path, command, signum)
 
 
-class StopOnInterrupt:
-    """Within ``with``: the first Ctrl-C or SIGTERM sets ``requested`` and ``signum`` (the loop finishes its step,
-    checkpoints and stops), a second one raises ``Interrupted`` (a KeyboardInterrupt). Outside the main thread it
-    does nothing (signals go to that thread)."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self, doing: str = "stopping after this step and saving a checkpoint"):
-        self.requested = False
-        self.signum: int | None = None
-        self.doing = doing  # what the first signal is answered with
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum, frame) -> None:
-        if self.requested:
-            raise Interrupted(signum)
-        self.requested, self.signum = True, signum
-        tqdm.write(f"{signal.Signals(signum).name}: {self.doing} (Ctrl-C or SIGTERM again to abort)")
-
-    def __enter__(self) -> StopOnInterrupt:
-        if threading.current_thread() is threading.main_thread() and os.name == "posix":
-            self._previous = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-        self._previous = {}
-
-    def stopped(self, summary: dict) -> dict:
-        """``summary`` with the signal that stopped the run, when one did (for the CLI's exit code)."""
-        if self.signum is None or summary["finished"]:
-            return summary
-        return {**summary, STOPPED_BY: self.signum}

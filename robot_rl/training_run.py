@@ -14,7 +14,8 @@ what is its own: ``build`` (data, models, loss, optimizer, logger), ``checkpoint
 - ``start`` / ``resume`` / ``ensure_trained``: new run, ``--resume``, and "the finished run, reused, resumed or
   started" (pipelines and benchmarks), each holding the folder's lock (``run_folder.run_to_completion``).
 
-The folder's files and the stop signal are ``robot_rl.run_folder``'s.
+The folder's files are ``robot_rl.run_folder``'s, the stop request ``robot_rl.stop``'s (one per process: a run
+nested in another, a DAgger round's BC, answers it and the outer loop sees it too).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.run_folder import RunFolder, StopOnInterrupt, ensure_finished, run_to_completion
+from robot_rl.run_folder import RunFolder, ensure_finished, run_to_completion
 from robot_rl.run_logs import RunLogger
+from robot_rl.stop import StopOnInterrupt
 
 
 class TrainingRun:

@@ -7,9 +7,9 @@
     core    what every stage shares: TensorDict keys, file I/O, locks, options and configs, the policy and its
             encoder, checkpoints and run folders, episodes and closed-loop rollouts, precision, videos, tables.
     stages  one command's work each: pretrain (the folder pretrain/: demos, BC, DAgger, LeRobot I/O), finetune
-            (PPO), evaluate, export, demo, info (robot-rl info and list). Stages are siblings: none imports another;
-            what two share goes to core.
-    app     what composes the stages: the CLI, the pipeline, and the package root (robot_rl/__init__.py).
+            (PPO), evaluate, export, demo. Stages are siblings: none imports another; what two share goes to core.
+    app     what composes the stages: the CLI, the pipeline, info (robot-rl info and list: every stage's artefacts,
+            read with that stage's reader) and the package root (robot_rl/__init__.py).
 
 ``LAYER_OF`` below places every module: a module takes the entry that names it or its package (the longest such
 name; ``robot_rl`` names the root file only). The test fails, naming the file, line and import, on
@@ -66,6 +66,7 @@ LAYER_OF = {
     "robot_rl.compat": "core",
     "robot_rl.provenance": "core",
     "robot_rl.checkpoints": "core",
+    "robot_rl.stop": "core",  # the process's one stop request (Ctrl-C, SIGTERM)
     "robot_rl.run_folder": "core",
     "robot_rl.training_run": "core",  # the lifecycle every training run shares
     "robot_rl.run_logs": "core",
@@ -78,10 +79,10 @@ LAYER_OF = {
     "robot_rl.evaluate": "stages",
     "robot_rl.export": "stages",
     "robot_rl.demo": "stages",
-    "robot_rl.info": "stages",  # robot-rl info and list: read artefacts and the registries
     # app
     "robot_rl.cli": "app",
     "robot_rl.pipeline": "app",
+    "robot_rl.info": "app",  # robot-rl info and list: every stage's artefacts, read with that stage's reader
     "robot_rl": "app",  # the package root, robot_rl/__init__.py
 }
 

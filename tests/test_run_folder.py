@@ -18,7 +18,8 @@ from robot_rl.checkpoints import load_checkpoint, policy_checkpoint, run_folder_
 from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
 from robot_rl.pretrain import bc
-from robot_rl.run_folder import RunFolder, StopOnInterrupt
+from robot_rl.run_folder import RunFolder
+from robot_rl.stop import StopOnInterrupt
 from tests.finetune.test_trainer import tiny
 from tests.pretrain.test_bc import small_config
 

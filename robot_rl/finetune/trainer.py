@@ -235,6 +235,9 @@ class PPORun(TrainingRun):
         # Worker processes take the policy as it is when they start: in the precision of their own device.
         worker_precision = (self.precision if config.collector == "direct"
                             else resolve_precision(config.precision, config.worker_device))
+        if self.is_main:  # the envs and workers start now: tens of seconds on a small machine
+            tqdm.write(f"finetune: starting {config.num_envs} envs ({config.collector} collector), learner on "
+                       f"{self.device.type}, {self.precision}")
         with encoder_precision(self.collection_policy, worker_precision):
             self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.device,
                                                       self.seed, pre_collect_hook=self._seed_iteration)
@@ -259,6 +262,9 @@ class PPORun(TrainingRun):
         last = min(config.iterations, until or config.iterations)
         with tqdm(total=last, initial=self.iteration, desc="finetune", unit="it", disable=not progress) as bar:
             if self.iteration == 0 and not self.curve and self.is_main:
+                if progress:
+                    tqdm.write(f"finetune: the starting policy on {config.eval_episodes} held-out boards (the "
+                               f"curve's first point), then {last} iterations of {config.frames_per_batch} frames")
                 start = time.perf_counter()
                 self._log(self._check())  # the starting point of the learning curve
                 self.seconds += time.perf_counter() - start
