@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
 .PHONY: demo test test-slow docs docs-render bench-list bench bench-quality bench-bc-vs-scratch bench-arms-tasks \
-	bench-diagnostics bench-reliability bench-perception bench-gpu lint sysdeps clean
+	bench-diagnostics bench-reliability bench-test-suite bench-perception bench-gpu lint sysdeps clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
@@ -93,9 +93,16 @@ bench-diagnostics: $(STAMP)
 	$(BIN)/python benchmarks/bc_quality.py --variant panda-velocities
 	$(BIN)/python benchmarks/verdict_probe.py --variant ur5e-panda
 
-# kill -9, Ctrl-C, SIGTERM, two writers, bad inputs and a full disk against every command (about 30 minutes).
+# kill -9, Ctrl-C, SIGTERM, two writers, bad inputs and a full disk against every command (about 30 minutes); then
+# Ctrl-C and SIGTERM at random moments of dagger, pipeline and collect-demos, and over 200 hostile inputs (about
+# 75 minutes).
 bench-reliability: $(STAMP)
 	$(BIN)/python benchmarks/kill_resume.py --variant all
+	$(BIN)/python benchmarks/promises.py --variant all
+
+# How long `make test` takes on a fresh clone of HEAD (run it alone: about 15 minutes on 2 CPU cores).
+bench-test-suite: $(STAMP)
+	$(BIN)/python benchmarks/test_suite.py --variant fresh-clone
 
 # Encoder pretraining and recolouring under the perturbation suite (about 13 hours on 2 CPU cores).
 bench-perception: $(STAMP)

@@ -6,6 +6,12 @@ From the code: the CLI reference (the ``robot-rl`` parser, built from the option
 ``robot_rl/configs.py``) and the tasks reference (tasks, difficulty presets, randomization presets, perturbations).
 Each figure printed names its file, with the machine, date and commit the file records.
 
+In the hand-written pages (the guides, start and reference pages, the README), every default the prose states comes
+from the code too: ``<!-- default: COMMAND --flag -->VALUE<!-- end -->`` is the value ``robot-rl COMMAND --help``
+shows, ``<!-- preset: PRESET COMMAND --flag -->VALUE<!-- end -->`` that option in the pipeline preset's stage
+(``robot_rl.pipeline.PRESETS``), and a ``<!-- generated: NAME -->`` block in a page under ``docs/`` is
+``docs_templates/pages/NAME.md`` rendered (with ``option_default``, ``preset_value`` and ``recipe_changes``).
+
     python benchmarks/render_docs.py           # rewrite every generated page (make docs-render)
     python benchmarks/render_docs.py --check   # exit 1 naming the pages that differ from what would be rendered
 """
@@ -26,6 +32,8 @@ TEMPLATES = ROOT / "benchmarks" / "docs_templates"
 README = ROOT / "README.md"
 COMMAND = "make docs-render"  # or: python benchmarks/render_docs.py
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
+# A value the prose states that the code defines (see the module docstring); the value is what gets rewritten.
+VALUE = re.compile(r"(<!-- (?P<kind>default|preset): (?P<key>[^>]*?) -->)(?P<value>.*?)(<!-- end -->)")
 # The page templates, each rendered with the same helpers to the same path under docs/.
 PAGES = (*(f"results/{name}.md" for name in ("index", "demo", "bc", "fine-tuning", "robustness", "throughput",
                                              "arms-tasks", "reliability")), "history.md")
@@ -309,6 +317,103 @@ def _field_text(name: str, value) -> str:
     return f"{low:g}-{high:g}" if low != high else f"{low:g}"
 
 
+# -- defaults the hand-written pages state ---------------------------------------------------------------------
+# Each command's stage in a pipeline preset (robot_rl.pipeline.Preset's fields).
+PRESET_STAGES = {"collect-demos": "collect", "pretrain-encoder": "encoder", "pretrain": "pretrain", "dagger": "dagger",
+                 "finetune": "finetune", "evaluate": "evaluate"}
+
+
+def _command_action(command: str, flag: str) -> argparse.Action:
+    """The ``robot-rl`` parser's action for ``command``'s ``flag`` (what ``--help`` prints); a name the parser
+    lacks is a ValueError naming it."""
+    from robot_rl.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices.get(command)
+    if parser is None:
+        raise ValueError(f"no command robot-rl {command}")
+    action = parser._option_string_actions.get(flag)
+    if action is None or action.help == argparse.SUPPRESS:
+        raise ValueError(f"robot-rl {command} has no option {flag}")
+    return action
+
+
+def value_text(value) -> str:
+    """An option's value as prose states it: 65,536; 0.1; 3e-5; 2 (a whole float); on / off; '' as none."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value.is_integer() else re.sub(r"e([+-])0*(\d)", r"e\g<1>\2", f"{value:g}")
+    return "none" if value in ("", None) else str(value)
+
+
+def option_default(command: str, flag: str) -> str:
+    """The default of ``robot-rl COMMAND --flag``, as prose states it."""
+    return value_text(_command_action(command, flag).default)
+
+
+def _preset_stage(preset: str, command: str):
+    """The config a pipeline preset runs ``command`` with (an optional stage as ``for_options`` adds it)."""
+    from robot_rl import pipeline
+
+    stage = PRESET_STAGES.get(command)
+    if preset not in pipeline.PRESETS or stage is None:
+        raise ValueError(f"no stage {command} in a pipeline preset {preset!r}")
+    optional = {"encoder": pipeline.ENCODER_STAGES, "dagger": pipeline.DAGGER_STAGES}.get(stage, {})
+    return getattr(pipeline.PRESETS[preset], stage) or optional[preset]
+
+
+def preset_value(preset: str, command: str, flag: str) -> str:
+    """``--flag`` of ``command`` in the pipeline preset ``preset``, as prose states it."""
+    return value_text(getattr(_preset_stage(preset, command), _command_action(command, flag).dest))
+
+
+def recipe_changes(preset: str, command: str) -> list[dict]:
+    """The options (flag, the preset's value, the command's default) where a pipeline preset's stage differs from
+    ``command``'s defaults; the fields that link stages (``robot_rl.pipeline.WIRING``) left out."""
+    import dataclasses
+
+    from robot_rl.options import flag_of
+    from robot_rl.pipeline import WIRING
+
+    config = _preset_stage(preset, command)
+    stage = PRESET_STAGES[command]
+    return [{"flag": flag_of(f), "value": value_text(getattr(config, f.name)), "default": value_text(f.default)}
+            for f in dataclasses.fields(config)
+            if f.name not in WIRING[stage] and getattr(config, f.name) != f.default]
+
+
+def fill_values(text: str, source: str) -> str:
+    """``text`` with each ``<!-- default: ... -->`` and ``<!-- preset: ... -->`` value rewritten from the code. A
+    marker may not begin a line: Markdown takes a line that starts with a comment for an HTML block, which ends the
+    paragraph there."""
+    def fill(match: re.Match) -> str:
+        if match.start() == 0 or text[match.start() - 1] == "\n":
+            raise ValueError(f"{source}: {match.group(1)} begins a line; move a word before it")
+        words = match["key"].split()
+        try:
+            if match["kind"] == "default" and len(words) == 2:
+                value = option_default(*words)
+            elif match["kind"] == "preset" and len(words) == 3:
+                value = preset_value(*words)
+            else:
+                raise ValueError("expected `default: COMMAND --flag` or `preset: PRESET COMMAND --flag`")
+        except ValueError as err:
+            raise ValueError(f"{source}: {match.group(1)}: {err}") from None
+        return match.group(1) + value + match.group(5)
+
+    return VALUE.sub(fill, text)
+
+
+def hand_written_pages() -> list[Path]:
+    """The docs pages written by hand (every page under docs/ but the generated ones)."""
+    generated = {ROOT / "docs" / page for page in PAGES} | {ROOT / "docs/reference/cli.md",
+                                                             ROOT / "docs/reference/tasks.md"}
+    return [page for page in sorted((ROOT / "docs").rglob("*.md")) if page not in generated]
+
+
 def _header(source: str) -> str:
     return (f"<!-- Generated by benchmarks/render_docs.py from {source}. Do not edit: change the source, then run "
             f"`{COMMAND}`. -->\n")
@@ -320,7 +425,8 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, table=table, metrics_row=metrics_row,
                        bc_checks_table=bc_checks_table, suite_table=suite_table, lead_inspect_rows=lead_inspect_rows,
-                       perception_rows=perception_rows,
+                       perception_rows=perception_rows, option_default=option_default, preset_value=preset_value,
+                       recipe_changes=recipe_changes,
                        prov=lambda name: provenance_line(name, results[name]),
                        cmd=lambda name: command_text(results[name]), machine=machine_text)
     return env
@@ -337,17 +443,21 @@ def render_all(results: dict[str, dict] | None = None) -> dict[Path, str | bytes
                                                    f"{template}`") + env.get_template(template).render())
     pages[ROOT / "docs/reference/cli.md"] = cli_reference()
     pages[ROOT / "docs/reference/tasks.md"] = tasks_reference()
-    pages[README] = render_readme(README.read_text(), env)
+    pages[README] = fill_values(render_blocks(README.read_text(), env, "readme"), "README.md")
+    for page in hand_written_pages():
+        text = page.read_text()
+        if VALUE.search(text) or BLOCK.search(text):
+            pages[page] = fill_values(render_blocks(text, env, "pages"), str(page.relative_to(ROOT)))
     # The images the pages show, copied: MkDocs serves only what lies under docs/.
     for image in [*sorted(RESULTS_DIR.glob("*.png")), *sorted((ROOT / "assets" / "readme").glob("*.png"))]:
         pages[ROOT / "docs" / "assets" / image.name] = image.read_bytes()
     return pages
 
 
-def render_readme(text: str, env: jinja2.Environment) -> str:
-    """The README with each generated block replaced by ``readme/NAME.md`` rendered."""
+def render_blocks(text: str, env: jinja2.Environment, folder: str) -> str:
+    """``text`` with each generated block replaced by the template ``FOLDER/NAME.md`` rendered."""
     def fill(match: re.Match) -> str:
-        body = env.get_template(f"readme/{match['name']}.md").render()
+        body = env.get_template(f"{folder}/{match['name']}.md").render()
         return match.group(1) + body.rstrip("\n") + "\n" + match.group(4)
 
     return BLOCK.sub(fill, text)
@@ -363,7 +473,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report pages that differ; exit 1 if any")
     args = parser.parse_args(argv)
-    pages = render_all()
+    try:
+        pages = render_all()
+    except ValueError as err:  # a page names an option or preset the code lacks: one line naming it
+        print(f"render_docs: {err}", file=sys.stderr)
+        return 2
     differ = stale(pages)
     if args.check:
         for path in differ:

@@ -27,9 +27,11 @@ from pathlib import Path
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from robot_rl import keys
+from robot_rl import compat, keys
+from robot_rl.configs import CollectConfig
 from robot_rl.errors import NoSpaceLeft
 from robot_rl.io import check_space, preallocate, write_json
+from robot_rl.options import option_name
 from robot_rl.pretrain.dataset_checks import DatasetError, check_meta, check_storage
 
 FORMAT = "robot_rl-demos"
@@ -47,8 +49,11 @@ REQUIRED_KEYS = (keys.PIXELS, keys.JOINT_STATE, keys.EXPERT_POSE, keys.EXPERT_VE
 ARM_DIGEST = "arm_sha256"  # an arm file's content hash (robot_rl.envs.arms.arm_digest), compared when both have it
 # meta.json's "segmentation": true when every frame has its segmentation mask (keys.SEGMENTATION).
 MASKS_FIELD = "segmentation"
-COMPATIBILITY_FIELDS = {"env": None, "env_version": None, "image_size": None, "randomization": "none",
-                        "arm": "ur5e_like", MASKS_FIELD: False}
+# The meta.json fields that hold for every demo of a dataset, each with the collect-demos option (CollectConfig
+# field) that sets it; datasets written before a field existed are read through robot_rl.compat.
+DATASET_OPTIONS = {"env": "task", "difficulty": "difficulty", "image_size": "image_size",
+                   "randomization": "randomization", "arm": "arm", MASKS_FIELD: "masks"}
+COMPATIBILITY_FIELDS = ("env", "env_version", *DATASET_OPTIONS)
 
 
 def package_versions() -> dict[str, str]:
@@ -126,16 +131,13 @@ class DemoDataset:
     @classmethod
     def open_for_append(cls, root: str | Path, info: dict) -> DemoDataset:
         """Opens ``root`` for appending, or prepares a new dataset there. ``info`` describes the data to add
-        (env, env_version, image_size, difficulty, ...); a dataset written with another env, env version or
-        image size is refused."""
+        (env, env_version, image_size, difficulty, ...); a dataset whose demos differ in any of
+        ``COMPATIBILITY_FIELDS`` (or were recorded with an edited arm file) is refused."""
         root = Path(root)
         remove_stale_build_dirs(root)
         if root.exists() and any(root.iterdir()):
             dataset = cls.open(root)
-            for field, before in COMPATIBILITY_FIELDS.items():
-                if dataset.meta.get(field, before) != info.get(field, before):
-                    raise DatasetError(f"{root / META_FILE}: dataset has {field}={dataset.meta.get(field, before)!r}, "
-                                       f"the new demos have {field}={info.get(field, before)!r}; use another folder")
+            _check_compatible(dataset.meta, info, root / META_FILE)
             recorded, new = dataset.meta.get(ARM_DIGEST), info.get(ARM_DIGEST)
             if recorded and new and recorded != new:  # the same arm file, edited since the dataset's demos
                 raise DatasetError(f"{root / META_FILE}: arm {info.get('arm')} changed since the dataset's demos "
@@ -210,6 +212,36 @@ class DemoDataset:
         for path in self._dir.glob("storage-*"):
             if path.name != self.meta["storage"]:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _check_compatible(meta: dict, info: dict, meta_path: Path) -> None:
+    """Refuses demos (``info``) that differ from the dataset (``meta``) in a field every demo shares, naming the
+    field, both values and the collect-demos option that sets it."""
+    before, after = compat.dataset_meta(meta), compat.dataset_meta(info)
+    for field in COMPATIBILITY_FIELDS:
+        if before.get(field) != after.get(field):
+            option = DATASET_OPTIONS.get(field)
+            flag = f" ({_as_option(option, after.get(field))})" if option else ""
+            raise DatasetError(f"{meta_path}: dataset has {field}={before.get(field)!r}, the new demos have "
+                               f"{field}={after.get(field)!r}{flag}; a dataset holds one {field}: use another "
+                               "folder")
+
+
+def _as_option(option: str, value) -> str:
+    """The collect-demos option that sets ``option`` (a CollectConfig field) to ``value``, as typed."""
+    flag = option_name(CollectConfig, option)
+    if isinstance(value, bool):
+        return flag if value else flag.replace("--", "--no-", 1)
+    return f"{flag} {value}"
+
+
+def read_meta(root: str | Path) -> dict | None:
+    """The checked ``meta.json`` of the dataset at ``root``, or None where there is none yet (no folder, or an
+    empty one); anything else there that is not a whole dataset raises DatasetError."""
+    root = Path(root)
+    if not root.is_dir() or not any(root.iterdir()):
+        return None
+    return _read_meta(root)
 
 
 def _row_bytes(row: TensorDictBase) -> int:

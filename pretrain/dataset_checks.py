@@ -101,10 +101,14 @@ def _check_runs(meta: dict, refuse) -> None:
         if not isinstance(run, dict):
             refuse(f"runs[{index}]", "must be an object")
         for field, low in (("seed", 0), ("target_episodes", 1), ("episodes", 0)):
-            if field in run and not is_count(run[field], low):
-                refuse(f"runs[{index}].{field}", f"must be an integer >= {low}, got {run[field]!r}")
-        if "complete" in run and not isinstance(run["complete"], bool):
-            refuse(f"runs[{index}].complete", f"must be true or false, got {run['complete']!r}")
+            if not is_count(run.get(field), low):
+                refuse(f"runs[{index}].{field}", f"must be an integer >= {low}, got {run.get(field)!r}")
+        if not isinstance(run.get("complete"), bool):
+            refuse(f"runs[{index}].complete", f"must be true or false, got {run.get('complete')!r}")
+        # A resumed collection runs with its run's pose noise.
+        noise = run.get("pose_noise", 0.0)
+        if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise < math.inf:
+            refuse(f"runs[{index}].pose_noise", f"must be a finite number >= 0, got {noise!r}")
         if is_count(run.get("episodes")) and is_count(run.get("target_episodes")) and \
                 run["episodes"] > run["target_episodes"]:
             refuse(f"runs[{index}].episodes", f"{run['episodes']} exceed its target_episodes {run['target_episodes']}")

@@ -27,6 +27,12 @@ from robot_rl.pretrain.dataset_checks import IMAGE_SIZES, MAX_FRAMES, is_count
 EPISODES_PER_WRITE = 64  # episodes decoded, then written to the memmaps together
 MAX_FILE_INDEX = 10**6  # chunk and file numbers of any real dataset are far below
 # The fields each path template of info.json may use (with example values: a template is checked up front).
+# The families of LeRobot feature dtypes robot_rl reads ("float32", "int64", "bool", ...) and the Arrow cell types
+# each admits; index columns that info.json does not declare are read as int64.
+_ARROW_FAMILIES = {"float": lambda types, t: types.is_floating(t),
+                   "int": lambda types, t: types.is_integer(t),
+                   "bool": lambda types, t: types.is_boolean(t)}
+_INDEX_DTYPE = "int64"
 TEMPLATE_FIELDS = {"video_path": {"video_key": layout.IMAGE, "chunk_index": 0, "file_index": 0},
                    "data_path": {"chunk_index": 0, "file_index": 0}}
 
@@ -46,7 +52,7 @@ def _read_tables(pq, pa, root: Path, folder: Path, what: str):
     files = sorted(folder.glob("*/*.parquet"))
     if not files:
         raise DatasetError(f"{folder}: no {what} parquet files")
-    files = [layout.inside(root, f, f"{f}") for f in files]
+    files = [layout.inside_file(root, f, f"{f}") for f in files]
     try:
         return pa.concat_tables([pq.read_table(f) for f in files])
     except (OSError, pa.ArrowException) as err:
@@ -135,13 +141,16 @@ class LeRobotSource:
                 continue
             dtype, width = self.expected[name]
             declared = self.features[name]
+            if _dtype_family(declared.get("dtype")) is None:
+                raise DatasetError(f"{info_path}: feature {name!r} has dtype {declared.get('dtype')!r}; robot_rl "
+                                   f"reads {', '.join(_ARROW_FAMILIES)} features")
             if declared.get("shape") != [width]:
                 raise DatasetError(f"{info_path}: feature {name!r} has shape {declared.get('shape')}, the "
                                    f"{self.meta['env']} env with arm {self.meta['arm']} has [{width}]")
 
     def _file(self, relative: str) -> Path:
         """A file of the dataset by its relative path, refused if it leads outside the dataset folder."""
-        return layout.inside(self.root, self.root / relative, str(self.root / relative))
+        return layout.inside_file(self.root, self.root / relative, str(self.root / relative))
 
     def _read_episodes(self) -> list[dict]:
         folder = self.root / "meta/episodes"
@@ -243,7 +252,7 @@ class LeRobotSource:
             relative = layout.expand_template(self.info["video_path"], {
                 "video_key": layout.IMAGE, "chunk_index": row[f"{prefix}/chunk_index"],
                 "file_index": row[f"{prefix}/file_index"]}, source)
-            path = layout.inside(self.root, self.root / relative, source)
+            path = layout.inside_file(self.root, self.root / relative, source)
             images = reader.read(path, round(row[f"{prefix}/from_timestamp"] * layout.FPS), len(rows))
         else:
             import cv2
@@ -315,7 +324,9 @@ class LeRobotSource:
         return DemoDataset.open(out)
 
     def _read_data(self) -> dict[str, np.ndarray]:
-        """Every column of the data files: name -> [frames] or [frames, D] array (images: the parquet cells)."""
+        """The columns of the data files robot_rl uses: name -> [frames] or [frames, D] array (images: the parquet
+        cells). Each is checked against its type declared in info.json first (a column of strings where numbers
+        are declared is refused naming it, not fed to torch)."""
         folder = self.root / "data"
         table = _read_tables(self.pq, self.pa, self.root, folder, "data")
         needed = [layout.INDEX, layout.EPISODE_INDEX] + [n for n in layout.required_features()
@@ -325,22 +336,49 @@ class LeRobotSource:
             raise DatasetError(f"{folder}: no {missing[0]!r} column")
         data = {}
         for name in table.column_names:
-            column, types = table.column(name), self.pa.types
-            try:
-                if name == layout.IMAGE:
-                    data[name] = np.array(column.to_pylist(), dtype=object)
-                elif types.is_fixed_size_list(column.type):
-                    flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
-                    data[name] = flat.reshape(len(column), -1)
-                elif types.is_list(column.type) or types.is_large_list(column.type):
-                    data[name] = np.array(column.to_pylist())
-                    if data[name].dtype == object:
-                        raise ValueError("rows of different lengths")
-                else:
-                    data[name] = column.to_numpy()
-            except (self.pa.ArrowException, ValueError) as err:
-                raise DatasetError(f"{folder}: column {name!r} unreadable ({err})") from None
+            if name == layout.IMAGE and not self.video:
+                data[name] = np.array(table.column(name).to_pylist(), dtype=object)
+            elif name in self.expected or name in (layout.INDEX, layout.EPISODE_INDEX):
+                data[name] = self._numbers(table.column(name), name, folder)
         return data
+
+    def _numbers(self, column, name: str, folder: Path) -> np.ndarray:
+        """A numeric or boolean column as a [frames] or [frames, D] array, refused (naming it) unless its cells
+        are all there and of the family its feature declares (numbers of robot_rl's type for the index columns)."""
+        types = self.pa.types
+        declared = self.features.get(name)
+        dtype = declared.get("dtype") if isinstance(declared, dict) else _INDEX_DTYPE
+        listed = types.is_fixed_size_list(column.type) or types.is_list(column.type) or types.is_large_list(
+            column.type)
+        cells = column.type.value_type if listed else column.type
+        family = _dtype_family(dtype)
+        if family is None:
+            raise DatasetError(f"{self.root / layout.INFO_PATH}: feature {name!r} has dtype {dtype!r}; robot_rl reads "
+                               f"{', '.join(_ARROW_FAMILIES)} features")
+        if not _ARROW_FAMILIES[family](types, cells):
+            raise DatasetError(f"{folder}: column {name!r} holds {column.type}, {layout.INFO_PATH} declares {dtype!r}")
+        try:
+            if column.null_count or (listed and column.combine_chunks().flatten().null_count):
+                raise ValueError("empty cells")
+            if types.is_fixed_size_list(column.type):
+                flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+                return flat.reshape(len(column), -1)
+            if listed:
+                values = np.array(column.to_pylist())
+                if values.dtype == object:
+                    raise ValueError("rows of different lengths")
+                return values
+            return column.to_numpy()
+        except (self.pa.ArrowException, ValueError, TypeError) as err:
+            raise DatasetError(f"{folder}: column {name!r} unreadable ({err})") from None
+
+
+def _dtype_family(dtype) -> str | None:
+    """The family ("float", "int", "bool") of a LeRobot feature dtype ("float32", "uint8", ...), or None."""
+    if not isinstance(dtype, str):
+        return None
+    family = "int" if dtype.startswith("uint") else dtype.rstrip("0123456789")
+    return family if family in _ARROW_FAMILIES else None
 
 
 def _check_episode_row(row: dict, folder: Path, video: bool) -> None:

@@ -32,6 +32,7 @@ import av
 import numpy as np
 
 from robot_rl import keys
+from robot_rl.envs.errors import file_problem
 from robot_rl.envs.scene import CONTROL_PERIOD
 from robot_rl.errors import UsageError
 
@@ -144,6 +145,16 @@ def inside(root: Path, path: Path, source: str) -> Path:
     resolved = path.resolve()
     if not resolved.is_relative_to(root.resolve()):
         raise UsageError(f"{source}: {path} leads outside the dataset folder {root}")
+    return resolved
+
+
+def inside_file(root: Path, path: Path, source: str) -> Path:
+    """``inside``, and refused unless it is a regular file where it exists (a FIFO or device would block or never
+    end when read; a missing file is left to the reader's own message)."""
+    resolved = inside(root, path, source)
+    problem = file_problem(resolved)
+    if problem and problem != "no such file":
+        raise UsageError(f"{path}: {problem}" if source == str(path) else f"{source}: {path}: {problem}")
     return resolved
 
 

@@ -11,7 +11,6 @@ import os
 import pickle
 import random
 import shutil
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import torch
 
 from robot_rl import compat
 from robot_rl.configs import CHECKPOINT_KINDS
+from robot_rl.envs.errors import file_problem
 from robot_rl.errors import NoSpaceLeft, UsageError
 from robot_rl.io import atomic_path, check_space, write_json
 
@@ -93,20 +93,34 @@ def _tensor_bytes(value: Any) -> int:
     return 0
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
-    """Loads a checkpoint (plain tensors and containers only: torch's ``weights_only``); a missing or unreadable
-    file, one holding pickled objects or anything but a dict is a one-line UsageError naming it."""
+def read_tensor_file(path: str | Path, what: str = "checkpoint", error: type[UsageError] = UsageError,
+                     map_location: str | torch.device = "cpu") -> Any:
+    """What ``torch.save`` wrote at ``path``, read with torch's ``weights_only`` (plain tensors and containers: no
+    code runs). Whatever goes wrong while reading it (missing, not a regular file, pickled objects, not torch's
+    zip format, truncated, corrupt) is a one-line ``error`` naming the file and calling it ``what``."""
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such checkpoint")
+    problem = file_problem(path, follow_symlinks=True)
+    if problem:
+        raise error(f"{path}: no such {what}" if problem == "no such file" else f"{path}: not a {what}: {problem}")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError:
-        # torch's own message suggests weights_only=False, i.e. running the file's code: never here.
-        raise UsageError(f"{path}: not a plain checkpoint (refusing pickled objects)") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as err:
-        first_line = (str(err).strip().splitlines() or [""])[0][:200]
-        raise UsageError(f"{path}: unreadable checkpoint ({type(err).__name__}: {first_line})") from None
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        # torch's own message suggests weights_only=False, i.e. running the file's code: never here. It raises this
+        # error for a pickled object (an "Unsupported global") and for bytes that are no pickle at all alike.
+        detail = str(err).partition("WeightsUnpickler error:")[2].strip()
+        if not detail or detail.startswith("Unsupported global"):
+            raise error(f"{path}: not a plain {what} (refusing pickled objects)") from None
+        raise error(f"{path}: unreadable {what} (UnpicklingError: {detail.splitlines()[0][:200]})") from None
+    except Exception as err:  # noqa: BLE001 - a corrupt file fails anywhere in torch's reader, with any type
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else (str(err).strip().splitlines()
+                                                                                 or [""])[0]
+        raise error(f"{path}: unreadable {what} ({type(err).__name__}: {reason[:200]})") from None
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """Loads a checkpoint (plain tensors and containers only: ``read_tensor_file``); a missing or unreadable
+    file, one holding pickled objects or anything but a dict is a one-line UsageError naming it."""
+    state = read_tensor_file(path, "checkpoint", map_location=map_location)
     if not isinstance(state, dict):
         raise UsageError(f"{path}: not a robot_rl checkpoint (it holds a {type(state).__name__}, not a dict)")
     return state

@@ -254,8 +254,9 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     preset, root = for_options(config)
     result = run_pipeline(preset, root, device=config.device, precision=config.precision)
     print("\n" + result_table(result))
-    _print_next(f"robot-rl export --policy {result['finetune']} --format onnx",
-                f"robot-rl evaluate --policy {result['finetune']} --episodes 100")
+    policy = Path(root) / preset.finetune.run_dir
+    _print_next(f"robot-rl export --policy {policy} --format onnx",
+                f"robot-rl evaluate --policy {policy} --episodes 100")
     return 0
 
 
@@ -276,6 +277,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
             print(f"  {name:<{width}}  {text}".rstrip())
         print()
     return 0
+
+
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line naming the command (``robot-rl pretrain: error: ...``, exit 2)
+    instead of the usage block; ``--help`` shows the usage. Subcommand parsers are of the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
 
 
 # name: (one-line help, example, the title of the command's own options)
@@ -330,7 +339,7 @@ def _add_command(commands, name: str, config_cls: type, func, resumable: bool = 
         command.add_argument("--wait-lock", action="store_true",
                              help="wait for another process writing the same output folder to end, instead of "
                                   "refusing to start")
-    command.set_defaults(func=func, writes=writes)
+    command.set_defaults(func=func, writes=writes, parser=command)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -349,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from robot_rl.options import HelpFormatter
 
-    parser = argparse.ArgumentParser(prog="robot-rl", description=__doc__.splitlines()[0],
+    parser = OneLineErrors(prog="robot-rl", description=__doc__.splitlines()[0],
                                      formatter_class=HelpFormatter,
                                      epilog="example:\n  robot-rl pipeline --preset quick\n\n"
                                             "robot-rl COMMAND --help lists a command's options and defaults.")
@@ -372,12 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
                                formatter_class=HelpFormatter, epilog="example:\n  robot-rl info runs/ppo")
     info.add_argument("path", metavar="PATH", help="a run folder, demo dataset, pipeline root, evaluation report "
                                                    "folder, export folder or checkpoint .pt file")
-    info.set_defaults(func=_cmd_info)
+    info.set_defaults(func=_cmd_info, writes=None, parser=info)
     listing = commands.add_parser("list", help="tasks, arms, difficulties, randomization presets, perturbations",
                                   description="The names --task, --arm, --difficulty, --randomization and evaluate "
                                               "--perturbations take, each with what it means.",
                                   formatter_class=HelpFormatter, epilog="example:\n  robot-rl list")
-    listing.set_defaults(func=_cmd_list)
+    listing.set_defaults(func=_cmd_list, writes=None, parser=listing)
     return parser
 
 
@@ -418,7 +427,7 @@ def _starting(args: argparse.Namespace) -> None:
         folder = getattr(args, "resume", "") or getattr(args, field, "")
         if folder:
             refuse_if_locked(folder, kind)
-    print(f"robot-rl {args.command}: starting ({COMMANDS[args.command][0]})", file=sys.stderr, flush=True)
+    print(f"robot-rl {args.command}: starting ({COMMANDS[args.command][0]})", flush=True)
 
 
 def _continue_line(args: argparse.Namespace) -> str:
@@ -428,7 +437,9 @@ def _continue_line(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the command they were given to, not by the top-level parser
+        args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     command = f"robot-rl {args.command}"
     clear_stop_request()  # one request per command (main may run several times in one process: tests)
     try:

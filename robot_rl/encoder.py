@@ -5,8 +5,6 @@ on its layer2, concatenated with the normalized joint state.
 from __future__ import annotations
 
 import contextlib
-import pickle
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import torchvision
 from torch import nn
 from torchvision.models.feature_extraction import create_feature_extractor
 
+from robot_rl.checkpoints import read_tensor_file
 from robot_rl.errors import UsageError
 from robot_rl.precision import autocast
 
@@ -46,15 +45,9 @@ def load_resnet_weights(resnet: nn.Module, path: str | Path, keypoints: nn.Modul
     (what pretrain-encoder writes; ``path`` may be its run folder). Anything else is a one-line WeightsError naming
     the file."""
     path = encoder_weights_path(path)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        # torch's own message suggests weights_only=False, i.e. running the file's code: never here.
-        raise WeightsError(f"{path}: not a plain tensor file (refusing pickled objects)") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else (str(err).splitlines() or [""])[0]
-        raise WeightsError(f"{path}: unreadable encoder weights ({type(err).__name__}: {reason[:200]})") from None
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+    state = read_tensor_file(path, "tensor file", WeightsError)
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in state.items()):
         raise WeightsError(f"{path}: not a ResNet18 state dict (holds a {type(state).__name__})")
     keypoint_state = {k[len(KEYPOINTS_PREFIX):]: v for k, v in state.items() if k.startswith(KEYPOINTS_PREFIX)}
     state = {k: v for k, v in state.items() if not k.startswith(KEYPOINTS_PREFIX)}
@@ -69,8 +62,12 @@ def load_resnet_weights(resnet: nn.Module, path: str | Path, keypoints: nn.Modul
         raise WeightsError(f"{path}: not a ResNet18 state dict ({culprit})")
     if keypoint_state:
         _check_keypoints(keypoints, keypoint_state, path)
-        keypoints.load_state_dict(keypoint_state)
-    resnet.load_state_dict(state, strict=False)
+    try:
+        if keypoint_state:
+            keypoints.load_state_dict(keypoint_state)
+        resnet.load_state_dict(state, strict=False)
+    except RuntimeError as err:  # right names and shapes, but tensors that do not copy (another layout or dtype)
+        raise WeightsError(f"{path}: not a ResNet18 state dict ({str(err).strip().splitlines()[-1][:200]})") from None
 
 
 def _check_keypoints(keypoints: nn.Module | None, state: dict, path: Path) -> None:

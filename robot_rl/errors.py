@@ -14,11 +14,12 @@ __all__ = ["CollectionFailed", "Interrupted", "NoSpaceLeft", "RunStopped", "Trai
 
 
 class RunStopped(Exception):
-    """A training run stopped by Ctrl-C or SIGTERM after checkpointing; ``--resume`` continues it (the CLI exits
-    128 + ``signum``: 130 for Ctrl-C, 143 for SIGTERM)."""
+    """A run stopped by Ctrl-C or SIGTERM after committing its work (``kept`` says what: a training run's
+    checkpoint, a collection's episodes); ``--resume`` or the same command continues it (the CLI exits 128 +
+    ``signum``: 130 for Ctrl-C, 143 for SIGTERM)."""
 
-    def __init__(self, run_dir, command: str, signum: int = signal.SIGINT):
-        super().__init__(f"{run_dir}: stopped, checkpoint saved")
+    def __init__(self, run_dir, command: str, signum: int = signal.SIGINT, kept: str = "checkpoint saved"):
+        super().__init__(f"{run_dir}: stopped, {kept}")
         self.run_dir, self.command, self.signum = run_dir, command, int(signum)
 
 

@@ -1,60 +1,102 @@
 """``robot-rl info PATH`` (what a run folder, dataset, report or export holds) and ``robot-rl list`` (the names the
 options take: tasks, arms, difficulties, randomization presets, perturbations).
 
-Reading a folder changes nothing in it and imports no code it names.
+Reading a folder changes nothing in it and imports no code it names. Each artefact is read with the checks of the
+command that reads it (a dataset as training opens it, a run folder as ``--resume`` does, an export as
+``load_actor`` does), so what info prints is what that command would use; an artefact those checks refuse gets the
+refusal, one line naming the file and why (exit 2).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
-from robot_rl import compat
-from robot_rl.envs.defaults import DEFAULT_TASK
+from robot_rl.artefact_schema import EXPORT_FORMAT
+from robot_rl.envs.errors import file_problem
 from robot_rl.errors import UsageError
+from robot_rl.provenance import Provenance
 
 Lines = list[tuple[str, str]]  # (label, value) rows, printed aligned
+RUN_CONFIG_MARKERS = (("rounds", "dagger"), ("total_frames", "finetune"), ("views", "encoder"))  # else BC
 
 
 def _json(path: Path) -> dict:
+    """A JSON object robot_rl wrote; anything else (not a regular file, not JSON, not an object) is a UsageError."""
+    problem = file_problem(path, follow_symlinks=True)
+    if problem:
+        raise UsageError(f"{path}: {problem}")
     try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        value = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
         raise UsageError(f"{path}: unreadable JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: not a JSON object")
+    return value
 
 
-def _env_lines(env: dict) -> Lines:
-    """Task, arm, difficulty, randomization and image size of a dataset's meta or a checkpoint's env."""
-    env = compat.dataset_meta(env)  # what older artefacts lack, as they meant it
-    return [("task", str(env.get("env", DEFAULT_TASK))), ("arm", str(env["arm"])),
-            ("difficulty", str(env["difficulty"])), ("randomization", str(env["randomization"])),
-            ("image size", f"{env.get('image_size')} x {env.get('image_size')}")]
+def _env_lines(provenance: Provenance) -> Lines:
+    """Task, arm, difficulty, randomization and image size of an artefact's checked record."""
+    size = provenance.image_size
+    return [("task", provenance.task), ("arm", provenance.arm), ("difficulty", provenance.difficulty),
+            ("randomization", provenance.randomization), ("image size", f"{size} x {size}")]
 
 
 def _rate(rate: float, ci95=None) -> str:
     return f"{rate:.0%}" + ("" if not ci95 else f" (95% CI {ci95[0]:.0%}-{ci95[1]:.0%})")
 
 
+def _checked_rate(values: object, source: Path, rate_key: str = "success_rate") -> str:
+    """``values``' success rate (and its 95% CI where given) as text, refused unless each is a number in [0, 1]."""
+    def is_rate(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+
+    rate = values.get(rate_key) if isinstance(values, dict) else None
+    ci95 = values.get("success_ci95") if isinstance(values, dict) else None
+    if not is_rate(rate):
+        raise UsageError(f"{source}: corrupt, {rate_key} must be a number in [0, 1], got {rate!r}")
+    if ci95 is not None and not (isinstance(ci95, list) and len(ci95) == 2 and all(map(is_rate, ci95))):
+        raise UsageError(f"{source}: corrupt, success_ci95 must be two numbers in [0, 1], got {ci95!r}")
+    return _rate(rate, ci95)
+
+
+def _count(values: dict, key: str, source: Path, low: int = 0):
+    """``values[key]``, refused unless an integer >= ``low`` (None where absent)."""
+    value = values.get(key)
+    if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
+        raise UsageError(f"{source}: corrupt, {key} must be an integer >= {low}, got {value!r}")
+    return value
+
+
 def describe_dataset(root: Path) -> Lines:
-    meta = _json(root / "meta.json")
-    episodes = meta.get("episodes", [])
+    """A demo dataset, opened as training opens it (meta.json bounded and consistent, storage plain and whole)."""
+    from robot_rl.pretrain.dataset import META_FILE, DemoDataset
+
+    meta = DemoDataset.open(root).meta
+    provenance = Provenance.of_dataset(meta, root / META_FILE)
+    episodes, runs = meta["episodes"], meta.get("runs", [])
     successes = sum(1 for row in episodes if row[-1])
-    runs = meta.get("runs", [])
-    unfinished = [r["seed"] for r in runs if not r.get("complete")]
-    return [("stage", "demo dataset (collect-demos)"), *_env_lines(meta),
-            ("progress", f"{len(episodes)} episodes, {meta.get('frames', 0)} frames, {len(runs)} collection run(s)"
-                         + (f"; unfinished: seed {', '.join(map(str, unfinished))} (collect-demos resumes it)"
+    unfinished = [str(r.get("seed")) for r in runs if not r.get("complete")]
+    return [("stage", "demo dataset (collect-demos)"), *_env_lines(provenance),
+            ("progress", f"{len(episodes)} episodes, {meta['frames']} frames, {len(runs)} collection run(s)"
+                         + (f"; unfinished: seed {', '.join(unfinished)} (collect-demos resumes it)"
                             if unfinished else "")),
             ("expert success", f"{successes}/{len(episodes)}" if episodes else "-")]
 
 
 def describe_lerobot(root: Path) -> Lines:
-    info = _json(root / "meta" / "info.json")
-    return [("stage", f"LeRobot dataset (codebase {info.get('codebase_version', '?')})"),
-            ("robot type", str(info.get("robot_type"))),
-            ("progress", f"{info.get('total_episodes')} episodes, {info.get('total_frames')} frames at "
-                         f"{info.get('fps')} frames/s")]
+    """A LeRobot dataset, checked as ``pretrain --data`` checks it (no code it names is imported)."""
+    from robot_rl.pretrain.lerobot_import import LeRobotSource
+    from robot_rl.pretrain.lerobot_layout import INFO_PATH
+
+    source = LeRobotSource(root)
+    frames = sum(row["length"] for row in source.episodes)
+    return [("stage", f"LeRobot dataset (codebase {source.info['codebase_version']})"),
+            ("robot type", str(source.info.get("robot_type"))),
+            *_env_lines(Provenance.of_dataset(source.meta, root / INFO_PATH)),
+            ("progress", f"{len(source.episodes)} episodes, {frames} frames at {source.info['fps']} frames/s")]
 
 
 def _last_check_bc(run_dir: Path) -> str:
@@ -79,76 +121,163 @@ def _policy_lines(run_dir: Path) -> Lines:
     return lines
 
 
-def describe_training_run(run_dir: Path, config: dict) -> Lines:
-    """A pretrain or finetune run folder: its stage, env, progress, last check and policy."""
-    from robot_rl.checkpoints import load_checkpoint
-    from robot_rl.run_folder import SUMMARY_FILE, RunFolder
+def _run_config(run_dir: Path) -> tuple[str, dict]:
+    """The kind of run a folder holds and its config, read and checked as ``--resume`` reads it."""
+    from robot_rl.checkpoints import CONFIG_FILE
+    from robot_rl.configs import BCConfig, DAggerConfig, EncoderPretrainConfig, FinetuneConfig
+    from robot_rl.run_folder import RunFolder
 
-    folder = RunFolder(run_dir)
-    state = load_checkpoint(folder.checkpoint("last")) if folder.checkpoint("last").is_file() else {}
+    stored = _json(run_dir / CONFIG_FILE)
+    kind = next((kind for key, kind in RUN_CONFIG_MARKERS if key in stored), "pretrain")
+    config_cls = {"dagger": DAggerConfig, "finetune": FinetuneConfig, "encoder": EncoderPretrainConfig,
+                  "pretrain": BCConfig}[kind]
+    return kind, dataclasses.asdict(RunFolder(run_dir).config(config_cls))
+
+
+def _run_state(run_dir: Path, kinds: tuple[str, ...]) -> tuple[dict, Lines]:
+    """The run's ``last.pt`` (read as ``--resume`` reads it) and the env lines of its record; ({}, a line saying
+    so) before the first checkpoint. A checkpoint of another kind of run is refused."""
+    from robot_rl.checkpoints import CONFIG_FILE, load_checkpoint
+    from robot_rl.run_folder import RunFolder
+
+    path = RunFolder(run_dir).checkpoint("last")
+    if not (path.exists() or path.is_symlink()):
+        return {}, [("env", "not recorded yet (no checkpoint)")]
+    state = load_checkpoint(path)
+    if state.get("kind") not in kinds:
+        raise UsageError(f"{path}: not a checkpoint of this run (kind {state.get('kind')!r}, {CONFIG_FILE} says "
+                         f"{' or '.join(kinds)})")
+    if "env" not in state:
+        return state, []
+    return state, _env_lines(Provenance.of_checkpoint(state, path))
+
+
+def describe_training_run(run_dir: Path, kind: str, config: dict) -> Lines:
+    """A pretrain or finetune run folder: its stage, env, progress, last check and policy."""
+    from robot_rl.run_folder import SUMMARY_FILE
+
+    state, env = _run_state(run_dir, ("ppo",) if kind == "finetune" else ("bc",))
+    last = run_dir / "checkpoints" / "last.pt"
     finished = (run_dir / SUMMARY_FILE).is_file()
     # The checkpoint of --policy it started from (runs from before the rule recorded none: they took best.pt).
     start = f"from {config.get('init')}, its {config.get('checkpoint_kind', 'best')}.pt"
-    if "total_frames" in config:
+    if kind == "finetune":
         stage = "finetune (PPO, " + ("from scratch)" if config.get("from_scratch") else f"{start})")
         iterations = config["total_frames"] // config["frames_per_batch"]
-        progress = (f"iteration {state.get('iteration', 0)} of {iterations}, {state.get('frames', 0)} of "
-                    f"{config['total_frames']} frames")
+        progress = (f"iteration {_count(state, 'iteration', last) or 0} of {iterations}, "
+                    f"{_count(state, 'frames', last) or 0} of {config['total_frames']} frames")
         curve = state.get("curve") or []
+        if not isinstance(curve, list) or not all(isinstance(point, dict) for point in curve):
+            raise UsageError(f"{last}: corrupt, curve must be a list of checks")
         check = ("none yet" if not curve else
-                 f"{_rate(curve[-1]['success_rate'], curve[-1].get('success_ci95'))} success at iteration "
-                 f"{curve[-1]['iteration']}")
+                 f"{_checked_rate(curve[-1], last)} success at iteration {_count(curve[-1], 'iteration', last)}")
     else:
         stage = "pretrain (behaviour cloning" + (f", {start})" if config.get("init") else ")")
-        progress = f"epoch {state.get('epoch', 0)} of {config['epochs']}, step {state.get('step', 0)}"
+        progress = (f"epoch {_count(state, 'epoch', last) or 0} of {config['epochs']}, step "
+                    f"{_count(state, 'step', last) or 0}")
         check = _last_check_bc(run_dir)
-    return [("stage", stage), *_env_lines(state.get("env") or {}),
+    return [("stage", stage), *env,
             ("progress", progress + ("; finished" if finished else "; unfinished: --resume continues it")),
             ("last check", check), *_policy_lines(run_dir)]
 
 
+def describe_encoder_run(run_dir: Path, config: dict) -> Lines:
+    """A pretrain-encoder run folder: the env its views come from, its progress and the weights it wrote."""
+    from robot_rl.encoder import ENCODER_WEIGHTS_FILE
+    from robot_rl.run_folder import SUMMARY_FILE
+
+    state, _ = _run_state(run_dir, ("encoder",))
+    weights = run_dir / ENCODER_WEIGHTS_FILE
+    finished = (run_dir / SUMMARY_FILE).is_file()
+    env = Provenance(task=config["task"], difficulty=config["difficulty"], image_size=config["image_size"],
+                     randomization=config["randomization"], arm=config["arm"])
+    return [("stage", "encoder pretraining (pretrain-encoder)"), *_env_lines(env),
+            ("progress", f"epoch {_count(state, 'epoch', run_dir / 'checkpoints' / 'last.pt') or 0} of "
+                         f"{config['epochs']}, {config['views']} views"
+                         + ("; finished" if finished else "; unfinished: --resume continues it")),
+            ("--encoder-weights", str(weights) if weights.is_file() else f"{weights}, not written yet")]
+
+
 def describe_dagger(run_dir: Path, config: dict) -> Lines:
+    from robot_rl.pretrain.dataset import read_meta
+
     rounds = sorted((run_dir / "rounds").glob("round-*.json"))
-    checks = [_json(path) for path in rounds]
-    last = checks[-1] if checks else None
+    checks = [_checked_rate(_json(path), path) for path in rounds]
     finished = (run_dir / "summary.json").is_file()
-    meta_path = run_dir / "aggregate" / "meta.json"
-    env = _json(meta_path) if meta_path.is_file() else {}
+    meta = read_meta(run_dir / "aggregate")
+    env = (_env_lines(Provenance.of_dataset(meta, run_dir / "aggregate" / "meta.json")) if meta is not None
+           else [("env", "not recorded yet (no aggregate dataset)")])
     done = max(0, len(checks) - 1)  # round-00 is the init policy's check
     start = f"from {config.get('init')}, its {config.get('checkpoint_kind', 'best')}.pt"
-    return [("stage", f"dagger ({start})"), *_env_lines(env),
+    return [("stage", f"dagger ({start})"), *env,
             ("progress", f"round {done} of {config.get('rounds')}"
                          + ("; finished" if finished else "; unfinished: --resume continues it")),
-            ("last check", "none yet" if last is None else
-             f"{_rate(last['success_rate'], last.get('success_ci95'))} success (round {len(checks) - 1})"),
+            ("last check", "none yet" if not checks else f"{checks[-1]} success (round {len(checks) - 1})"),
             *_policy_lines(run_dir)]
 
 
 def describe_checkpoint(path: Path) -> Lines:
+    """A checkpoint file, read as ``evaluate`` reads one: a policy's (BC, PPO) with its recorded env, or an encoder
+    run's."""
     from robot_rl.checkpoints import load_checkpoint
 
     state = load_checkpoint(path)
     kind = state.get("kind")
-    progress = (f"epoch {state.get('epoch')}, step {state.get('step')}" if kind == "bc" else
-                f"iteration {state.get('iteration')}, {state.get('frames')} frames" if kind == "ppo" else "-")
-    return [("stage", f"checkpoint ({ {'bc': 'pretrain', 'ppo': 'finetune'}.get(kind, kind)})"),
-            *_env_lines(state.get("env") or {}), ("progress", progress), ("evaluate takes", str(path))]
+    if kind not in ("bc", "ppo", "encoder"):
+        raise UsageError(f"{path}: not a robot_rl checkpoint (kind {kind!r})")
+    env = _env_lines(Provenance.of_checkpoint(state, path)) if kind != "encoder" else []
+    progress = (f"epoch {_count(state, 'epoch', path)}, step {_count(state, 'step', path)}" if kind != "ppo" else
+                f"iteration {_count(state, 'iteration', path)}, {_count(state, 'frames', path)} frames")
+    stage = {"bc": "pretrain", "ppo": "finetune", "encoder": "pretrain-encoder"}[kind]
+    return [("stage", f"checkpoint ({stage})"), *env, ("progress", progress),
+            ("evaluate takes" if kind != "encoder" else "resumed by", str(path))]
 
 
 def describe_report(root: Path) -> Lines:
-    report = _json(root / "report.json")
-    info, metrics = report.get("info", {}), report.get("metrics", {})
+    path = root / "report.json"
+    report = _json(path)
+    info, metrics = report.get("info"), report.get("metrics")
+    if not isinstance(info, dict) or not isinstance(metrics, dict):
+        raise UsageError(f"{path}: corrupt, info and metrics must be objects")
+    record = {"env": info.get("task"), **{k: info.get(k) for k in ("difficulty", "image_size", "arm")},
+              "randomization": info.get("randomization")}
+    seeds = info.get("seeds")
+    if not (isinstance(seeds, list) and len(seeds) == 2 and all(isinstance(s, int) for s in seeds)):
+        raise UsageError(f"{path}: corrupt, info.seeds must be [first, last], got {seeds!r}")
     return [("stage", "evaluation report (evaluate)"),
-            *_env_lines({**info, "env": info.get("task")}),
+            *_env_lines(Provenance.from_record(record, path)),
             ("policy", str(info.get("checkpoint"))),
-            ("result", f"{_rate(metrics.get('success_rate', 0), metrics.get('success_ci95'))} success on "
-                       f"{metrics.get('episodes')} boards (seeds {info.get('seeds')})")]
+            ("result", f"{_checked_rate(metrics, path)} success on {_count(metrics, 'episodes', path, 1)} boards "
+                       f"(seeds {seeds})")]
 
 
 def describe_export(root: Path) -> Lines:
-    policy = _json(root / "policy.json")
-    return [("stage", "exported policy (export)"), *_env_lines(policy.get("env") or {}),
-            ("policy", str(policy.get("checkpoint"))), ("files", ", ".join(policy.get("files", {}).values()))]
+    """An export folder, read as ``load_actor`` reads one (``model.safetensors`` with its ``config.json``), and
+    its ``policy.json``: the recorded env checked, the files it lists there."""
+    from robot_rl.export import FILES
+    from robot_rl.policy_io import WEIGHTS_CONFIG, WEIGHTS_FILE, read_weights
+
+    lines: Lines = [("stage", "exported policy (export)")]
+    env = None
+    if (root / WEIGHTS_FILE).exists() or (root / WEIGHTS_CONFIG).exists():
+        state = read_weights(root / WEIGHTS_FILE)
+        env = Provenance.from_record(state["env"], root / WEIGHTS_CONFIG)
+        lines += [*_env_lines(env), ("policy", str(_json(root / WEIGHTS_CONFIG).get("source")))]
+    path = root / "policy.json"
+    if path.exists() or path.is_symlink():
+        policy = _json(path)
+        record = Provenance.from_record(policy.get("env"), path)
+        if env is None:
+            lines += [*_env_lines(record), ("policy", str(policy.get("checkpoint")))]
+        files = policy.get("files")
+        if not isinstance(files, dict) or any(FILES.get(k) != v for k, v in files.items()):
+            raise UsageError(f"{path}: corrupt, files must map formats to their files ({FILES}), got {files!r}")
+        for name in files.values():
+            problem = file_problem(root / name, follow_symlinks=True)
+            if problem:
+                raise UsageError(f"{root / name}: {problem} (listed in {path})")
+        lines.append(("files", ", ".join(files.values())))
+    return lines
 
 
 def describe_pipeline(root: Path) -> Lines:
@@ -160,29 +289,50 @@ def describe_pipeline(root: Path) -> Lines:
         for label, key in (("after BC", "after_bc"), ("after PPO", "metrics")):
             metrics = result.get(key) or {}
             if metrics:
-                lines.append((label, f"{_rate(metrics['success_rate'], metrics.get('success_ci95'))} on "
-                                     f"{metrics.get('episodes')} boards"))
+                lines.append((label, f"{_checked_rate(metrics, result_path)} on "
+                                     f"{_count(metrics, 'episodes', result_path, 1)} boards"))
     else:
         lines.append(("progress", "unfinished: the same pipeline command continues it"))
     return lines
 
 
+def _is_export(path: Path) -> bool:
+    """Whether a folder holds an export: ``policy.json``, ``model.safetensors``, or a ``config.json`` in the
+    export's format (a run folder's config.json holds options instead)."""
+    from robot_rl.checkpoints import CONFIG_FILE
+    from robot_rl.policy_io import WEIGHTS_FILE
+
+    if any((path / name).exists() for name in ("policy.json", WEIGHTS_FILE)):
+        return True
+    if not (path / CONFIG_FILE).is_file():
+        return False
+    return _json(path / CONFIG_FILE).get("format") == EXPORT_FORMAT
+
+
 def describe(path: str | Path) -> Lines:
-    """What ``path`` holds, as (label, value) rows; a path robot_rl does not know is a one-line UsageError."""
+    """What ``path`` holds, as (label, value) rows, read with the checks of the command that reads it; a path
+    robot_rl does not know, or one those checks refuse, is a one-line UsageError naming the file and why."""
+    from robot_rl.checkpoints import CONFIG_FILE
+
     path = Path(path)
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         raise UsageError(f"{path}: no such file or folder")
-    if path.is_file():
+    if not path.is_dir():
         if path.suffix == ".pt":
             return describe_checkpoint(path)
         raise UsageError(f"{path}: not a checkpoint (.pt) or folder robot_rl knows")
-    if (path / "config.json").is_file():
-        config = _json(path / "config.json")
-        return describe_dagger(path, config) if "rounds" in config else describe_training_run(path, config)
+    if _is_export(path):
+        return describe_export(path)
+    if (path / CONFIG_FILE).exists():
+        kind, config = _run_config(path)
+        if kind == "dagger":
+            return describe_dagger(path, config)
+        if kind == "encoder":
+            return describe_encoder_run(path, config)
+        return describe_training_run(path, kind, config)
     for marker, describer in (("meta.json", describe_dataset), ("meta/info.json", describe_lerobot),
-                              ("preset.json", describe_pipeline), ("report.json", describe_report),
-                              ("policy.json", describe_export)):
-        if (path / marker).is_file():
+                              ("preset.json", describe_pipeline), ("report.json", describe_report)):
+        if (path / marker).exists():
             return describer(path)
     raise UsageError(f"{path}: not a run folder, dataset, pipeline root, evaluation report or export of robot_rl")
 

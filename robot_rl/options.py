@@ -8,14 +8,22 @@ the stored run (``check_resume_options``), which needs to know which options wer
 A field's option is ``--field-name`` unless its ``flag`` says otherwise (the name stored in a run's config stays the
 field's, so older runs keep loading); ``old_flags`` are earlier names, still accepted with a one-line deprecation
 note on stderr. ``choices`` are listed in ``--help`` (checked by the config itself, which names the option).
+
+Every config's ``validate`` applies ``generic_checks`` before its own: floats finite, integers within +-2^40, env
+counts (``--num-envs``) within what this machine's CPUs can step. Continuing something stored (a ``--resume``d run,
+an interrupted collection) follows one rule, ``conflicting_options``: an option not given takes the stored value,
+one given with another value is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import os
 import sys
 import typing
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +49,46 @@ def option_name(config: Any, name: str) -> str:
     return flag_of(field) if field is not None else "--" + name.replace("_", "-")
 
 
+# Every integer option lies within +-MAX_INT: far beyond any count, seed or size the commands use, small enough that
+# the sums and products they compute (seed x 1_000_003 + episode, frames x bytes) stay inside a 64-bit integer.
+MAX_INT_BITS = 40
+MAX_INT = 2**MAX_INT_BITS
+# Envs stepped together, at most ENVS_PER_CPU per CPU core (and never refused below MIN_ENV_CAP): past that a
+# command spends minutes starting processes or stepping envs that the cores cannot run anyway.
+ENVS_PER_CPU, MIN_ENV_CAP = 8, 16
+ENV_COUNT_FLAG = "--num-envs"  # the option of an env count, in every command that has one
+# Episode counts (--episodes, --eval-episodes, --episodes-per-round): each episode's record is kept in memory and
+# a million boards take days on any machine here; a larger count is a typo, refused before it runs for hours.
+MAX_EPISODES = 1_000_000
+
+
+def max_envs() -> int:
+    """The most envs a command steps together on this machine (``--num-envs``)."""
+    return max(MIN_ENV_CAP, ENVS_PER_CPU * (os.cpu_count() or 1))
+
+
+def generic_checks(config: Any) -> list[tuple[str, bool, str]]:
+    """The checks every config gets, from its fields' values: a float is finite, an integer within +-MAX_INT, an
+    episode count at most ``MAX_EPISODES``, an env count (``--num-envs``) at most ``max_envs()``."""
+    checks = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, float):
+            checks.append((field.name, math.isfinite(value), "a finite number"))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            checks.append((field.name, -MAX_INT <= value <= MAX_INT, f"in [-2^{MAX_INT_BITS}, 2^{MAX_INT_BITS}]"))
+            if field.name.endswith("episodes") or field.name.startswith("episodes_"):
+                checks.append((field.name, value <= MAX_EPISODES, f"<= {MAX_EPISODES:,}"))
+            if flag_of(field) == ENV_COUNT_FLAG:
+                checks.append((field.name, value <= max_envs(), f"<= {max_envs()} on this machine ({ENVS_PER_CPU} "
+                               f"per CPU core x {os.cpu_count() or 1} cores, at least {MIN_ENV_CAP})"))
+    return checks
+
+
 def validate(config: Any, checks: list[tuple[str, bool, str]]) -> None:
-    """Raises ValueError naming the first failing option; ``checks`` are (field name, passed, rule) triples."""
-    for name, passed, rule in checks:
+    """Raises ValueError naming the first failing option: first ``generic_checks``, then ``checks``, the config's
+    own (field name, passed, rule) triples."""
+    for name, passed, rule in [*generic_checks(config), *checks]:
         if not passed:
             raise ValueError(f"{option_name(config, name)} must be {rule}, got {getattr(config, name)!r}")
 
@@ -134,16 +179,29 @@ def config_from_args(config_cls: type, args: argparse.Namespace, **overrides) ->
         raise UsageError(str(err)) from None
 
 
+def given_options(args: argparse.Namespace) -> frozenset[str]:
+    """The config fields given on the command line (by any of their names, at any value, a default included)."""
+    return frozenset(getattr(args, GIVEN, ()))
+
+
+def conflicting_options(config_cls: type, values: Mapping[str, Any], stored: Mapping[str, Any],
+                        given: Collection[str]) -> list[str]:
+    """The one rule for continuing something stored (a run, a collection): an option the user gave (``given``:
+    field names) whose value (``values``) is not the stored one conflicts; an option not given takes the stored
+    value. Returns ``--flag VALUE (run has STORED)`` for each conflict, in the config's field order."""
+    conflicts = []
+    for field in dataclasses.fields(config_cls):
+        name = field.name
+        if name in given and name in stored and values[name] != stored[name]:
+            conflicts.append(f"{flag_of(field)} {values[name]} (run has {stored[name]})")
+    return conflicts
+
+
 def check_resume_options(config: Any, args: argparse.Namespace, run_dir: str | Path) -> None:
     """Refuses options given on the command line (at any value, a default included) that disagree with a stored
     run's config."""
-    conflicts = []
-    for field in dataclasses.fields(config):
-        if field.name not in getattr(args, GIVEN, set()):
-            continue
-        given, stored = getattr(args, field.name), getattr(config, field.name)
-        if given != stored:
-            conflicts.append(f"{flag_of(field)} {given} (run has {stored})")
+    stored = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
+    conflicts = conflicting_options(type(config), vars(args), stored, given_options(args))
     if conflicts:
         raise UsageError(f"{run_dir}: --resume continues the stored config; conflicting options: "
                          + ", ".join(conflicts))

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from torchrl.modules import ProbabilisticActor
 from robot_rl import compat
 from robot_rl.artefact_schema import check_export_config, check_policy_config
 from robot_rl.encoder import set_encoder_precision
+from robot_rl.envs.errors import file_problem
 from robot_rl.policy import PolicyConfig, make_actor
 from robot_rl.precision import resolve_precision
 from robot_rl.provenance import Provenance
@@ -53,7 +55,7 @@ def _weights_of(source: Path) -> Path | None:
     """The safetensors file ``source`` stands for (the file, or a folder holding one), or None."""
     if source.suffix == ".safetensors":
         return source
-    return source / WEIGHTS_FILE if (source / WEIGHTS_FILE).is_file() else None
+    return source / WEIGHTS_FILE if os.path.lexists(source / WEIGHTS_FILE) else None
 
 
 def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_code: bool = False,
@@ -73,7 +75,7 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_cod
 
     weights = _weights_of(Path(source))
     if weights is not None:
-        path, state = weights, _read_weights(weights)
+        path, state = weights, read_weights(weights)
         recorded_in = weights.parent / WEIGHTS_CONFIG  # where the env is written: the culprit of a bad one
     else:
         path = policy_checkpoint(source, checkpoint_kind)
@@ -87,7 +89,10 @@ def load_actor(source: str | Path, device: str | torch.device = "cpu", trust_cod
     proof = provenance.proof_env()
     actor = make_actor(proof.observation_spec, proof.full_action_spec, policy_config)
     _check_weights(actor.state_dict(), state["actor"], path)
-    actor.load_state_dict(state["actor"])
+    try:
+        actor.load_state_dict(state["actor"])
+    except RuntimeError as err:  # right names and shapes, but tensors that do not copy (another layout or dtype)
+        raise UsageError(f"{path}: weights do not load ({_first_line(err)})") from None
     set_encoder_precision(actor, resolve_precision(precision, torch.device(device)))
     return actor.to(device).eval(), provenance, path
 
@@ -111,22 +116,34 @@ def _check_weights(expected: dict, given: object, path: Path) -> None:
         raise UsageError(f"{path}: weights do not {culprit}: {len(missing)} missing, e.g. {missing[0]!r}")
 
 
-def _read_weights(path: Path) -> dict:
-    """A checkpoint-like dict (actor, policy_config, env) from ``model.safetensors`` and its ``config.json``."""
+def read_weights(path: Path) -> dict:
+    """A checkpoint-like dict (actor, policy_config, env) from ``model.safetensors`` and its ``config.json``.
+    Whatever goes wrong while reading either file is a one-line UsageError naming it."""
     import json
 
-    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     from robot_rl.errors import UsageError
 
     config_path = path.parent / WEIGHTS_CONFIG
+    for file in (config_path, path):
+        problem = file_problem(file, follow_symlinks=True)
+        if problem == "no such file":
+            raise UsageError(f"{file}: missing (exported weights need {WEIGHTS_FILE} and {WEIGHTS_CONFIG})")
+        if problem:
+            raise UsageError(f"{file}: not readable exported weights: {problem}")
     try:
         config = json.loads(config_path.read_text())
-        check_export_config(config, config_path, PolicyConfig)  # before the weights: nothing read past a bad config
+    except Exception as err:  # noqa: BLE001 - any failure to read the file is the file's
+        raise UsageError(f"{config_path}: unreadable ({_first_line(err)})") from None
+    check_export_config(config, config_path, PolicyConfig)  # before the weights: nothing read past a bad config
+    try:
         actor = load_file(str(path))
-    except FileNotFoundError as err:
-        raise UsageError(f"{err.filename}: missing (exported weights need model.safetensors and config.json)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, SafetensorError) as err:
-        raise UsageError(f"{path.parent}: unreadable exported weights: {str(err).splitlines()[0]}") from None
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own errors, and OSError, on a corrupt file
+        raise UsageError(f"{path}: unreadable exported weights ({_first_line(err)})") from None
     return {"actor": actor, "policy_config": config["policy_config"], "env": config["env"]}
+
+
+def _first_line(err: Exception) -> str:
+    """An exception as ``Type: first line of its message`` (at most 200 characters), for one-line refusals."""
+    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"

@@ -12,6 +12,10 @@ was answered ("stopping after this step") and then forgotten when the inner run 
 carried on. Here the inner run answers it, finishes its step, and the outer loop sees the same request at its next
 check. Outside any training loop (collection, evaluation, start-up) ``stop_signals_interrupt`` makes SIGTERM unwind
 at once, as Ctrl-C does, and records the request too.
+
+The request lasts until the process ends: a Python caller that catches a stopped run and goes on in the same
+process (a notebook, a script running several runs) calls ``clear_stop_request()`` first, or every later loop stops
+at its first safe point, which is what a scheduler's SIGTERM asks for.
 """
 
 from __future__ import annotations

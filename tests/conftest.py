@@ -10,9 +10,19 @@ import torch
 
 from robot_rl.configs import CollectConfig
 from robot_rl.pretrain.collect import collect_demos
+from robot_rl.stop import clear_stop_request
 
 # Two CPU threads, like CI: keeps timings and thread contention representative.
 torch.set_num_threads(2)
+
+
+@pytest.fixture(autouse=True)
+def no_stop_request():
+    """Each test starts as a new process would: no Ctrl-C or SIGTERM asked for yet (the request is the
+    process's, ``robot_rl.stop``)."""
+    clear_stop_request()
+    yield
+    clear_stop_request()
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@ texts and README points at a page and anchor that exist."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +46,11 @@ def test_docs_build_strictly_offline(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "results" / "index.html").is_file()
     assert "fonts.googleapis" not in (tmp_path / "site" / "index.html").read_text()
+    # A stated default stays inside its sentence: its markers are inline comments, never a block or visible text.
+    for page in (tmp_path / "site").rglob("*.html"):
+        html = page.read_text()
+        assert "&lt;!--" not in html, page
+        assert not re.search(r"^<!-- (default|preset):", html, flags=re.M), page
 
 
 def test_docs_links_in_code_and_readme_point_at_existing_anchors():
@@ -163,12 +170,80 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
                           f"the recipe without it: 74%, 0 of {len(suite) - 1}; targets missed |")
 
 
+def _guide_examples(page: str) -> dict[str, str]:
+    """A guide's ``<!-- example: NAME -->`` code blocks, by name."""
+    text = (DOCS / "guides" / page).read_text()
+    return dict(re.findall(r"<!-- example: (\S+) -->\n```\w+\n(.*?)```", text, flags=re.S))
+
+
+def test_own_task_commands_run_from_the_folder_holding_the_module(tmp_path):
+    """The guide's first command, as written (plus toy sizes), through the installed console script in a folder
+    that holds only the guide's ``my_tasks.py``: ``--task module:Class`` imports from the current folder, as
+    ``python -m`` would, though a console script has no current folder on its import path."""
+    examples = _guide_examples("own-task.md")
+    (tmp_path / "my_tasks.py").write_text(examples["my_tasks.py"])
+    demo = shlex.split(examples["commands"].splitlines()[0], comments=True)
+    assert demo[:3] == ["robot-rl", "demo", "--task"]
+    console_script = Path(sys.executable).parent / "robot-rl"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(console_script), *demo[1:], "--episodes", "1", "--frames", "1", "--image-size", "32"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "expert success 1/1" in done.stdout
+    assert (tmp_path / "runs" / "demo" / "metrics.json").is_file()
+
+
 def test_own_task_example_runs(tmp_path):
     """The guide's complete task example, as written: the module, then the expert on it."""
-    text = (DOCS / "guides" / "own-task.md").read_text()
-    blocks = dict(re.findall(r"<!-- example: (\S+) -->\n```python\n(.*?)```", text, flags=re.S))
+    blocks = _guide_examples("own-task.md")
     (tmp_path / "my_tasks.py").write_text(blocks["my_tasks.py"])
     done = subprocess.run([sys.executable, "-c", blocks["run"]], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "expert success: True" in done.stdout
+
+
+# -- defaults the hand-written pages state ----------------------------------------------------------------------
+def test_a_stated_default_is_rewritten_from_the_parser_and_the_presets():
+    text = ("from `--board-seed` (<!-- default: evaluate --board-seed -->7<!-- end -->), "
+            "quick: <!-- preset: quick finetune --total-frames -->1<!-- end --> frames")
+    filled = render_docs.fill_values(text, "page.md")
+    assert "<!-- default: evaluate --board-seed -->30,000,000<!-- end -->" in filled
+    assert "<!-- preset: quick finetune --total-frames -->65,536<!-- end --> frames" in filled
+    assert render_docs.fill_values(filled, "page.md") == filled
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a (<!-- default: evaluate --seed -->1<!-- end -->)", "robot-rl evaluate has no option --seed"),
+    ("a (<!-- default: evalute --episodes -->1<!-- end -->)", "no command robot-rl evalute"),
+    ("a (<!-- preset: fast finetune --shaping -->1<!-- end -->)", "no stage finetune in a pipeline preset 'fast'"),
+    ("a\n<!-- default: evaluate --episodes -->1<!-- end --> b", "begins a line"),
+])
+def test_a_stated_default_the_code_lacks_is_refused_in_one_line(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        render_docs.fill_values(text, "page.md")
+
+
+def test_a_stale_stated_default_fails_the_check(tmp_path):
+    """A guide whose stated default no longer matches the parser is a page the check reports, rendered right."""
+    page = tmp_path / "evaluate.md"
+    page.write_text(re.sub(r"(<!-- default: evaluate --board-seed -->).*?(<!-- end -->)", r"\g<1>1\2",
+                           (DOCS / "guides" / "evaluate.md").read_text()))
+    rendered = render_docs.fill_values(page.read_text(), "evaluate.md")
+    assert render_docs.stale({page: rendered}) == [page]
+    assert "(<!-- default: evaluate --board-seed -->30,000,000<!-- end -->" in rendered
+    assert DOCS / "guides" / "evaluate.md" in render_docs.render_all()  # the real page is one the check covers
+
+
+def test_the_ppo_guide_names_every_default_that_differs_from_the_recipe(monkeypatch):
+    assert render_docs.recipe_changes("quick", "finetune") == []  # today: finetune's defaults are the recipe
+    assert {c["flag"] for c in render_docs.recipe_changes("full", "finetune")} >= {"--total-frames", "--shaping"}
+    changes = [{"flag": "--shaping", "value": "1", "default": "0"}, {"flag": "--ppo-epochs", "value": "8",
+                                                                     "default": "4"}]
+    monkeypatch.setattr(render_docs, "recipe_changes", lambda preset, command: changes)
+    env = render_docs.environment(render_docs.load_results())
+    recipe = " ".join(env.get_template("pages/ppo-recipe.md").render().split())
+    commands = env.get_template("pages/ppo-commands.md").render()
+    assert ("`finetune`'s own defaults differ from it in `--shaping` (0, the recipe 1), `--ppo-epochs` (4, the "
+            "recipe 8): give the recipe's values") in recipe
+    assert "robot-rl finetune --policy runs/bc --out runs/ppo --shaping 1 --ppo-epochs 8\n" in commands

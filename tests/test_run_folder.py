@@ -19,7 +19,7 @@ from robot_rl.errors import UsageError
 from robot_rl.finetune import trainer
 from robot_rl.pretrain import bc
 from robot_rl.run_folder import RunFolder
-from robot_rl.stop import StopOnInterrupt
+from robot_rl.stop import StopOnInterrupt, clear_stop_request
 from tests.finetune.test_trainer import tiny
 from tests.pretrain.test_bc import small_config
 
@@ -176,6 +176,7 @@ def test_ctrl_c_in_bc_checkpoints_mid_epoch_and_resume_matches_an_uninterrupted_
     assert folder.checkpoint("last").is_file() and not folder.finished
     del run
 
+    clear_stop_request()  # the same command again: a new process, which nobody has asked to stop
     assert bc.resume(folder.path, progress=False)["finished"] and folder.finished
     a = load_checkpoint(tmp_path / "whole" / "checkpoints" / "last.pt")
     b = load_checkpoint(folder.checkpoint("last"))
@@ -194,6 +195,7 @@ def test_ctrl_c_in_ppo_finishes_the_iteration_checkpoints_and_stops_unfinished(t
     folder = RunFolder(tmp_path / "ppo")
     assert not summary["finished"] and summary["iterations"] == 2 and not folder.finished
     assert load_checkpoint(folder.checkpoint("last"))["iteration"] == 2
+    clear_stop_request()  # the same command again: a new process
     assert trainer.resume(folder.path, progress=False)["iterations"] == 3 and folder.finished
 
 

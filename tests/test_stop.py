@@ -12,14 +12,7 @@ from robot_rl.cli import main
 from robot_rl.pretrain import bc
 from robot_rl.pretrain.dagger import AGGREGATE
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.stop import StopOnInterrupt, clear_stop_request, stop_requested
-
-
-@pytest.fixture(autouse=True)
-def no_request():
-    clear_stop_request()
-    yield
-    clear_stop_request()
+from robot_rl.stop import StopOnInterrupt, stop_requested
 
 
 def test_a_request_made_inside_a_nested_loop_holds_for_the_outer_one():
@@ -141,7 +134,32 @@ def test_a_command_says_what_it_does_at_once_and_what_comes_next(tmp_path, capsy
     assert main(["collect-demos", "--out", str(out), "--episodes", "2", "--image-size", "32", "--num-envs", "1",
                  "--difficulty", "easy"]) == 0
     captured = capsys.readouterr()
-    assert captured.err.splitlines()[0].startswith("robot-rl collect-demos: starting (record scripted-expert")
+    assert captured.out.splitlines()[0].startswith("robot-rl collect-demos: starting (record scripted-expert")
     nexts = [line.removeprefix("next: ") for line in captured.out.splitlines() if line.startswith("next: ")]
     assert nexts == [f"robot-rl pretrain --data {out} --out runs/bc"]
     build_parser().parse_args(nexts[0].split()[1:])  # a command line the parser takes
+
+
+def test_collect_demos_commits_the_batch_under_way_then_stops_and_the_same_command_finishes(tmp_path, monkeypatch,
+                                                                                           capsys):
+    from robot_rl.pretrain.dataset import DemoDataset as Dataset
+
+    commit = Dataset.commit
+
+    def commit_then_signal(self):
+        commit(self)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    out = tmp_path / "demos"
+    args = ["collect-demos", "--out", str(out), "--episodes", "4", "--episodes-per-commit", "2", "--image-size",
+            "32", "--num-envs", "1", "--difficulty", "easy"]
+    with monkeypatch.context() as patch:
+        patch.setattr(Dataset, "commit", commit_then_signal)
+        assert main(args) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"robot-rl collect-demos: {out}: stopped, committed episodes kept (SIGTERM); continue with "
+                       "the same command")
+    assert not any("Traceback" in line for line in err)
+    assert len(DemoDataset.open(out).episodes) == 2  # the first commit, and nothing after it
+    assert main(args) == 0
+    assert len(DemoDataset.open(out).episodes) == 4

@@ -1,8 +1,8 @@
 """Arms (robot_rl.envs.arms): ``ArmSpec`` and the registry of arms the CLI and the env front-ends know by name.
 
 ``get_arm`` takes a registered name (``ur5e_like``, the default; ``panda``, with the ``[panda]`` extra) or the
-path of a JSON file holding an ``ArmSpec``'s fields (a user's own arm; a relative ``mjcf`` is read from beside the
-JSON file).
+path of a JSON file holding an ``ArmSpec``'s fields (a user's own arm; its ``mjcf`` is read from beside the JSON
+file, and it and every file it names must lie in that folder: ``confine``).
 
 Datasets, checkpoints and exports record an arm by its name or path and by ``arm_digest``, a hash of its content, so
 an arm changed since (a camera or base pose moved) is refused where the recorded artefact is loaded (``check_arm``).
@@ -16,6 +16,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from robot_rl.envs.arms.confine import check_confined
 from robot_rl.envs.arms.panda import PANDA
 from robot_rl.envs.arms.spec import (
     ARM_PREFIX,
@@ -24,10 +25,14 @@ from robot_rl.envs.arms.spec import (
     WRIST_CAMERA,
     ArmError,
     ArmSpec,
+    is_package_resource,
     mjcf_path,
+    package_folder_of,
+    package_resource_path,
 )
 from robot_rl.envs.arms.ur5e_like import UR5E_LIKE
 from robot_rl.envs.defaults import DEFAULT_ARM
+from robot_rl.envs.errors import file_problem
 
 ARMS: dict[str, ArmSpec] = {arm.name: arm for arm in (UR5E_LIKE, PANDA)}
 
@@ -51,18 +56,38 @@ def get_arm(arm: str | ArmSpec) -> ArmSpec:
     if arm in ARMS:
         return ARMS[arm]
     if arm.endswith(".json"):
-        path = Path(arm)
-        try:
-            values = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ArmError(f"{arm}: cannot read an ArmSpec: {err}") from None
-        if not isinstance(values, dict):
-            raise ArmError(f"{arm}: an ArmSpec file holds one JSON object of its fields")
-        mjcf = values.get("mjcf")
-        if isinstance(mjcf, str) and ":" not in mjcf and not Path(mjcf).is_absolute():
-            values["mjcf"] = str(path.parent / mjcf)
-        return ArmSpec.from_dict(values, source=arm)
+        return _arm_file(Path(arm))
     raise ArmError(f"unknown arm {arm!r}; choose one of {', '.join(ARMS)} or give an ArmSpec .json file")
+
+
+def _arm_file(path: Path) -> ArmSpec:
+    """The ArmSpec in a JSON file. It is data: its MJCF, and every file that MJCF names, must lie inside the JSON
+    file's folder (a ``package:resource`` MJCF: inside that package's folder), reached without symlinks."""
+    problem = file_problem(path)
+    if problem:
+        raise ArmError(f"{path}: cannot read an ArmSpec: {problem}")
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ArmError(f"{path}: cannot read an ArmSpec: {err}") from None
+    if not isinstance(values, dict):
+        raise ArmError(f"{path}: an ArmSpec file holds one JSON object of its fields")
+    mjcf = values.get("mjcf")
+    if "mjcf" in values and not isinstance(mjcf, str):
+        raise ArmError(f"{path}: mjcf must be a file name, got {mjcf!r}")
+    if isinstance(mjcf, str) and not is_package_resource(mjcf):
+        check_confined(mjcf, path.parent, str(path))
+        values = {**values, "mjcf": str(path.parent / mjcf)}
+    try:
+        spec = ArmSpec.from_dict(values, source=str(path))
+    except ArmError:
+        raise
+    except (TypeError, ValueError) as err:  # a field of the wrong type
+        raise ArmError(f"{path}: not an ArmSpec ({err})") from None
+    if is_package_resource(spec.mjcf):
+        folder = package_folder_of(spec)
+        check_confined(str(package_resource_path(spec).relative_to(folder)), folder, str(path))
+    return spec
 
 
 def arm_digest(arm: str) -> str:

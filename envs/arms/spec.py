@@ -18,7 +18,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from robot_rl.envs.errors import UsageError
+from robot_rl.envs.errors import UsageError, file_problem
 
 ARM_PREFIX = "arm/"  # every element of the arm's file is renamed "arm/<name>" in the cell: no clash with its names
 WRIST_CAMERA = "wrist_cam"
@@ -144,24 +144,46 @@ def package_folder(name: str) -> Path | None:
     return None
 
 
+def is_package_resource(mjcf: str) -> bool:
+    """Whether an ``mjcf`` value names a ``package:resource`` (a package name before the colon, no path)."""
+    package, sep, _ = mjcf.partition(":")
+    return bool(sep) and "/" not in package
+
+
 def mjcf_path(arm: ArmSpec) -> Path:
     """The arm's MJCF file. A ``package:resource`` is the file ``resource`` inside the installed package's folder,
     which is located, never imported: an arm file may name any package, and importing one would run its code.
     So an arm's package needs no trust; the resource must lie inside the package's folder (after symlinks)."""
     if arm.mjcf_builder is not None:
         return Path(arm.mjcf_builder())
-    package, sep, resource = arm.mjcf.partition(":")
-    if sep and "/" not in package and not Path(arm.mjcf).exists():
-        folder = package_folder(package) if package.replace(".", "").replace("_", "").isalnum() else None
-        if folder is None:
-            raise ArmError(f"arm {arm.name!r}: no package {package!r} for mjcf {arm.mjcf!r}")
-        path = folder / resource
-        if not path.resolve().is_relative_to(folder.resolve()):
-            raise ArmError(f"arm {arm.name!r}: mjcf {arm.mjcf!r} leads outside the package {package!r}")
+    if is_package_resource(arm.mjcf) and not Path(arm.mjcf).exists():
+        path = package_resource_path(arm)
     else:
         path = Path(arm.mjcf).expanduser()
-    if not path.is_file():
+    problem = file_problem(path, follow_symlinks=True)
+    if problem == "no such file":
         raise ArmError(f"arm {arm.name!r}: mjcf file {str(path)!r} does not exist")
+    if problem:
+        raise ArmError(f"arm {arm.name!r}: mjcf file {str(path)!r} is {problem}")
+    return path
+
+
+def package_folder_of(arm: ArmSpec) -> Path:
+    """The folder of the package an arm's ``package:resource`` MJCF names (located, never imported)."""
+    package = arm.mjcf.partition(":")[0]
+    folder = package_folder(package) if package.replace(".", "").replace("_", "").isalnum() else None
+    if folder is None:
+        raise ArmError(f"arm {arm.name!r}: no package {package!r} for mjcf {arm.mjcf!r}")
+    return folder
+
+
+def package_resource_path(arm: ArmSpec) -> Path:
+    """The file an arm's ``package:resource`` MJCF names, refused unless it lies inside the package's folder."""
+    package, _, resource = arm.mjcf.partition(":")
+    folder = package_folder_of(arm)
+    path = folder / resource
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise ArmError(f"arm {arm.name!r}: mjcf {arm.mjcf!r} leads outside the package {package!r}")
     return path
 
 

@@ -11,6 +11,8 @@ trust_code=True)``, which the CLI does for ``--task`` and ``--trust-code``; the 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -58,17 +60,29 @@ def get_task(task: str | type[InspectionTask], trust_code: bool = False, source:
             raise TaskError(f"{source or 'task'}: task {task!r} is code to import, and robot_rl imports no code a file "
                             f"names unless told to: --task {task} or --trust-code (in Python: trust_code=True or the "
                             "class itself)")
-        module, _, attribute = task.partition(":")
-        try:
-            found = getattr(importlib.import_module(module), attribute)
-        except (ImportError, AttributeError) as err:
-            raise TaskError(f"--task {task}: cannot import it ({err})") from None
+        found = _import_task(task)
         register_task(found)
         TASKS[task] = found  # the import path names it too, as datasets and checkpoints record it
         return found
     if task not in TASKS:
         raise TaskError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     return TASKS[task]
+
+
+def _import_task(task: str) -> type[InspectionTask]:
+    """The class a ``"module:Class"`` names, imported as ``python -m`` would: the current folder first on the import
+    path. The console script alone has no current folder there, so the guide's ``my_tasks.py`` beside the user
+    would not be found. The folder stays on the path (not removed after this import): the task module's own later
+    imports and the collectors' spawned workers (multiprocessing hands them the parent's ``sys.path``) must find the
+    same module again. Only the user's own choice (``--task`` or ``--trust-code``) gets here."""
+    module, _, attribute = task.partition(":")
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as err:
+        raise TaskError(f"--task {task}: cannot import it ({err})") from None
 
 
 def check_task_version(task: type[InspectionTask], recorded, source: str) -> None:

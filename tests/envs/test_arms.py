@@ -221,7 +221,7 @@ def test_every_stage_runs_from_the_cli_on_a_users_arm_file_and_its_checkpoint_re
     assert main(["evaluate", "--policy", str(ppo), "--arm", "ur5e_like"]) == 2
     assert f"(arm '{arm_file}')" in capsys.readouterr().err
     assert main(["collect-demos", "--out", str(data), "--episodes", "2", "--difficulty", "easy", "--image-size",
-                 "32", "--num-envs", "1"]) == 2  # the dataset holds demos of another arm
+                 "32", "--num-envs", "1", "--arm", "ur5e_like"]) == 2  # the dataset holds demos of another arm
     assert f"dataset has arm='{arm_file}'" in capsys.readouterr().err
     assert main(["demo", "--arm", str(tmp_path / "missing.json"), "--out", str(tmp_path / "demo")]) == 2
     assert "missing.json: cannot read an ArmSpec" in capsys.readouterr().err

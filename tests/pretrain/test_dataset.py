@@ -58,7 +58,7 @@ def test_append_with_another_image_size_is_refused(demos_copy):
 
 def test_a_killed_append_leaves_the_committed_dataset_intact(demos_copy):
     dataset = DemoDataset.open_for_append(demos_copy, {k: DemoDataset.open(demos_copy).meta[k]
-                                                      for k in ("env", "env_version", "image_size")})
+                                                      for k in ("env", "env_version", "image_size", "difficulty")})
     extra = dataset.data[:10].to_tensordict()
     dataset.add_episodes(extra, [EpisodeRecord(-1, 10, 123, True)])  # written, never committed: "killed"
     reopened = DemoDataset.open(demos_copy)
@@ -289,10 +289,12 @@ def test_a_full_disk_ends_collect_demos_in_one_line_with_nothing_half_written_an
             patch.setattr(shutil, "disk_usage", lambda path: usage(2**30, 2**30 - 4096, 4096))
         else:  # the file system refuses the blocks (a sparse memmap would have died of SIGBUS at its first write)
             patch.setattr(os, "posix_fallocate", _no_space)
-        assert main(argv) == 1
+        # Too little free space is refused before the run starts (exit 2); a refused allocation stops it (exit 1).
+        assert main(argv) == (2 if full == "free space" else 1)
     stderr = capsys.readouterr().err
     err = [line for line in stderr.splitlines() if line.startswith("robot-rl")]  # below the progress bar
-    line = f"robot-rl collect-demos: error: no space left on device writing {out} (needs ~"
+    line = (f"robot-rl collect-demos: error: {out}: 2 episodes need up to ~" if full == "free space" else
+            f"robot-rl collect-demos: error: no space left on device writing {out} (needs ~")
     assert "Traceback" not in stderr and len(err) == 1 and err[0].startswith(line), err
     assert not out.exists() and not list(tmp_path.glob(".demos.*.tmp"))
     assert main(argv) == 0  # once there is space
