@@ -91,6 +91,7 @@ pipeline.DAGGER_STAGES["quick"] = DAggerConfig(init=pipeline.BC, run_dir=pipelin
                                                episodes_per_round=2, epochs_per_round=1, eval_episodes=1, num_envs=1)
 pipeline.ENCODER_STAGES["quick"] = EncoderPretrainConfig(run_dir=pipeline.ENCODER, views=20, epochs=1, batch_size=8,
                                                          workspace_views=2)
+open(sys.argv[1] + ".imported", "w").close()  # this wrapper's own imports are done: the stop moment counts from here
 sys.exit(cli.main(["pipeline", "--dagger", "on", "--encoder", "on", "--out", sys.argv[1]]))
 """
 assert _RUN_TINY in PIPELINE, "kill_resume.PIPELINE changed: update promises.py's pipeline wrapper"
@@ -202,11 +203,16 @@ def stop_trial(work: Path, name: str, trial: int, sig: int, delay: float) -> dic
     root = work / "stops" / f"{name}-{trial:02d}"
     root.mkdir(parents=True)
     argv, log = stop_argv(work, name, root), root / "output.log"
-    stopped = run_killed(argv, delay, log, sig=sig, group=True)
+    # The pipeline runs through a wrapper whose imports (torch, TorchRL) precede the CLI's handlers; a stop during
+    # them would test the wrapper, so its moment counts from the marker the wrapper writes once they are done.
+    after = root / "pipe.imported" if name == "pipeline" else None
+    stopped = run_killed(argv, delay, log, sig=sig, group=True, after=after)
     last, traceback = _last_line(log), "Traceback" in log.read_text(errors="replace")
     code, seconds = stopped["exit_code"], stopped.get("seconds_to_stop", 0.0)
-    # Exit 0 is a stop only when the work was already complete: the signal came after its last step.
-    complete = code == 0 and not output_problems(name, root)
+    # Exit 0 is a stop only when the work was already complete: the signal came after its last step. A command
+    # whose work was complete may also die of the signal while the interpreter shuts down (-sig here; a shell
+    # reports 128 + sig, as for a stopped command).
+    complete = code in (0, -sig) and not output_problems(name, root)
     finished = stopped["finished_before_the_signal"] or (complete and seconds <= STOP_BOUND_S)
     outcome = "finished before the signal" if finished else "stopped"
     problems, rerun_problems = [], []
@@ -215,7 +221,7 @@ def stop_trial(work: Path, name: str, trial: int, sig: int, delay: float) -> dic
             problems.append(f"exit code {code}, not {EXPECTED_STOP_CODE[sig]}")
         if not any(phrase in last for phrase in CONTINUE_PHRASES):
             problems.append(f"the last line does not say how to continue: {last[:200]!r}")
-    elif code != 0:
+    elif code not in (0, -sig):
         problems.append(f"exit code {code} after finishing")
     if seconds > STOP_BOUND_S:
         problems.append(f"{seconds} s from the signal to the exit, over {STOP_BOUND_S}")

@@ -16,7 +16,7 @@ A folder given where a policy is expected (``evaluate``, ``export``, ``--policy`
 ``finetune``, the pipeline) means its ``last.pt``, the policy the run ended with, or with ``--checkpoint-kind best``
 its ``best.pt`` (``policy_checkpoint``, the one rule). A new run refuses a folder that already holds another one;
 the same command again on a folder whose run it started and did not finish continues that run (as ``--resume``
-does). ``--resume DIR`` works on DIR wherever it now lives (a copied or moved folder: the ``run_dir`` stored in its
+does), and on a finished one changes nothing. ``--resume DIR`` works on DIR wherever it now lives (a copied or moved folder: the ``run_dir`` stored in its
 config is replaced by DIR, and nothing is written to the stored path); resuming a finished run changes nothing. The
 first Ctrl-C or SIGTERM lets the current step finish and checkpoint (``last.pt``), then stops without
 ``summary.json``; a second one aborts at once (``robot_rl.stop``: one request per process, which a nested run
@@ -85,15 +85,19 @@ class RunFolder:
         anything for a new run."""
         if not self.started:
             return False
-        # The stored options as this version reads them (what an older run predates filled in as it ran).
-        stored = json.loads(json.dumps(dataclasses.asdict(load_config(self.path / CONFIG_FILE, type(config)))))
-        given = json.loads(json.dumps(dataclasses.asdict(config)))
-        stored["run_dir"] = given.get("run_dir")  # the folder may have moved since it was stored
-        if not self.finished and stored == given:
+        if not self.finished and self.holds(config):
             tqdm.write(f"{self.path}: continuing its unfinished run (the same options)")
             return True
         raise UsageError(f"{self.path} already holds a {'finished' if self.finished else 'different'} run; "
                          f"use --resume {self.path} or another --out")
+
+    def holds(self, config: Any) -> bool:
+        """Whether the folder's run has the options of ``config`` (wherever the folder now lives)."""
+        # The stored options as this version reads them (what an older run predates filled in as it ran).
+        stored = json.loads(json.dumps(dataclasses.asdict(load_config(self.path / CONFIG_FILE, type(config)))))
+        given = json.loads(json.dumps(dataclasses.asdict(config)))
+        stored["run_dir"] = given.get("run_dir")  # the folder may have moved since it was stored
+        return stored == given
 
     def start(self, config: Any, checkpoint: dict | None) -> None:
         """Claims the folder for a new run: ``last.pt`` (the run before its first step), then ``config.json``,
@@ -140,7 +144,8 @@ def run_to_completion(run_cls: type, config: Any, resume: bool = False, progress
     # One learner of several (torchrun) locks for all of them: rank 0, the one that writes the folder.
     lock = exclusive(folder.path, "run folder") if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext()
     with lock:
-        if resume and folder.finished:
+        # The same command again after its run finished (a job requeued after a late SIGTERM): nothing to do.
+        if folder.finished and (resume or folder.holds(config)):
             tqdm.write(f"{folder.path}: the run has finished; nothing to resume (summary.json unchanged)")
             return folder.summary()
         run = run_cls(config, resume=resume)

@@ -225,6 +225,7 @@ def test_the_gpu_benchmark_script_runs_on_cpu(tmp_path):
     assert report["end_to_end_frames_per_s"] < 1.5 * report["end_to_end_workers"] * 1e3 / env_ms
 
 
+@pytest.mark.slow  # 13 shifts end to end; the suite rows are checked by benchmarks/robustness.py
 def test_perturbation_suite_runs_the_same_boards_under_every_shift(bc_run_dir, tmp_path):
     from robot_rl.envs.randomization import PERTURBATIONS
 

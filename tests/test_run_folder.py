@@ -138,8 +138,9 @@ def test_the_same_options_continue_an_unfinished_run_and_other_options_are_refus
     with pytest.raises(UsageError, match="already holds a different run"):
         bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=3), progress=False)
     assert bc.pretrain(config, progress=False)["epochs"] == 2
+    assert bc.pretrain(config, progress=False)["epochs"] == 2  # the same command again: finished, nothing to do
     with pytest.raises(UsageError, match="already holds a finished run"):
-        bc.pretrain(config, progress=False)
+        bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=3), progress=False)
 
 
 def test_the_first_ctrl_c_asks_to_stop_and_the_second_aborts():
@@ -362,7 +363,9 @@ def test_sigterm_stops_a_pretrain_mid_epoch_with_exit_143_and_resume_finishes_it
     _check_stopped_then_resumed(stopped, "pretrain", run_dir)
 
 
-@pytest.mark.parametrize("collector", ["direct", "process"])
+# The direct collector's stop is the learner's own (tests/test_stop.py, the Ctrl-C tests above); the process
+# collector's workers are what a group-wide SIGTERM can break.
+@pytest.mark.parametrize("collector", [pytest.param("direct", marks=pytest.mark.slow), "process"])
 def test_sigterm_to_the_group_stops_a_finetune_with_exit_143_and_resume_finishes_it(bc_run_dir, tmp_path,
                                                                                     collector):
     run_dir = tmp_path / "ppo"

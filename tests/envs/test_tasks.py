@@ -167,6 +167,7 @@ class DimBoards(PcbInspectTask):
 '''
 
 
+@pytest.mark.slow  # every stage on a user task; tests/test_docs.py runs the own-task guide
 def test_a_users_task_module_goes_to_the_cli_as_module_colon_class_and_is_recorded_so(tmp_path, monkeypatch,
                                                                                        capsys):
     from robot_rl.checkpoints import load_checkpoint

@@ -133,10 +133,14 @@ def test_best_and_last_are_one_file_until_a_later_epoch_falls_behind(demos_dir, 
     assert load_checkpoint(last)["best_success"] == 0.5
 
 
-def test_a_run_folder_is_not_overwritten(demos_dir, tmp_path):
-    bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1), progress=False)
+def test_a_run_folder_is_not_overwritten_and_the_same_command_again_finds_its_run_finished(demos_dir, tmp_path):
+    summary = bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1), progress=False)
+    before = (tmp_path / "run" / "summary.json").read_bytes()
+    assert bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1), progress=False) == \
+        json.loads(json.dumps(summary))
+    assert (tmp_path / "run" / "summary.json").read_bytes() == before
     with pytest.raises(UsageError, match="already holds a finished run"):
-        bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1), progress=False)
+        bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=2), progress=False)
 
 
 def test_a_nan_in_a_batch_stops_bc_with_exit_1_and_its_last_checkpoint_intact(demos_dir, tmp_path, monkeypatch,

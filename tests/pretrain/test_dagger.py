@@ -102,6 +102,7 @@ def test_beta_one_reproduces_expert_demos(bc_run_dir, demos_dir, tmp_path):
     assert load_actor(start)[1].task == demos.meta["env"]
 
 
+@pytest.mark.slow  # benchmarks/promises.py stops DAgger at 10 moments; tests/test_stop.py resumes it
 def test_kill_9_mid_round_resumes_with_the_frames_recorded_so_far(bc_run_dir, tmp_path):
     run_dir = tmp_path / "dagger"
     command = [sys.executable, "-m", "robot_rl.cli", "dagger", "--policy", str(bc_run_dir), "--out", str(run_dir),
@@ -149,6 +150,7 @@ def test_an_init_that_is_not_a_bc_run_is_refused(demos_dir, tmp_path, capsys):
     assert "\n" not in err and "not a BC run folder" in err
 
 
+@pytest.mark.slow  # every stage end to end; tests/test_evaluate.py runs the pipeline without DAgger
 def test_the_pipeline_runs_dagger_between_pretrain_and_finetune(tmp_path):
     from robot_rl.checkpoints import load_checkpoint
     from robot_rl.pipeline import PRESETS, run_pipeline
