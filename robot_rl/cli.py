@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import signal
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 from robot_rl.errors import Interrupted, NoSpaceLeft, RunStopped, TrainingStopped, UsageError
 from robot_rl.io import DISK_FULL
 from robot_rl.locks import refuse_if_locked, waiting_for_locks
-from robot_rl.stop import clear_stop_request, stop_signals_interrupt
+from robot_rl.stop import clear_stop_request, stop_deferred, stop_requested, stop_signals_interrupt
 
 
 def _print_next(*commands: str) -> None:
@@ -413,6 +414,8 @@ def _no_space_line(err: OSError) -> str:
     return f"no space left on device{f' writing {folder}' if folder else ''}{size}"
 
 
+# Most of a command's start-up, imported before its work with a stop signal deferred (``stop_deferred``).
+START_UP_IMPORTS = ("torch", "torchrl", "mujoco")
 # Commands whose output the same command line continues after a stop (a resumable run continues with --resume).
 SAME_COMMAND_CONTINUES = ("collect-demos", "pipeline", "pretrain", "pretrain-encoder", "dagger", "finetune")
 
@@ -428,6 +431,11 @@ def _starting(args: argparse.Namespace) -> None:
         if folder:
             refuse_if_locked(folder, kind)
     print(f"robot-rl {args.command}: starting ({COMMANDS[args.command][0]})", flush=True)
+    with stop_deferred():
+        for name in START_UP_IMPORTS:
+            importlib.import_module(name)
+    if stop_requested() is not None:  # asked during the imports: stop now, before any work
+        raise Interrupted(stop_requested())
 
 
 def _continue_line(args: argparse.Namespace) -> str:

@@ -120,3 +120,19 @@ def stop_signals_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def stop_deferred() -> Iterator[None]:
+    """Within ``with``: Ctrl-C and SIGTERM are recorded, not raised; the caller acts on ``stop_requested()`` after.
+    For a command's start-up imports: an import interrupted half way leaves a broken module (MuJoCo's raised
+    ImportError) and marks the interpreter to die of SIGINT at exit whatever the command returns."""
+    if not _in_main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, lambda signum, frame: _record(signum)) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

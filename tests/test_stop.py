@@ -163,3 +163,30 @@ def test_collect_demos_commits_the_batch_under_way_then_stops_and_the_same_comma
     assert len(DemoDataset.open(out).episodes) == 2  # the first commit, and nothing after it
     assert main(args) == 0
     assert len(DemoDataset.open(out).episodes) == 4
+
+
+def test_a_signal_during_the_start_up_imports_is_deferred_then_acted_on():
+    """An import interrupted half way leaves a broken module and makes the interpreter die of SIGINT at exit; the
+    start-up records the signal instead and the command stops once its imports are done."""
+    from robot_rl.stop import stop_deferred
+
+    with stop_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)  # recorded, not raised, while the imports run
+    assert stop_requested() == signal.SIGINT  # the first one is the request
+
+
+def test_a_command_stopped_during_its_start_up_exits_as_the_signal_would(tmp_path, monkeypatch, capsys):
+    import importlib
+
+    from robot_rl import cli
+
+    def import_then_signal(name):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return importlib.import_module(name)
+
+    monkeypatch.setattr(cli, "importlib", type("M", (), {"import_module": staticmethod(import_then_signal)}))
+    assert main(["collect-demos", "--out", str(tmp_path / "demos")]) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "robot-rl collect-demos: terminated (SIGTERM); nothing half written; the same command continues it"]
+    assert not (tmp_path / "demos").exists()
