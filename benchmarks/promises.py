@@ -645,7 +645,27 @@ def targets_met(summary: dict) -> dict:
     return targets
 
 
+def earlier_part(out: Path, name: str) -> tuple[dict | list | None, dict | None]:
+    """Part ``name`` ("stops" or "probes") of the results file at ``out`` and where it was measured (date and
+    commit), for a run of the other part alone: the file then holds both, each with its own provenance."""
+    if not Path(out).is_file():
+        return None, None
+    earlier = json.loads(Path(out).read_text())
+    kept = earlier["metrics"].get(name)
+    measured = earlier["metrics"].get("measured", {}).get(name) or {"date": earlier["date"],
+                                                                     "commit": earlier["commit"]}
+    return kept, (measured if kept is not None else None)
+
+
 def write_report(args, stops: dict | None, probes: list[dict] | None, parts: dict) -> int:
+    from results_file import _STARTED_FROM
+
+    now = {"date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "commit": _STARTED_FROM.get("commit")}
+    measured = {"stops": now if stops is not None else None, "probes": now if probes is not None else None}
+    if stops is None:
+        stops, measured["stops"] = earlier_part(args.out, "stops")
+    if probes is None:
+        probes, measured["probes"] = earlier_part(args.out, "probes")
     if stops is not None:
         print(markdown_table([{"command": t["command"], "signal": t["signal"], "after (s)": t["delay_s"],
                                "exit": t["exit_code"], "outcome": t["outcome"], "to exit (s)": t["seconds_to_exit"],
@@ -659,7 +679,7 @@ def write_report(args, stops: dict | None, probes: list[dict] | None, parts: dic
     print(json.dumps(summary, indent=2))
     print("targets: " + ", ".join(f"{k} {'met' if v['met'] else 'MISSED'}" for k, v in targets.items()))
     payload = {"summary": summary, "seed": args.seed, "stop_bound_s": STOP_BOUND_S, "stops": stops,
-               "probes": probes, "all_met": all(v["met"] for v in targets.values())}
+               "probes": probes, "measured": measured, "all_met": all(v["met"] for v in targets.values())}
     path = BENCHMARK.write(payload, out=args.out, wall_s=parts, targets=targets)
     print(f"wrote {path}; all targets met: {payload['all_met']}")
     return 0 if payload["all_met"] else 1

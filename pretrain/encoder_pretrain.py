@@ -259,6 +259,8 @@ class EncoderRun(TrainingRun):
         """Renders the missing views, then trains until ``config.epochs`` (or ``until``); writes ``encoder.pt``
         once the last epoch is done."""
         config, self.last_val = self.config, None
+        if not self.cache.complete:
+            self.cache.allocate()  # before the progress bar: a refusal is then the only line
         bar = tqdm(total=config.views, initial=self.cache.meta["rendered"], unit="view", desc="render views",
                    disable=not progress or self.cache.complete, leave=False)
         with bar:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.envs.perception import PERCEPTION_TARGETS
-from robot_rl.errors import UsageError
+from robot_rl.errors import NoSpaceLeft, UsageError
 from robot_rl.io import check_space, write_json
 from robot_rl.processes import workers_ignore_stop_signals
 
@@ -81,12 +82,18 @@ class ViewCache:
     def complete(self) -> bool:
         return self.meta["rendered"] >= self.views
 
-    def _create_files(self) -> None:
+    def allocate(self) -> None:
+        """Creates the cache's files at full size (the ones missing); refuses views that cannot fit on the disk."""
         self.folder.mkdir(parents=True, exist_ok=True)
         sizes = {name: self.views * dtype.itemsize * int(np.prod(shape)) for name, (dtype, shape) in
                  self.layouts.items()}
         missing = {name: size for name, size in sizes.items() if not (self.folder / f"{name}.npy").is_file()}
-        check_space(self.folder, sum(missing.values()))
+        try:
+            check_space(self.folder, sum(missing.values()))
+        except NoSpaceLeft as err:  # before anything is written: the asked views cannot fit here at all
+            raise UsageError(f"{self.folder}: {self.views:,} views need ~{err.needed / 1e9:,.1f} GB of disk, "
+                             f"{shutil.disk_usage(self.folder).free / 1e9:,.1f} GB free there; use fewer --views "
+                             "or free some space") from None
         for name in missing:
             dtype, shape = self.layouts[name]
             array = np.lib.format.open_memmap(self.folder / f"{name}.npy.tmp", mode="w+", dtype=dtype,
@@ -119,7 +126,7 @@ class ViewCache:
         views written."""
         if self.complete:
             return True
-        self._create_files()
+        self.allocate()
         arrays = self.arrays(mode="r+")
         pool = None
         if workers > 1:

@@ -173,6 +173,14 @@ def load_config(path: str | Path, config_cls: type) -> Any:
     if not path.is_file():
         raise UsageError(f"{path}: missing (not a run folder of this command?)")
     try:
-        return config_cls(**compat.run_config(config_cls, json.loads(path.read_text())))
-    except (json.JSONDecodeError, TypeError, ValueError) as err:
+        stored = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: corrupt config ({err})") from None
+    # Every run's config has named its folder since the first version: one without is not a run's config (and
+    # the class's defaults must not stand in for a whole run).
+    if not isinstance(stored, dict) or "run_dir" not in stored:
+        raise UsageError(f"{path}: not a run's config (a JSON object with the run's options, run_dir among them)")
+    try:
+        return config_cls(**compat.run_config(config_cls, stored))
+    except (TypeError, ValueError) as err:
         raise UsageError(f"{path}: corrupt config ({err})") from None

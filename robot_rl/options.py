@@ -60,6 +60,9 @@ ENV_COUNT_FLAG = "--num-envs"  # the option of an env count, in every command th
 # Episode counts (--episodes, --eval-episodes, --episodes-per-round): each episode's record is kept in memory and
 # a million boards take days on any machine here; a larger count is a typo, refused before it runs for hours.
 MAX_EPISODES = 1_000_000
+# Frame counts (--total-frames, --frames-per-batch): published image-based fine-tuning runs 1-24 million frames;
+# a billion is weeks on any machine here, so a larger count is a typo.
+MAX_FRAMES = 1_000_000_000
 
 
 def max_envs() -> int:
@@ -69,7 +72,8 @@ def max_envs() -> int:
 
 def generic_checks(config: Any) -> list[tuple[str, bool, str]]:
     """The checks every config gets, from its fields' values: a float is finite, an integer within +-MAX_INT, an
-    episode count at most ``MAX_EPISODES``, an env count (``--num-envs``) at most ``max_envs()``."""
+    episode count at most ``MAX_EPISODES``, a frame count at most ``MAX_FRAMES``, an env count (``--num-envs``) at
+    most ``max_envs()``."""
     checks = []
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
@@ -79,6 +83,8 @@ def generic_checks(config: Any) -> list[tuple[str, bool, str]]:
             checks.append((field.name, -MAX_INT <= value <= MAX_INT, f"in [-2^{MAX_INT_BITS}, 2^{MAX_INT_BITS}]"))
             if field.name.endswith("episodes") or field.name.startswith("episodes_"):
                 checks.append((field.name, value <= MAX_EPISODES, f"<= {MAX_EPISODES:,}"))
+            if field.name.endswith("frames") or field.name.startswith("frames_"):
+                checks.append((field.name, value <= MAX_FRAMES, f"<= {MAX_FRAMES:,}"))
             if flag_of(field) == ENV_COUNT_FLAG:
                 checks.append((field.name, value <= max_envs(), f"<= {max_envs()} on this machine ({ENVS_PER_CPU} "
                                f"per CPU core x {os.cpu_count() or 1} cores, at least {MIN_ENV_CAP})"))

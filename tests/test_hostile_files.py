@@ -281,3 +281,27 @@ def test_info_refuses_a_run_folder_whose_files_are_corrupt(bc_run_dir, tmp_path,
     os.mkfifo(tmp_path / "fifo.pt")
     code, out = _info(capsys, tmp_path / "fifo.pt")
     assert code == 2 and "fifo.pt: not a checkpoint: a FIFO" in out
+
+
+@pytest.mark.parametrize("text", ["[]", "{}", '"run"'])
+def test_a_config_that_is_not_a_runs_options_is_refused_naming_the_file(tmp_path, text):
+    from robot_rl.checkpoints import load_config
+    from robot_rl.configs import BCConfig
+    from robot_rl.errors import UsageError
+
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(UsageError, match=r"config.json: not a run's config"):
+        load_config(tmp_path / "config.json", BCConfig)
+
+
+def test_counts_no_machine_can_hold_are_refused_before_any_work(tmp_path, capsys):
+    from robot_rl.cli import main
+
+    assert main(["finetune", "--from-scratch", "--out", str(tmp_path / "ppo"), "--total-frames",
+                 "100000000000"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "robot-rl finetune: error: --total-frames must be <= 1,000,000,000, got 100000000000"]
+    assert main(["pretrain-encoder", "--out", str(tmp_path / "encoder"), "--views", "100000000000",
+                 "--image-size", "32"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "100,000,000,000 views need" in err[0] and "use fewer --views" in err[0]
