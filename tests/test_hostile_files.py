@@ -305,3 +305,11 @@ def test_counts_no_machine_can_hold_are_refused_before_any_work(tmp_path, capsys
                  "--image-size", "32"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "100,000,000,000 views need" in err[0] and "use fewer --views" in err[0]
+
+
+def test_a_task_name_that_is_not_a_task_class_is_refused_naming_it():
+    from robot_rl.envs.tasks import get_task
+    from robot_rl.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^--task os:getcwd: .* is not an InspectionTask subclass"):
+        get_task("os:getcwd", trust_code=True)

@@ -80,9 +80,12 @@ def _import_task(task: str) -> type[InspectionTask]:
     if here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
     try:
-        return getattr(importlib.import_module(module), attribute)
+        found = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as err:
         raise TaskError(f"--task {task}: cannot import it ({err})") from None
+    if not (isinstance(found, type) and issubclass(found, InspectionTask)):
+        raise TaskError(f"--task {task}: {found!r} is not an InspectionTask subclass")
+    return found
 
 
 def check_task_version(task: type[InspectionTask], recorded, source: str) -> None:
