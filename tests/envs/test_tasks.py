@@ -149,7 +149,7 @@ def test_every_stage_runs_from_the_cli_with_the_lead_task_and_its_checkpoint_ref
     assert main(["finetune", "--policy", str(bc), "--out", str(tmp_path / "ppo2"), "--task", "pcb-inspect"]) == 2
     assert f"--task pcb-inspect does not match the BC run {bc} (task 'lead-inspect')" in capsys.readouterr().err
     assert main(["collect-demos", "--out", str(data), "--episodes", "2", "--difficulty", "easy", "--image-size",
-                 "32", "--num-envs", "1"]) == 2  # the dataset holds demos of another task
+                 "32", "--num-envs", "1", "--task", "pcb-inspect"]) == 2  # the dataset holds another task's demos
     assert "dataset has env='lead-inspect'" in capsys.readouterr().err
     assert main(["demo", "--task", "lead", "--out", str(tmp_path / "demo")]) == 2
     assert "unknown task 'lead'" in capsys.readouterr().err

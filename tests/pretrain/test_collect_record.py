@@ -80,11 +80,16 @@ def test_appending_demos_unlike_the_dataset_is_refused_naming_the_option(demos_c
     assert (demos_copy / "meta.json").read_bytes() == before
 
 
-def test_a_collection_larger_than_the_free_disk_is_refused_before_it_starts(tmp_path, capsys):
+def test_a_collection_larger_than_the_free_disk_is_refused_before_it_starts(tmp_path, capsys, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(2 * 10**9, 10**9, 10**9))  # 1 GB free
     out = tmp_path / "demos"
-    assert main(["collect-demos", "--out", str(out), "--episodes", "100000000000", "--num-envs", "1"]) == 2
+    assert main(["collect-demos", "--out", str(out), "--episodes", "1000000", "--num-envs", "1"]) == 2
     [line] = _error_lines(capsys)
-    assert f"{out}: 100000000000 episodes need up to ~" in line and "GB free there" in line
+    assert f"{out}: 1000000 episodes need up to ~" in line and "1.0 GB free there" in line
     assert not out.exists() and not list(tmp_path.glob(".demos.*.tmp"))
 
 
