@@ -16,13 +16,13 @@ A folder given where a policy is expected (``evaluate``, ``export``, ``--policy`
 ``finetune``, the pipeline) means its ``last.pt``, the policy the run ended with, or with ``--checkpoint-kind best``
 its ``best.pt`` (``policy_checkpoint``, the one rule). A new run refuses a folder that already holds another one;
 the same command again on a folder whose run it started and did not finish continues that run (as ``--resume``
-does), and on a finished one changes nothing. ``--resume DIR`` works on DIR wherever it now lives (a copied or
-moved folder: the ``run_dir`` stored in its config is replaced by DIR, and nothing is written to the stored path);
-resuming a finished run changes nothing. The first Ctrl-C or SIGTERM lets the current step finish and checkpoint (``last.pt``), then stops without
-``summary.json``; a second one aborts at once (``robot_rl.stop``: one request per process, which a nested run
-never drops). One process at a time writes a run folder (``robot_rl.locks``). Every file is written to a temporary
-name and renamed, and a new run writes ``last.pt`` before ``config.json``, so a killed run, at any moment, leaves a
-folder that is either unclaimed or resumable.
+does), and on a finished one changes nothing. ``--resume DIR`` works on DIR wherever it now lives (a copied or moved
+folder: the ``run_dir`` stored in its config is replaced by DIR, and nothing is written to the stored path);
+resuming a finished run changes nothing. The first Ctrl-C or SIGTERM lets the current step finish and checkpoint
+(``last.pt``), then stops without ``summary.json``; a second one aborts at once (``robot_rl.stop``: one request per
+process, which a nested run never drops). One process at a time writes a run folder (``robot_rl.locks``). Every file
+is written to a temporary name and renamed, and a new run writes ``last.pt`` before ``config.json``, so a killed
+run, at any moment, leaves a folder that is either unclaimed or resumable.
 
 This module is the folder's side of a run's lifecycle (claim, continue, resume, the stop signal, finish); the
 lifecycle itself, written once for every kind of run, is ``robot_rl.training_run``. The files are read and written
