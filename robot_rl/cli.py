@@ -119,7 +119,7 @@ def _train_command(args: argparse.Namespace, command: str, config_cls: type, sta
     if not summary["finished"]:
         from robot_rl.stop import STOPPED_BY
 
-        raise RunStopped(args.resume or args.run_dir, command, summary.get(STOPPED_BY, signal.SIGINT))
+        raise RunStopped(_run_dir(args), command, summary.get(STOPPED_BY, signal.SIGINT))
     return summary
 
 

@@ -25,7 +25,6 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 from tqdm import tqdm
 
@@ -63,7 +62,6 @@ class StopOnInterrupt:
 
     def __init__(self, doing: str = "stopping after this step and saving a checkpoint"):
         self.doing = doing  # what the first signal is answered with
-        self._previous: dict[int, Any] = {}
 
     @property
     def requested(self) -> bool:
@@ -80,14 +78,12 @@ class StopOnInterrupt:
         tqdm.write(f"{signal.Signals(signum).name}: {self.doing} (Ctrl-C or SIGTERM again to abort)")
 
     def __enter__(self) -> StopOnInterrupt:
-        if _in_main_thread():
-            self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
+        self._installed = _handled(self._handle)
+        self._installed.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-        self._previous = {}
+        self._installed.__exit__(*exc)
 
     def stopped(self, summary: dict) -> dict:
         """``summary`` with the signal that stopped the run, when one did (for the CLI's exit code)."""
@@ -100,39 +96,35 @@ STOPPED_BY = "stopped_by_signal"  # in the summary a stopped run returns (never 
 
 
 @contextlib.contextmanager
-def stop_signals_interrupt() -> Iterator[None]:
-    """Within ``with`` (a whole command): SIGTERM raises ``Interrupted`` as Ctrl-C raises KeyboardInterrupt, so a
-    command stopped outside a training loop unwinds at once (temporary files removed, workers shut down), and
-    records the request. ``StopOnInterrupt`` takes both signals
-    while a training loop runs."""
+def _handled(handler, signals: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """Within ``with``: ``handler`` takes ``signals`` (in the main thread; elsewhere nothing is installed, as
+    signals go to that thread), the previous handlers come back after."""
     if not _in_main_thread():
         yield
         return
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
+
+def stop_signals_interrupt() -> contextlib.AbstractContextManager:
+    """Within ``with`` (a whole command): SIGTERM raises ``Interrupted`` as Ctrl-C raises KeyboardInterrupt, so a
+    command stopped outside a training loop unwinds at once (temporary files removed, workers shut down), and
+    records the request. ``StopOnInterrupt`` takes both signals while a training loop runs."""
     def interrupt(signum, frame):
         _record(signum)
         raise Interrupted(signum)
 
-    # Ctrl-C keeps Python's own handler (a KeyboardInterrupt; the CLI records it): a background job that ignores
-    # SIGINT must go on ignoring it.
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # Ctrl-C keeps Python's own handler (a KeyboardInterrupt): a background job that ignores SIGINT must go on
+    # ignoring it.
+    return _handled(interrupt, (signal.SIGTERM,))
 
 
-@contextlib.contextmanager
-def stop_deferred() -> Iterator[None]:
+def stop_deferred() -> contextlib.AbstractContextManager:
     """Within ``with``: Ctrl-C and SIGTERM are recorded, not raised; the caller acts on ``stop_requested()`` after.
     For a command's start-up imports: an import interrupted half way leaves a broken module (MuJoCo's raised
     ImportError) and marks the interpreter to die of SIGINT at exit whatever the command returns."""
-    if not _in_main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, lambda signum, frame: _record(signum)) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return _handled(lambda signum, frame: _record(signum))
