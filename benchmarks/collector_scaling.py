@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import sys
 
-import torch
 from harness import Benchmark, Variant
 from timing import median_rate
 
+from robot_rl import compute
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune.collection import make_collector, push_weights
@@ -36,7 +36,7 @@ def frames_per_second(backend: str, workers: int, envs_per_worker: int, image_si
     env_kwargs = {"difficulty": "default", "image_size": image_size}
     proof = InspectionEnv(**env_kwargs)
     actor = make_actor(proof.observation_spec, proof.full_action_spec).eval()
-    collector, _ = make_collector(config, actor, env_kwargs, torch.device("cpu"), seed=0)
+    collector, _ = make_collector(config, actor, env_kwargs, compute.of_config(config), seed=0)
     try:
         push_weights(collector, actor)
         iterator = iter(collector)

@@ -26,10 +26,8 @@ from robot_rl.encoder import set_encoder_precision
 from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import check_scalars
 from robot_rl.errors import TrainingDiverged, UsageError
-from robot_rl.options import resolve_device
 from robot_rl.policy import PolicyConfig, actor_network, make_actor
 from robot_rl.policy_io import load_actor
-from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift, recolour
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.lerobot_import import open_demos
@@ -65,10 +63,7 @@ class BCRun(TrainingRun):
 
     def build(self, resume: bool) -> None:
         config = self.config
-        self.device = resolve_device(config.device)
-        self.precision = resolve_precision(config.precision, self.device)
-        if config.threads:
-            torch.set_num_threads(config.threads)
+        self.precision = self.compute.precision  # device and threads: TrainingRun's context
 
         # Create data
         self.dataset = open_demos(config.data, import_dir=self.run_dir / IMPORTED_DEMOS, resuming=resume,
@@ -114,7 +109,7 @@ class BCRun(TrainingRun):
                                          mode_weight=config.mode_weight,
                                          timing_weight=config.timing_weight,
                                          near_view=self.task.near_view).to(self.device)
-        if config.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
+        if self.compute.compile:  # in place (nn.Module.compile): the state dict keeps its keys, loads anywhere
             actor_network(self.actor).encoder.compile()
         # The actor's parameters and the loss's training-only ones (the auxiliary locator head).
         self.optimizer = torch.optim.AdamW(self.loss.parameters(), lr=config.lr, weight_decay=config.weight_decay)

@@ -54,9 +54,7 @@ from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import RunStopped, UsageError
 from robot_rl.io import write_json
-from robot_rl.options import resolve_device
 from robot_rl.policy_io import load_actor
-from robot_rl.precision import resolve_precision
 from robot_rl.pretrain import bc
 from robot_rl.pretrain.collect import add_whole_episodes
 from robot_rl.pretrain.dataset import META_FILE, DemoDataset, EpisodeRecord
@@ -121,8 +119,7 @@ class DAggerRun(TrainingRun):
         config = self.config
         self.bc_config, self.init_checkpoint, demos_dir = _init_run(config)
         self.demos = DemoDataset.open(demos_dir)
-        self.device = resolve_device(config.device)
-        self.precision = resolve_precision(config.precision, self.device)
+        self.precision = self.compute.precision  # device and threads: TrainingRun's context
         meta_path = self.demos.root / META_FILE
         self.provenance = Provenance.of_dataset(self.demos.meta, meta_path).verified(meta_path, config.trust_code)
         self.task = get_task(self.provenance.task, trust_code=config.trust_code, source=str(meta_path))

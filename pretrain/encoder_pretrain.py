@@ -36,8 +36,6 @@ from robot_rl.envs.perception import SEGMENTATION_CLASSES
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import TrainingDiverged
 from robot_rl.io import atomic_path
-from robot_rl.options import resolve_device
-from robot_rl.precision import resolve_precision
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.view_cache import VIEWS_DIR, ViewCache
 from robot_rl.run_logs import RunLogger
@@ -141,10 +139,7 @@ class EncoderRun(TrainingRun):
 
     def build(self, resume: bool) -> None:
         config = self.config
-        self.device = resolve_device(config.device)
-        self.precision = resolve_precision(config.precision, self.device)
-        if config.threads:
-            torch.set_num_threads(config.threads)
+        self.precision = self.compute.precision  # device and threads: TrainingRun's context
         task = get_task(config.task)
         render = {"task": task.name, "difficulty": config.difficulty, "image_size": config.image_size,
                   "randomization": config.randomization, "arm": config.arm, "pose_noise": config.pose_noise,

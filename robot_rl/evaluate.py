@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from robot_rl import keys
+from robot_rl import compute, keys
 from robot_rl.checkpoints import run_folder_of
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
@@ -22,9 +22,7 @@ from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.io import write_json, write_text
 from robot_rl.locks import exclusive
-from robot_rl.options import resolve_device
 from robot_rl.policy_io import load_actor
-from robot_rl.precision import resolve_precision
 from robot_rl.provenance import Provenance
 from robot_rl.tables import markdown_table
 from robot_rl.video import VideoRecorder
@@ -124,11 +122,12 @@ def perturbation_markdown(rows: list[dict]) -> str:
 def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
     """Runs the evaluation; writes report.json, report.md, videos/ and contact_sheet.png (and, with
     ``--perturbations``, the suite under perturbations/); returns the metrics."""
-    device = resolve_device(config.device)
+    context = compute.of_config(config)
+    context.apply()
+    device = context.torch_device
     actor, trained_in, checkpoint = load_actor(config.checkpoint, device=device, trust_code=config.trust_code,
-                                               task=config.task, precision=config.precision,
+                                               task=config.task, precision=context.precision,
                                                checkpoint_kind=config.checkpoint_kind)
-    precision = resolve_precision(config.precision, device)  # what ran, for the report
     # Other boards and randomizations than the policy's are what evaluation is for; another arm is not.
     provenance = trained_in.inherit(str(checkpoint), may_change=("difficulty", "randomization"), arm=config.arm,
                                     difficulty=config.difficulty, randomization=config.randomization)
@@ -140,9 +139,10 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
         info = {"checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind,
                 "difficulty": provenance.difficulty, "image_size": provenance.image_size,
                 "randomization": provenance.randomization, "arm": provenance.arm, "task": provenance.task,
-                "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": precision,
+                "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": context.precision,
                 "defect_types": list(get_task(provenance.task).defect_types)}
-        report = {"metrics": metrics, "info": info, "config": asdict(config), "videos": videos, "episodes": summaries}
+        report = {"metrics": metrics, "info": info, "config": asdict(config), "compute": context.record(),
+                  "videos": videos, "episodes": summaries}
         markdown = report_markdown(metrics, summaries, info)
         if config.perturbations:
             nominal = (metrics, [v for v in videos if "failure" in v]) if provenance.randomization == "none" else None

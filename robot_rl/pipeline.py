@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from robot_rl import compat
+from robot_rl import compat, compute
 from robot_rl.checkpoints import policy_checkpoint
 from robot_rl.configs import (
     BCConfig,
@@ -221,18 +221,35 @@ def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: Evalua
     return evaluate(config, progress=progress)["metrics"]
 
 
+def sized_for(preset: Preset, context: compute.ComputeContext) -> Preset:
+    """``preset`` with its fine-tuning's collection laid out for the machine of ``context``
+    (``compute.collection_layout``: on a GPU box, env workers on its cores and a batch that grows with the envs;
+    on a CPU, the preset as it is). Whole iterations: the frame budget rounds up to a batch."""
+    finetune = preset.finetune
+    workers, num_envs, frames = compute.collection_layout(
+        finetune.frames_per_batch, finetune.num_envs, finetune.workers, context.device,
+        compute.Machine(context.cores, context.gpus))
+    if (workers, num_envs, frames) == (finetune.workers, finetune.num_envs, finetune.frames_per_batch):
+        return preset
+    total = -(-finetune.total_frames // frames) * frames
+    return preset.updated(finetune={"workers": workers, "num_envs": num_envs, "frames_per_batch": frames,
+                                    "total_frames": total})
+
+
 def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progress: bool = True,
                  log=print, precision: str = "auto") -> dict:
-    """Runs (or resumes) every stage under ``root``, holding the root's lock (one pipeline per root at a time);
-    returns where each stage wrote and the metrics of the BC and the fine-tuned policy on the same held-out
-    boards."""
+    """Runs (or resumes) every stage under ``root``, holding the root's lock (one pipeline per root at a time),
+    with the preset sized for this machine (``sized_for``); returns where each stage wrote, the metrics of the
+    BC and the fine-tuned policy on the same held-out boards, and the compute context."""
     # The caller's own task: a module:Class is imported here, and every stage then finds it registered by name.
     get_task(preset.collect.task, trust_code=True)
+    context = compute.resolve(device, precision)
     with exclusive(root, "pipeline root"):
-        return _run_stages(preset, Path(root), device, progress, log, precision)
+        return _run_stages(sized_for(preset, context), Path(root), device, progress, log, precision, context)
 
 
-def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, precision: str) -> dict:
+def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, precision: str,
+                context: compute.ComputeContext) -> dict:
     data, bc_dir, ppo_dir = root / preset.collect.out, root / preset.pretrain.run_dir, root / preset.finetune.run_dir
     bc_eval_dir, eval_dir = root / EVAL_BC, root / preset.evaluate.out
     _check_preset(root, preset)
@@ -305,7 +322,7 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
               "metrics": after_ppo, "checkpoint_kind": kind,
               "policies": {"bc": str(policy_checkpoint(bc_dir, kind)), "ppo": str(policy_checkpoint(ppo_dir, kind))},
               "ppo_best": (RunFolder(ppo_dir).summary() or {}).get("best"),
-              "seconds": {k: round(v, 1) for k, v in timings.items()}}
+              "seconds": {k: round(v, 1) for k, v in timings.items()}, "compute": context.record()}
     write_json(root / RESULT_FILE, result)
     return result
 

@@ -4,6 +4,8 @@ A run class (``BCRun``, ``DAggerRun``, ``EncoderRun``, ``PPORun``) subclasses ``
 what is its own: ``build`` (data, models, loss, optimizer, logger), ``checkpoint`` / ``restore`` (what
 ``last.pt`` holds), ``train`` (the loop) and ``summary``. The rest is here, the same for every run:
 
+- resolve the run's compute context once (``robot_rl.compute``: device, precision, threads, workers), apply it to
+  the process and record it in the summary;
 - claim the run folder, or continue its unfinished run when the options are the same (``RunFolder.check_new``
   refuses any other run in one line);
 - a new run writes ``last.pt`` (the run before its first step) and ``config.json``; a resumed one restores
@@ -25,6 +27,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from robot_rl import compute
 from robot_rl.run_folder import RunFolder, ensure_finished, run_to_completion
 from robot_rl.run_logs import RunLogger
 from robot_rl.stop import StopOnInterrupt
@@ -47,6 +50,9 @@ class TrainingRun:
         self.run_dir = self.folder.path
         # Before anything is built: a folder holding another run is refused at once.
         resume = resume or self.folder.check_new(config)
+        self.compute = compute.of_config(config)
+        self.compute.apply()
+        self.device = self.compute.torch_device
         self.stop = StopOnInterrupt()
         self.build(resume)
         if resume and self.checkpointed:
@@ -99,7 +105,7 @@ class TrainingRun:
         finally:
             if self.logger is not None:
                 self.logger.close()
-        summary = self.summary()
+        summary = {**self.summary(), "compute": self.compute.record()}
         if summary["finished"] and self.is_main:
             self.folder.finish(summary)
         return self.stop.stopped(summary)

@@ -59,6 +59,7 @@ LAYER_OF = {
     "robot_rl.configs": "core",
     "robot_rl.tables": "core",
     "robot_rl.precision": "core",
+    "robot_rl.compute": "core",  # the run's compute context, resolved once
     "robot_rl.encoder": "core",
     "robot_rl.policy": "core",
     "robot_rl.policy_io": "core",

@@ -95,6 +95,7 @@ def test_bf16_features_stay_fp32_and_close_to_fp32_ones(env):
 def test_a_bf16_bc_run_has_finite_losses_and_writes_an_fp32_checkpoint_and_export(demos_dir, tmp_path):
     summary = bc.pretrain(small_config(demos_dir, tmp_path / "run", epochs=1, precision="bf16"), progress=False)
     assert summary["precision"] == "bf16"
+    assert summary["compute"]["precision"] == "bf16" and summary["compute"]["device"] == "cpu"  # the context ran
     losses = (tmp_path / "run" / "logs" / "scalars").glob("train/loss*.csv")
     values = [float(line.split(",")[1]) for path in losses for line in path.read_text().split()]
     assert values and all(torch.isfinite(torch.tensor(values)))
@@ -118,7 +119,7 @@ def test_a_bf16_bc_run_has_finite_losses_and_writes_an_fp32_checkpoint_and_expor
 def test_a_bf16_ppo_update_has_finite_losses_and_an_fp32_checkpoint(bc_run_dir, tmp_path):
     run_dir = tmp_path / "ppo"
     summary = trainer.finetune(tiny(run_dir, init=bc_run_dir, precision="bf16"), progress=False)
-    assert summary["finished"] and summary["precision"] == "bf16"
+    assert summary["finished"] and summary["precision"] == summary["compute"]["precision"] == "bf16"
     scalars = run_dir / "logs" / "scalars" / "train"
     for name in ("loss_objective", "loss_critic"):
         values = [float(line.split(",")[1]) for line in (scalars / f"{name}.csv").read_text().split()]

@@ -19,36 +19,43 @@ import torch
 from torchrl.collectors import Collector
 from torchrl.envs import ParallelEnv
 
+from robot_rl.compute import ComputeContext
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs import make_env
 from robot_rl.envs.defaults import DEFAULT_TASK
+from robot_rl.envs.gl_backend import render_on_device
 from robot_rl.envs.tasks import get_task
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.processes import workers_ignore_stop_signals
 
 
-def make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: torch.device, seed: int,
+def make_collector(config: FinetuneConfig, policy, env_kwargs: dict, compute: ComputeContext, seed: int,
                    pre_collect_hook=None):
-    """Builds the collector of ``config.collector``; returns (collector, direct env or None). Its worker
-    processes ignore Ctrl-C and SIGTERM (``robot_rl.processes.workers_ignore_stop_signals``)."""
+    """Builds the collector of ``config.collector`` on the run's compute context (the learner's device, the
+    threads of this process and of each worker); returns (collector, direct env or None). Its worker processes
+    ignore Ctrl-C and SIGTERM (``robot_rl.processes.workers_ignore_stop_signals``)."""
+    render_on_device(compute.torch_device)  # under EGL the env workers render on the run's GPU
     with workers_ignore_stop_signals():
-        return _make_collector(config, policy, env_kwargs, device, seed, pre_collect_hook)
+        return _make_collector(config, policy, env_kwargs, compute, seed, pre_collect_hook)
 
 
-def _make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: torch.device, seed: int,
+def _make_collector(config: FinetuneConfig, policy, env_kwargs: dict, compute: ComputeContext, seed: int,
                     pre_collect_hook=None):
+    device = compute.torch_device
     # A finite total: TorchRL's Ray collector yields nothing for -1 ("unbounded"). The trainer stops by itself.
     common = dict(frames_per_batch=config.frames_per_batch, total_frames=2 * config.total_frames,
                   reset_at_each_iter=True, storing_device=device, env_device="cpu")
-    if config.collector != "ray":  # (RayCollector does not take this option)
+    if config.collector != "ray":  # (RayCollector does not take these options)
         common["auto_register_policy_transforms"] = False  # the policy needs no env transforms
-    per_worker = config.num_envs // max(config.workers, 1)
+    # The context's thread split, not TorchRL's default (this process keeps its cores minus one per worker).
+    threads = dict(num_threads=compute.threads, num_sub_threads=compute.worker_threads)
+    per_worker = compute.envs_per_worker
     # The task as a class: worker processes know only the built-in names (and import nothing a file names).
     env_kwargs = {**env_kwargs, "task": get_task(env_kwargs.get("task", DEFAULT_TASK))}
     create = partial(InspectionEnv, num_envs=per_worker if per_worker > 1 else None, **env_kwargs)
     if config.collector == "direct":
         if config.workers:  # batch [workers, envs per worker], stepped in spawned processes
-            env = ParallelEnv(config.workers, create, mp_start_method="spawn")
+            env = ParallelEnv(config.workers, create, mp_start_method="spawn", **threads)
             env.set_seed(seed)
         else:
             env = make_env(num_envs=config.num_envs, parallel=False, seed=seed, **env_kwargs)
@@ -63,8 +70,8 @@ def _make_collector(config: FinetuneConfig, policy, env_kwargs: dict, device: to
         options = {"ray_init_config": init, "remote_configs": {"num_cpus": 1, "num_gpus": 0},
                    "weight_sync_schemes": {}}
     collector = Collector([create] * config.workers, policy, backend=config.collector, sync=True,
-                          policy_device=torch.device(config.worker_device), backend_options=options or None,
-                          **common)
+                          policy_device=torch.device(compute.worker_device), backend_options=options or None,
+                          **common, **({} if config.collector == "ray" else threads))
     collector.set_seed(seed)
     return collector, None
 

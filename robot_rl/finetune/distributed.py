@@ -27,9 +27,6 @@ class Distributed:
     def is_main(self) -> bool:
         return self.rank == 0
 
-    def device(self) -> torch.device:
-        return torch.device("cuda", self.local_rank) if torch.cuda.is_available() else torch.device("cpu")
-
     def wrap(self, module: nn.Module) -> nn.Module:
         # Frozen BatchNorm statistics need no broadcast, and broadcasting them in every forward would make
         # rank 0's solo evaluations wait for the other ranks.
@@ -44,13 +41,11 @@ class Distributed:
             dist.destroy_process_group()
 
 
-def setup(device: str, seed: int) -> tuple[Distributed | None, torch.device, int]:
-    """(process group or None, this rank's device, this rank's collection seed: ranks collect different boards)."""
-    from robot_rl.options import resolve_device
-
+def setup(seed: int) -> tuple[Distributed | None, int]:
+    """(process group or None, this rank's collection seed: ranks collect different boards). The rank's device is
+    its compute context's (``robot_rl.compute``: this rank's GPU under ``torchrun``)."""
     group = from_environment()
-    rank_device = group.device() if group is not None and device in ("auto", "cuda") else resolve_device(device)
-    return group, rank_device, seed + (group.rank * 1_000_003 if group is not None else 0)
+    return group, seed + (group.rank * 1_000_003 if group is not None else 0)
 
 
 def wrap(group: Distributed | None, module: nn.Module) -> nn.Module:

@@ -41,6 +41,7 @@ from tqdm import tqdm
 from robot_rl import keys
 from robot_rl.checkpoints import load_checkpoint, policy_checkpoint, rng_state, set_rng_state
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
+from robot_rl.compute import ComputeContext
 from robot_rl.configs import FinetuneConfig
 from robot_rl.encoder import calibrate_batchnorm, encoder_precision, set_encoder_precision
 from robot_rl.envs import make_env
@@ -63,7 +64,6 @@ from robot_rl.policy import (
     set_continue_probability,
 )
 from robot_rl.policy_io import checkpoint_policy_config
-from robot_rl.precision import resolve_precision
 from robot_rl.provenance import Provenance
 from robot_rl.run_logs import RunLogger
 from robot_rl.training_run import TrainingRun
@@ -125,11 +125,13 @@ def env_options(config: FinetuneConfig, provenance: Provenance) -> dict:
                                  shaping_gamma=config.gamma)
 
 
-def make_models(config: FinetuneConfig, start: StartingPoint, env_kwargs: dict, device: torch.device,
-                precision: str) -> tuple[ProbabilisticActor, ProbabilisticActor | None, ValueOperator]:
-    """(actor, its frozen start copy or None from scratch, privileged critic), on ``device``, in eval mode:
+def make_models(config: FinetuneConfig, start: StartingPoint, env_kwargs: dict, compute: ComputeContext
+                ) -> tuple[ProbabilisticActor, ProbabilisticActor | None, ValueOperator]:
+    """(actor, its frozen start copy or None from scratch, privileged critic), on the context's device with its
+    encoder precision (and compiled when it says so), in eval mode:
     BatchNorm uses fixed statistics, so the policy that collected a batch is the policy whose log-probs the loss
     evaluates, whatever minibatch it sits in (gradients still flow)."""
+    device, precision = compute.torch_device, compute.precision
     proof = start.provenance.proof_env()
     actor = make_actor(proof.observation_spec, proof.full_action_spec, start.policy_config)
     pretrained = None
@@ -153,7 +155,7 @@ def make_models(config: FinetuneConfig, start: StartingPoint, env_kwargs: dict, 
     network = actor_network(actor)
     if config.frozen_encoder:
         network.encoder.requires_grad_(False)
-    if config.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
+    if compute.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
         network.encoder.compile()
     return actor, pretrained, critic
 
@@ -210,20 +212,18 @@ class PPORun(TrainingRun):
 
     def build(self, resume: bool) -> None:
         config = self.config
-        if config.threads:
-            torch.set_num_threads(config.threads)
-        # One learner, or one rank of several started by torchrun: its device and collection seed
-        self.dist, self.device, self.seed = distributed.setup(config.device, config.seed)
+        # One learner, or one rank of several started by torchrun (its device is the compute context's): its
+        # collection seed
+        self.dist, self.seed = distributed.setup(config.seed)
         self.is_main = self.dist is None or self.dist.is_main
-        self.precision = resolve_precision(config.precision, self.device)
+        self.precision = self.compute.precision
         torch.manual_seed(config.seed)  # the same initial weights on every rank
 
         # Create models: the actor from its starting point (BC weights or fresh), its frozen copy, the critic
         start = starting_point(config)
         self.provenance, self.policy_config = start.provenance, start.policy_config
         self.env_kwargs = env_options(config, self.provenance)
-        self.actor, self.pretrained, self.critic = make_models(config, start, self.env_kwargs, self.device,
-                                                               self.precision)
+        self.actor, self.pretrained, self.critic = make_models(config, start, self.env_kwargs, self.compute)
         views = training_views(config, self.actor, self.critic, self.pretrained, self.dist)
         self.collection_policy = views.collection_policy
         torch.manual_seed(self.seed)
@@ -232,14 +232,12 @@ class PPORun(TrainingRun):
         self.iteration, self.frames = 0, 0  # (the collector's per-iteration seeding reads the iteration)
         self.seconds = 0.0  # wall time of the iterations and checks so far, across resumes
         self.best: dict | None = None  # iteration, frames and success of best.pt (the best held-out check)
-        # Worker processes take the policy as it is when they start: in the precision of their own device.
-        worker_precision = (self.precision if config.collector == "direct"
-                            else resolve_precision(config.precision, config.worker_device))
         if self.is_main:  # the envs and workers start now: tens of seconds on a small machine
             tqdm.write(f"finetune: starting {config.num_envs} envs ({config.collector} collector), learner on "
                        f"{self.device.type}, {self.precision}")
-        with encoder_precision(self.collection_policy, worker_precision):
-            self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.device,
+        # Worker processes take the policy as it is when they start: in the precision of their own device.
+        with encoder_precision(self.collection_policy, self.compute.worker_precision):
+            self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.compute,
                                                       self.seed, pre_collect_hook=self._seed_iteration)
         if config.collector != "direct":
             push_weights(self.collector, self.collection_policy)  # workers start from the learner's weights

@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from robot_rl import compute
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune import trainer
@@ -92,7 +93,7 @@ def backend_config(collector: str, **overrides) -> FinetuneConfig:
 def one_batch(config: FinetuneConfig, before_shutdown=None):
     proof = InspectionEnv(**ENV)
     actor = make_actor(proof.observation_spec, proof.full_action_spec, PolicyConfig(hidden=16)).eval()
-    collector, _ = make_collector(config, actor, dict(ENV), torch.device("cpu"), seed=0)
+    collector, _ = make_collector(config, actor, dict(ENV), compute.of_config(config), seed=0)
     try:
         push_weights(collector, actor)
         batch = next(iter(collector))
