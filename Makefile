@@ -48,6 +48,7 @@ bench-list: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py --variant all
+	$(BIN)/python benchmarks/env_step.py --variant all
 	$(BIN)/python benchmarks/bc_throughput.py --variant all
 	$(BIN)/python benchmarks/collector_scaling.py --variant all
 	$(BIN)/python benchmarks/export_latency.py --variant fresh-weights

@@ -31,8 +31,11 @@ FIXTURE_MATERIALS = ("steel", "clamp_orange", "floor")  # coloured by Randomizat
 CONTROL_PERIOD = 0.1  # s (10 Hz control)
 PHYSICS_TIMESTEP = 0.004  # s; implicitfast keeps the stiff joint servos stable at this step
 SUBSTEPS = round(CONTROL_PERIOD / PHYSICS_TIMESTEP)
-_INSTABILITY_WARNINGS = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
-                         mujoco.mjtWarning.mjWARN_BADQVEL)
+_BADQACC, _BADQPOS, _BADQVEL = _INSTABILITY_WARNINGS = (int(mujoco.mjtWarning.mjWARN_BADQACC),
+                                                         int(mujoco.mjtWarning.mjWARN_BADQPOS),
+                                                         int(mujoco.mjtWarning.mjWARN_BADQVEL))
+# What a control period starts from, enough to run it again bit for bit (warm start and controls included).
+_REPLAY_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
 
 
 def scene_xml_path() -> str:
@@ -152,6 +155,7 @@ class ArmScene:
         # Called after every physics substep when set (evaluation videos record intermediate states with it;
         # training and collection never set it).
         self.substep_observer: Callable[[], None] | None = None
+        self._period_start = np.empty(mujoco.mj_stateSize(m, _REPLAY_STATE))
 
     # -- state ------------------------------------------------------------------------------------------------
     def reset(self, qpos: np.ndarray) -> None:
@@ -279,10 +283,44 @@ class ArmScene:
 
     # -- stepping ---------------------------------------------------------------------------------------------
     def step(self, joint_targets: np.ndarray) -> StepOutcome:
-        """Runs one control period with the joint servos tracking ``joint_targets`` (rad)."""
+        """Runs one control period with the joint servos tracking ``joint_targets`` (rad).
+
+        The substeps run in one MuJoCo call, and a collision is read from MuJoCo's high-water mark of contacts
+        (``maxuse_con``, raised at every substep's constraint build; collision filtering in the MJCF leaves only
+        arm-vs-fixture contacts, so any contact in any substep is a collision). An instability makes MuJoCo reset
+        its data mid-period, which clears that mark, so such a period runs again from its start one substep at a
+        time (``step_substeps``). The outcome and the state reached are those of ``step_substeps`` either way.
+        """
+        if self.substep_observer is not None:
+            return self.step_substeps(joint_targets)
+        m, d = self.model, self.data
+        if _instability_warnings(d):
+            return self.step_substeps(joint_targets)  # counts from before this period decide ``unstable`` there
+        d.ctrl[self.actuator_ids] = joint_targets
+        mujoco.mj_getState(m, d, self._period_start, _REPLAY_STATE)
+        contacts_before = d.maxuse_con
+        d.maxuse_con = 0
+        mujoco.mj_step(m, d, SUBSTEPS)
+        collision = d.maxuse_con > 0
+        if _instability_warnings(d):
+            if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_AUTORESET:
+                # The reset also cleared every other diagnostic, so the replay ends with the same ones.
+                for w in _INSTABILITY_WARNINGS:
+                    d.warning[w].number = 0
+                mujoco.mj_setState(m, d, self._period_start, _REPLAY_STATE)
+                d.maxuse_con = contacts_before
+                return self.step_substeps(joint_targets)
+            d.maxuse_con = max(contacts_before, d.maxuse_con)
+            return StepOutcome(collision=collision, unstable=True)
+        d.maxuse_con = max(contacts_before, d.maxuse_con)
+        unstable = not (np.isfinite(d.qacc).all() and np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all())
+        return StepOutcome(collision=collision, unstable=unstable)
+
+    def step_substeps(self, joint_targets: np.ndarray) -> StepOutcome:
+        """``step`` one substep at a time, calling ``substep_observer`` (when set) after each."""
         d = self.data
         d.ctrl[self.actuator_ids] = joint_targets
-        warnings_before = sum(d.warning[w].number for w in _INSTABILITY_WARNINGS)
+        warnings_before = _instability_warnings(d)
         collision = False
         for _ in range(SUBSTEPS):
             mujoco.mj_step(self.model, d)
@@ -290,11 +328,16 @@ class ArmScene:
             collision = collision or d.ncon > 0
             if self.substep_observer is not None:
                 self.substep_observer()
-        warnings_after = sum(d.warning[w].number for w in _INSTABILITY_WARNINGS)
-        unstable = warnings_after > warnings_before or not (
+        unstable = _instability_warnings(d) > warnings_before or not (
             np.isfinite(d.qacc).all() and np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all()
         )
         return StepOutcome(collision=collision, unstable=unstable)
+
+
+def _instability_warnings(data: mujoco.MjData) -> int:
+    """How many instability warnings MuJoCo counted since its data was last reset."""
+    numbers = data.warning.number
+    return int(numbers[_BADQACC]) + int(numbers[_BADQPOS]) + int(numbers[_BADQVEL])
 
 
 def quat_from_rotvec(rotvec: np.ndarray) -> np.ndarray:
