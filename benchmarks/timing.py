@@ -1,4 +1,5 @@
-"""Shared by the benchmark scripts: what a measurement ran on, the median-of-repeats timing loop, env steps/s.
+"""Shared by the benchmark scripts: what a measurement ran on, the median-of-repeats timing loop, env steps/s, and
+exclusive seconds per labelled section of a profiled run (``SectionTimer``).
 
 The scripts run as ``python benchmarks/NAME.py``, which puts this folder on ``sys.path``: ``from timing import ...``.
 """
@@ -12,7 +13,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -85,3 +88,57 @@ def rollout_steps_per_s(envs: dict, policy, steps: int, repeats: int, median=sta
     for env in envs.values():
         env.close()
     return {name: median(values) for name, values in rates.items()}
+
+
+def synchronize(device: torch.device) -> None:
+    """Waits for the work queued on ``device`` (nothing to wait for on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class SectionTimer:
+    """Exclusive seconds per labelled section: time spent in a section nested inside another counts for the inner
+    one only. On a GPU every section boundary synchronizes, so GPU work counts where it was queued."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.seconds = device, defaultdict(float)
+        self._stack: list[list] = []  # [label, when its current stretch began]
+        self._restore: list = []
+
+    @contextmanager
+    def section(self, label: str):
+        synchronize(self.device)
+        now = time.perf_counter()
+        if self._stack:
+            self.seconds[self._stack[-1][0]] += now - self._stack[-1][1]
+        self._stack.append([label, now])
+        try:
+            yield
+        finally:
+            synchronize(self.device)
+            end = time.perf_counter()
+            self.seconds[label] += end - self._stack.pop()[1]
+            if self._stack:
+                self._stack[-1][1] = end
+
+    def wrap(self, owner, name: str, label: str, within: str | None = None) -> None:
+        """Times ``owner.name`` (an instance's method or a class's) as ``label``, only inside section ``within``
+        when given, until ``unwrap``."""
+        original, own = getattr(owner, name), name in vars(owner)
+
+        def timed_call(*args, **kwargs):
+            if within is not None and not any(entry[0] == within for entry in self._stack):
+                return original(*args, **kwargs)
+            with self.section(label):
+                return original(*args, **kwargs)
+
+        self._restore.append((owner, name, vars(owner).get(name) if own else None, own))
+        setattr(owner, name, timed_call)
+
+    def unwrap(self) -> None:
+        for owner, name, original, own in reversed(self._restore):
+            if own:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
+        self._restore.clear()

@@ -1,11 +1,16 @@
 """The headless GL backend MuJoCo renders with: EGL when libEGL loads, else OSMesa, else none (rendering then fails
 with a clear message). MuJoCo reads ``MUJOCO_GL`` once, when ``mujoco`` is first imported, so ``robot_rl.envs``
-imports this module (standard library only) before any of its modules imports mujoco, or mink, which imports it."""
+imports this module (standard library only) before any of its modules imports mujoco, or mink, which imports it.
+
+Under EGL, the GPU a process renders on is ``MUJOCO_EGL_DEVICE_ID``, read when the process makes its first GL
+context: ``render_on_device`` points it at a run's CUDA device before env workers start (they inherit it).
+"""
 
 from __future__ import annotations
 
 import ctypes.util
 import importlib
+import importlib.metadata
 import os
 import sys
 
@@ -31,6 +36,65 @@ def select_gl_backend() -> str | None:
                 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
             return backend
     return None
+
+
+EGL_DEVICE_VARIABLE = "MUJOCO_EGL_DEVICE_ID"
+_egl_device_set_here: str | None = None  # the value render_on_device wrote (any other value is the user's)
+
+
+def egl_device_id(cuda_index: int, cuda_visible_devices: str | None, egl_orders_by_cuda: bool) -> int | None:
+    """The ``MUJOCO_EGL_DEVICE_ID`` that renders on CUDA device ``cuda_index`` of this process (``cuda:K``).
+
+    ``egl_orders_by_cuda``: MuJoCo's EGL module lists the EGL devices in this process's CUDA order (MuJoCo >= 4.0,
+    where the driver says which CUDA device backs each EGL device), so the id is ``cuda_index`` itself. Otherwise
+    the EGL devices come in the driver's order, which ignores ``CUDA_VISIBLE_DEVICES``: the id is the physical id
+    of ``cuda_index``, ``cuda_visible_devices.split(',')[cuda_index]`` (robosuite's convention), or
+    ``cuda_index`` when the variable is unset or empty. None when the list names devices by UUID or MIG instance
+    rather than by number: no id can be derived from it."""
+    if cuda_index < 0:
+        raise ValueError(f"egl_device_id: cuda_index must be >= 0, got {cuda_index}")
+    entries = [entry.strip() for entry in (cuda_visible_devices or "").split(",") if entry.strip()]
+    if entries and cuda_index >= len(entries):
+        raise ValueError(f"egl_device_id: cuda:{cuda_index} is not among the {len(entries)} devices of "
+                         f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r}")
+    if egl_orders_by_cuda or not entries:
+        return cuda_index
+    physical = entries[cuda_index]
+    return int(physical) if physical.isdigit() else None
+
+
+def mujoco_orders_egl_by_cuda() -> bool:
+    """Whether the installed MuJoCo lists EGL devices in CUDA order (4.0 and later), read from its version without
+    importing it (this module runs before mujoco is imported)."""
+    try:
+        major = importlib.metadata.version("mujoco").split(".")[0]
+    except importlib.metadata.PackageNotFoundError:
+        return True
+    return not major.isdigit() or int(major) >= 4
+
+
+def render_on_device(device) -> str | None:
+    """Makes the processes started from now on (env workers) and this one, if it has not rendered yet, render on
+    the GPU of torch device ``device`` (a ``torch.device`` or its string: ``cuda``, ``cuda:1``) under EGL, by
+    setting ``MUJOCO_EGL_DEVICE_ID`` (``egl_device_id``). A value the user set is kept; a CPU device, another GL
+    backend or a ``CUDA_VISIBLE_DEVICES`` of UUIDs change nothing. Returns the variable's value in force (None:
+    unset)."""
+    global _egl_device_set_here
+    current = os.environ.get(EGL_DEVICE_VARIABLE)
+    kind, _, index = str(device).partition(":")
+    if kind != "cuda" or os.environ.get("MUJOCO_GL") != "egl" or current not in (None, _egl_device_set_here):
+        return current
+    if not index:  # plain "cuda" is torch's current device; torch is loaded wherever a CUDA device is named
+        import torch
+
+        index = torch.cuda.current_device()
+    egl = egl_device_id(int(index), os.environ.get("CUDA_VISIBLE_DEVICES"), mujoco_orders_egl_by_cuda())
+    if egl is None:
+        os.environ.pop(EGL_DEVICE_VARIABLE, None)  # (only ever ours here: the user's returned above)
+        _egl_device_set_here = None
+        return None
+    os.environ[EGL_DEVICE_VARIABLE] = _egl_device_set_here = str(egl)
+    return _egl_device_set_here
 
 
 def _adopt_backend_late(backend: str) -> None:

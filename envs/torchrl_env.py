@@ -26,6 +26,7 @@ from robot_rl.envs import keys
 from robot_rl.envs.arms import ArmSpec
 from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
 from robot_rl.envs.difficulty import Difficulty
+from robot_rl.envs.gl_backend import render_on_device
 from robot_rl.envs.randomization import Randomization
 from robot_rl.envs.task import POSE_DIM, InspectionTask, RewardWeights, StepResult, Verdict
 from robot_rl.envs.tasks import build_task, get_task
@@ -196,6 +197,7 @@ def make_env(num_envs: int = 1, difficulty: str | Difficulty = "default", image_
     """
     if num_envs < 1:
         raise ValueError(f"make_env: num_envs must be >= 1, got {num_envs}")
+    render_on_device(device)  # an env on a GPU renders there (EGL), in its worker processes too
     if "task" in env_kwargs:  # as a class: a worker process knows only the built-in names (and imports nothing)
         env_kwargs["task"] = get_task(env_kwargs["task"])
     create = partial(InspectionEnv, difficulty=difficulty, image_size=image_size, **env_kwargs)

@@ -204,27 +204,6 @@ def test_evaluate_rejects_a_missing_checkpoint(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_the_gpu_benchmark_script_runs_on_cpu(tmp_path):
-    import subprocess
-    import sys
-
-    out = tmp_path / "gpu.json"
-    result = subprocess.run([sys.executable, "benchmarks/gpu_benchmark.py", "--device", "cpu", "--sizes", "48",
-                             "--bc-batch", "8", "--iterations", "1", "--workers", "1", "--ppo-frames", "128",
-                             "--out", str(out)], capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads(out.read_text())["metrics"]
-    parts, row = report["parts_ms_per_frame"]["48"], report["rows"][0]
-    assert set(parts) == {"env_physics_ik_ms", "render_ms", "host_to_device_ms", "policy_inference_ms",
-                          "learner_update_ms"}
-    assert all(0 < ms < 10_000 for ms in parts.values()), parts
-    assert row["bound"] == max(parts, key=parts.get) and row["bc_samples_per_s"] > 0
-    assert row["ppo_learner_frames_per_s"] > 0 and report["end_to_end_frames_per_s"] > 0
-    # Consistency of the parts with the whole: one env worker cannot collect faster than its env parts allow.
-    env_ms = parts["env_physics_ik_ms"] + parts["render_ms"]
-    assert report["end_to_end_frames_per_s"] < 1.5 * report["end_to_end_workers"] * 1e3 / env_ms
-
-
 @pytest.mark.slow  # 13 shifts end to end; the suite rows are checked by benchmarks/robustness.py
 def test_perturbation_suite_runs_the_same_boards_under_every_shift(bc_run_dir, tmp_path):
     from robot_rl.envs.randomization import PERTURBATIONS
