@@ -11,6 +11,11 @@ the BC policy and of the fine-tuned one on the same held-out boards. Target: at 
 
 ``--task lead-inspect`` runs ``make demo TASK=lead-inspect`` instead (the pipeline's DAgger stage included, as
 ``--dagger auto`` decides) and writes ``quick_demo_lead-inspect.json``; the same targets.
+
+``--against REF`` (variant ``against-previous``) times ``make demo`` of HEAD and of commit REF in one run instead:
+both clones set up first, then ``--repeats`` demos of each in alternation (ABBA...), set-up excluded; writes
+``quick_demo_against.json`` with each side's median seconds, stages and closing metrics. Target, fixed before the
+run: HEAD's median no slower than REF's (ratio <= 1.0).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,27 +43,92 @@ REPO = Path(__file__).resolve().parent.parent
 BENCHMARK = Benchmark("quick_demo", __doc__, variants=(
     Variant("fresh-clone", (), "make demo in a fresh clone of HEAD, timed"),
     Variant("lead-fresh-clone", ("--task", "lead-inspect"), "make demo TASK=lead-inspect in a fresh clone, timed"),
+    Variant("against-previous", ("--against", "HEAD~1", "--repeats", "3"),
+            "make demo of HEAD against the commit before it, alternated, median of 3 each"),
 ), common={"out": None})
 
 
 def options(parser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
     parser.add_argument("--task", default=DEFAULT_TASK, help="the pipeline's task (make demo TASK=...)")
+    parser.add_argument("--against", default="", help="a commit to time make demo against (see the docstring)")
+    parser.add_argument("--repeats", type=int, default=3, help="with --against: demos of each side")
+
+
+def clean_env() -> dict:
+    """This environment without the caller's virtual environment: a clone's make uses its own."""
+    return {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+
+
+def clone_at(ref: str, folder: Path) -> str:
+    """Clones this repository into ``folder`` at ``ref``; returns the commit."""
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(folder)], check=True)
+    commit = subprocess.run(["git", "rev-parse", ref], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    subprocess.run(["git", "checkout", "--quiet", commit], cwd=folder, check=True)
+    return commit
+
+
+def timed_demo(clone: Path, root: str, log: Path) -> dict:
+    """One ``make demo`` in ``clone`` from an empty pipeline root: its wall seconds and pipeline.json."""
+    shutil.rmtree(clone / root, ignore_errors=True)
+    start = time.perf_counter()
+    with open(log, "a") as log_file:
+        subprocess.run(["make", "demo"], cwd=clone, stdout=log_file, stderr=subprocess.STDOUT, env=clean_env(),
+                       check=True)
+    return {"wall_s": round(time.perf_counter() - start, 1),
+            "result": json.loads((clone / root / RESULT_FILE).read_text())}
+
+
+def run_against(args, root: str) -> int:
+    """HEAD's make demo against ``args.against``'s, alternated (module docstring)."""
+    folder = Path(tempfile.mkdtemp(prefix="robot-rl-demo-against-"))
+    sides = {"head": folder / "head", "against": folder / "against"}
+    try:
+        commits = {name: clone_at("HEAD" if name == "head" else args.against, path) for name, path in sides.items()}
+        for path in sides.values():  # set-up, not timed
+            subprocess.run(["make", ".venv/.installed"], cwd=path, env=clean_env(), check=True,
+                           stdout=subprocess.DEVNULL)
+        runs: dict[str, list] = {name: [] for name in sides}
+        for repeat in range(args.repeats):
+            order = ["head", "against"] if repeat % 2 == 0 else ["against", "head"]
+            for name in order:
+                runs[name].append(timed_demo(sides[name], root, folder / f"{name}.log"))
+                print(f"{name} ({commits[name][:7]}): {runs[name][-1]['wall_s']} s", file=sys.stderr)
+    except subprocess.CalledProcessError as err:
+        print(f"quick_demo: {' '.join(map(str, err.cmd))} failed (exit {err.returncode}); logs in {folder}",
+              file=sys.stderr)
+        return 1
+    shutil.rmtree(folder, ignore_errors=True)
+    medians = {name: statistics.median(run["wall_s"] for run in side) for name, side in runs.items()}
+    ratio = medians["head"] / medians["against"]
+    BENCHMARK.write({
+        "commits": commits, "repeats": args.repeats, "median_s": medians, "ratio_head_over_against": round(ratio, 3),
+        "runs": {name: [{"wall_s": run["wall_s"], "stages_s": run["result"]["seconds"],
+                         "after_bc": final_metrics(run["result"]["after_bc"]),
+                         "after_ppo": final_metrics(run["result"]["metrics"])} for run in side]
+                 for name, side in runs.items()},
+        "targets": {"ratio_max": 1.0, "met": bool(ratio <= 1.0)},
+    }, out=args.out or RESULTS_DIR / "quick_demo_against.json", wall_s=round(sum(
+        run["wall_s"] for side in runs.values() for run in side), 1))
+    print(f"make demo, median of {args.repeats}: HEAD {medians['head']} s, {args.against} {medians['against']} s "
+          f"(ratio {ratio:.3f})")
+    return 0
 
 
 def run(args) -> int:
     preset, root = for_options(PipelineConfig(task=args.task))  # what make demo TASK=... runs, and where
+    if args.against:
+        return run_against(args, root)
     # Another task's demo gets a results file of its own unless --out names one.
     default = RESULTS_DIR / "quick_demo.json"
     out = RESULTS_DIR / f"quick_demo_{args.task}.json" if args.task != DEFAULT_TASK and (
         args.out is None or Path(args.out) == default) else (args.out or default)
     clone = Path(tempfile.mkdtemp(prefix="robot-rl-quick-demo-")) / "robot_rl"
     try:
-        subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True,
-                                check=True).stdout.strip()
+        commit = clone_at("HEAD", clone)
         start = time.perf_counter()
-        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        env = clean_env()
         log = clone.parent / "make-demo.log"
         with open(log, "w") as log_file:
             make = ["make", "demo"] + ([] if args.task == DEFAULT_TASK else [f"TASK={args.task}"])

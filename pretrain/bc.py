@@ -30,6 +30,7 @@ from robot_rl.policy import PolicyConfig, actor_network, make_actor
 from robot_rl.policy_io import load_actor
 from robot_rl.pretrain.augment import random_shift, recolour
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
+from robot_rl.pretrain.encoder_pretrain import check_encoder_cell
 from robot_rl.pretrain.lerobot_import import open_demos
 from robot_rl.provenance import Provenance
 from robot_rl.run_folder import IMPORTED_DEMOS
@@ -91,7 +92,9 @@ class BCRun(TrainingRun):
         self.val_steps = max(1, val.shape[0] // min(config.batch_size, val.shape[0]))
         self.eval_seeds = held_out_seeds(config.eval_seed, config.eval_episodes, self.dataset.episode_seeds())
 
-        # Create models
+        # Create models (an encoder pretrained on another cell than the demos' is refused first)
+        if config.encoder_weights:
+            check_encoder_cell(config.encoder_weights, self.provenance)
         torch.manual_seed(config.seed)
         env = self.provenance.proof_env()
         self.actor = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig.of(config))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,15 +30,17 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from robot_rl.checkpoints import rng_state, set_rng_state
+from robot_rl.checkpoints import CONFIG_FILE, load_config, rng_state, set_rng_state
 from robot_rl.configs import EncoderPretrainConfig
 from robot_rl.encoder import ENCODER_WEIGHTS_FILE, ImageEncoder, encoder_state_dict
+from robot_rl.envs.arms import ArmError, arm_digest
 from robot_rl.envs.perception import SEGMENTATION_CLASSES
 from robot_rl.envs.tasks import get_task
-from robot_rl.errors import TrainingDiverged
+from robot_rl.errors import TrainingDiverged, UsageError
 from robot_rl.io import atomic_path
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.view_cache import VIEWS_DIR, ViewCache
+from robot_rl.provenance import Provenance
 from robot_rl.run_logs import RunLogger
 from robot_rl.training_run import TrainingRun
 
@@ -286,6 +289,35 @@ class EncoderRun(TrainingRun):
     def _write_encoder(self) -> None:
         with atomic_path(self.run_dir / ENCODER_WEIGHTS_FILE) as tmp:
             torch.save(encoder_state_dict(self.model.encoder), tmp)
+
+
+def check_encoder_cell(weights: str, demos: Provenance) -> None:
+    """Refuses encoder weights that a pretrain-encoder run learnt on views of another task or arm than ``demos``'
+    (such a trunk saw other parts through another wrist). The run folder, or its ``encoder.pt``, records the cell
+    in the run's config; weights that record none (a plain ResNet18 state dict, e.g. ImageNet's) load as they are.
+    """
+    path = Path(weights)
+    folder = path if path.is_dir() else path.parent
+    if path.is_file() and path.name != ENCODER_WEIGHTS_FILE:
+        return  # a weights file of its own (e.g. ImageNet's): it records no cell
+    if not (folder / ENCODER_WEIGHTS_FILE).is_file() or not (folder / CONFIG_FILE).is_file():
+        return
+    cell = load_config(folder / CONFIG_FILE, EncoderPretrainConfig)
+    if cell.task != demos.task or not _same_arm(cell.arm, demos.arm):
+        raise UsageError(f"--encoder-weights {weights}: pretrained on views of {cell.task} with the {cell.arm} arm, "
+                         f"the demos are {demos.task} with {demos.arm}; pretrain an encoder on the demos' cell "
+                         f"(robot-rl pretrain-encoder --task {demos.task} --arm {demos.arm})")
+
+
+def _same_arm(recorded: str, demos_arm: str) -> bool:
+    """The same arm: the same name, or arm files of the same content (a file that no longer reads: the same
+    file name)."""
+    if recorded == demos_arm:
+        return True
+    try:
+        return arm_digest(recorded) == arm_digest(demos_arm)
+    except ArmError:
+        return Path(recorded).name == Path(demos_arm).name
 
 
 # The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,10 @@ from robot_rl.checkpoints import load_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import BCConfig, EncoderPretrainConfig
 from robot_rl.encoder import WeightsError, load_resnet_weights
+from robot_rl.errors import UsageError
+from robot_rl.pretrain.encoder_pretrain import check_encoder_cell
 from robot_rl.pretrain.view_cache import ViewCache
+from robot_rl.provenance import Provenance
 
 SIZE = 32
 RENDER = {"task": "pcb-inspect", "difficulty": "easy", "image_size": SIZE, "randomization": "surfaces",
@@ -133,3 +137,26 @@ def test_the_pipeline_pretrains_the_encoder_before_bc_and_bc_starts_from_it(tmp_
     lines.clear()  # the same command again: every stage is finished, nothing runs twice
     run_pipeline(tiny, tmp_path / "pipe", progress=False, log=lines.append)
     assert any(line.startswith("[2a/5] pretrain-encoder") and line.endswith("is finished, skipped") for line in lines)
+
+
+def encoder_run_folder(path: Path, task: str, arm: str = "ur5e_like") -> Path:
+    """A finished pretrain-encoder run folder as BC reads it: its config and its encoder.pt."""
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({**asdict(EncoderPretrainConfig(task=task, arm=arm)),
+                                                  "run_dir": str(path)}))
+    torch.save({}, path / "encoder.pt")
+    return path
+
+
+def test_an_encoder_pretrained_on_another_task_or_arm_is_refused_before_bc_builds(tmp_path):
+    lead = encoder_run_folder(tmp_path / "lead", "lead-inspect")
+    demos = Provenance(task="pcb-inspect", arm="ur5e_like")
+    for weights in (lead, lead / "encoder.pt"):  # the run folder, or its weights file
+        with pytest.raises(UsageError, match=r"pretrained on views of lead-inspect .* the demos are pcb-inspect"):
+            check_encoder_cell(str(weights), demos)
+    panda = encoder_run_folder(tmp_path / "panda", "pcb-inspect", arm="panda")
+    with pytest.raises(UsageError, match="with the panda arm, the demos are pcb-inspect with ur5e_like"):
+        check_encoder_cell(str(panda), demos)
+    check_encoder_cell(str(lead), Provenance(task="lead-inspect"))  # the same cell loads
+    torch.save({}, tmp_path / "resnet18.pth")
+    check_encoder_cell(str(tmp_path / "resnet18.pth"), demos)  # weights that record no cell load as they are
