@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
 .PHONY: demo test test-slow docs docs-render bench-list bench bench-quality bench-bc-vs-scratch bench-arms-tasks \
-	bench-diagnostics bench-reliability bench-test-suite bench-perception bench-gpu lint sysdeps clean
+	bench-diagnostics bench-reliability bench-test-suite bench-perception bench-gpu gpu-bundle lint sysdeps clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
@@ -112,6 +112,11 @@ bench-perception: $(STAMP)
 # The GPU fast path (exits 2 without CUDA).
 bench-gpu: $(STAMP)
 	$(BIN)/python benchmarks/gpu_benchmark.py --variant cuda
+
+# For a GPU machine without a package index: the wheels and EGL libraries it lacks, into .whl/ and .gl/ (carried
+# with the checkout; there: bash benchmarks/gpu_bundle.sh run OUT).
+gpu-bundle:
+	bash benchmarks/gpu_bundle.sh fetch
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
