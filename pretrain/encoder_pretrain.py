@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,8 +31,7 @@ from tqdm import tqdm
 
 from robot_rl.checkpoints import CONFIG_FILE, load_config, rng_state, set_rng_state
 from robot_rl.configs import EncoderPretrainConfig
-from robot_rl.encoder import ENCODER_WEIGHTS_FILE, ImageEncoder, encoder_state_dict
-from robot_rl.envs.arms import ArmError, arm_digest
+from robot_rl.encoder import ENCODER_WEIGHTS_FILE, ImageEncoder, encoder_state_dict, encoder_weights_path
 from robot_rl.envs.perception import SEGMENTATION_CLASSES
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import TrainingDiverged, UsageError
@@ -296,28 +294,14 @@ def check_encoder_cell(weights: str, demos: Provenance) -> None:
     (such a trunk saw other parts through another wrist). The run folder, or its ``encoder.pt``, records the cell
     in the run's config; weights that record none (a plain ResNet18 state dict, e.g. ImageNet's) load as they are.
     """
-    path = Path(weights)
-    folder = path if path.is_dir() else path.parent
-    if path.is_file() and path.name != ENCODER_WEIGHTS_FILE:
+    path = encoder_weights_path(weights)
+    if path.name != ENCODER_WEIGHTS_FILE or not (path.parent / CONFIG_FILE).is_file():
         return  # a weights file of its own (e.g. ImageNet's): it records no cell
-    if not (folder / ENCODER_WEIGHTS_FILE).is_file() or not (folder / CONFIG_FILE).is_file():
-        return
-    cell = load_config(folder / CONFIG_FILE, EncoderPretrainConfig)
-    if cell.task != demos.task or not _same_arm(cell.arm, demos.arm):
+    cell = Provenance.of_options(asdict(load_config(path.parent / CONFIG_FILE, EncoderPretrainConfig)))
+    if not cell.same_cell(demos):
         raise UsageError(f"--encoder-weights {weights}: pretrained on views of {cell.task} with the {cell.arm} arm, "
                          f"the demos are {demos.task} with {demos.arm}; pretrain an encoder on the demos' cell "
                          f"(robot-rl pretrain-encoder --task {demos.task} --arm {demos.arm})")
-
-
-def _same_arm(recorded: str, demos_arm: str) -> bool:
-    """The same arm: the same name, or arm files of the same content (a file that no longer reads: the same
-    file name)."""
-    if recorded == demos_arm:
-        return True
-    try:
-        return arm_digest(recorded) == arm_digest(demos_arm)
-    except ArmError:
-        return Path(recorded).name == Path(demos_arm).name
 
 
 # The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.

@@ -381,7 +381,8 @@ class FinetuneConfig:
     seed: int = option(0, "training seed: collection, sampling and initialization")
     critic_hidden: int = option(256, "MLP width of the critic (the actor's architecture is the BC run's, or "
                                 "ActorArchitecture's defaults with --from-scratch)")
-    threads: int = option(0, "torch CPU threads (0 = torch's default)")
+    threads: int = option(0, "torch CPU threads of the learner (0 = torch's default); while local env workers "
+                         "run, these minus one per worker (at least one)")
     logger: str = option("csv", LOGGER_HELP, choices=LOGGERS)
     trust_code: bool = option(False, TRUST_CODE_HELP)
 
@@ -539,7 +540,8 @@ class ExportDatasetConfig:
 class PipelineConfig:
     """Options of ``robot-rl pipeline``."""
 
-    preset: str = option("quick", "quick: minutes on 2 CPU cores; full: sized for a GPU", choices=PIPELINE_PRESETS)
+    preset: str = option("quick", "quick: minutes on 2 CPU cores; full: a budget meant for a GPU box (on a GPU, "
+                         "either preset's envs step in workers on its cores)", choices=PIPELINE_PRESETS)
     root: str = output_option("", "folder of every stage's output ('' = runs/pipeline-PRESET, plus -TASK and -ARM "
                               "for another task than pcb-inspect or another arm than ur5e_like)", "root")
     checkpoint_kind: str = option("last", "which checkpoint of the BC and PPO runs the pipeline fine-tunes and "

@@ -189,8 +189,7 @@ def describe_encoder_run(run_dir: Path, config: dict) -> Lines:
     state, _ = _run_state(run_dir, ("encoder",))
     weights = run_dir / ENCODER_WEIGHTS_FILE
     finished = (run_dir / SUMMARY_FILE).is_file()
-    env = Provenance(task=config["task"], difficulty=config["difficulty"], image_size=config["image_size"],
-                     randomization=config["randomization"], arm=config["arm"])
+    env = Provenance.of_options(config)
     return [("stage", "encoder pretraining (pretrain-encoder)"), *_env_lines(env),
             ("progress", f"epoch {_count(state, 'epoch', run_dir / 'checkpoints' / 'last.pt') or 0} of "
                          f"{config['epochs']}, {config['views']} views"

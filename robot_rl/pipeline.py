@@ -6,8 +6,10 @@ again after a crash picks up where it stopped; a root made with other preset opt
 root another pipeline is running in (``robot_rl.locks``). Presets:
 ``quick`` (the README's first command, about a quarter of an hour on two CPU cores: easy boards, 64x64 images,
 150 demos and 8 BC epochs, which leave the policy partly working, then 65,536 PPO frames that lift it) and
-``full`` (default difficulty at 84x84, sized for a GPU). The BC policy and the fine-tuned one are evaluated on the
-same held-out boards, for the closing table. Which checkpoint of the BC and PPO runs is fine-tuned and evaluated
+``full`` (default difficulty at 84x84, a budget meant for a GPU box). On a GPU, either preset's fine-tuning steps
+its envs in worker processes on the machine's cores (``sized_for``); the root records the recipe, not that layout,
+so it resumes on another machine. The BC policy and the fine-tuned one are evaluated on the same held-out boards,
+for the closing table. Which checkpoint of the BC and PPO runs is fine-tuned and evaluated
 follows the one rule of ``checkpoints.policy_checkpoint``: ``last.pt`` (``--checkpoint-kind best``: ``best.pt``).
 """
 
@@ -221,38 +223,39 @@ def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: Evalua
     return evaluate(config, progress=progress)["metrics"]
 
 
-def sized_for(preset: Preset, context: compute.ComputeContext) -> Preset:
-    """``preset`` with its fine-tuning's collection laid out for the machine of ``context``
+def sized_for(finetune: FinetuneConfig, context: compute.ComputeContext) -> FinetuneConfig:
+    """A preset's fine-tuning with its collection laid out for the machine of ``context``
     (``compute.collection_layout``: on a GPU box, env workers on its cores and a batch that grows with the envs;
-    on a CPU, the preset as it is). Whole iterations: the frame budget rounds up to a batch."""
-    finetune = preset.finetune
+    on a CPU, the options as they are). Whole iterations: the frame budget rounds up to a batch, and the critic's
+    warm-up keeps at least the recipe's frames. The other cadences (checks, checkpoints) count iterations: with a
+    larger batch they come every more frames, and fewer of them."""
     workers, num_envs, frames = compute.collection_layout(
         finetune.frames_per_batch, finetune.num_envs, finetune.workers, context.device,
         compute.Machine(context.cores, context.gpus))
     if (workers, num_envs, frames) == (finetune.workers, finetune.num_envs, finetune.frames_per_batch):
-        return preset
-    total = -(-finetune.total_frames // frames) * frames
-    return preset.updated(finetune={"workers": workers, "num_envs": num_envs, "frames_per_batch": frames,
-                                    "total_frames": total})
+        return finetune
+    return replace(finetune, workers=workers, num_envs=num_envs, frames_per_batch=frames,
+                   total_frames=-(-finetune.total_frames // frames) * frames,
+                   critic_warmup=-(-finetune.critic_warmup * finetune.frames_per_batch // frames))
 
 
 def run_pipeline(preset: Preset, root: str | Path, device: str = "auto", progress: bool = True,
                  log=print, precision: str = "auto") -> dict:
     """Runs (or resumes) every stage under ``root``, holding the root's lock (one pipeline per root at a time),
-    with the preset sized for this machine (``sized_for``); returns where each stage wrote, the metrics of the
-    BC and the fine-tuned policy on the same held-out boards, and the compute context."""
+    with the fine-tuning sized for this machine (``sized_for``); returns where each stage wrote, the metrics of
+    the BC and the fine-tuned policy on the same held-out boards, and the fine-tuning's compute context."""
     # The caller's own task: a module:Class is imported here, and every stage then finds it registered by name.
     get_task(preset.collect.task, trust_code=True)
     context = compute.resolve(device, precision)
     with exclusive(root, "pipeline root"):
-        return _run_stages(sized_for(preset, context), Path(root), device, progress, log, precision, context)
+        return _run_stages(preset, Path(root), device, progress, log, precision, context)
 
 
 def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, precision: str,
                 context: compute.ComputeContext) -> dict:
     data, bc_dir, ppo_dir = root / preset.collect.out, root / preset.pretrain.run_dir, root / preset.finetune.run_dir
     bc_eval_dir, eval_dir = root / EVAL_BC, root / preset.evaluate.out
-    _check_preset(root, preset)
+    _check_preset(root, preset)  # the recipe, not its layout on this machine: a root resumes on another machine
     timings: dict[str, float] = {}
 
     start = time.perf_counter()
@@ -305,8 +308,8 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
     start = time.perf_counter()
     _train_stage(f"[4/5] finetune from {policy_checkpoint(start_dir, preset.finetune.checkpoint_kind)}", "finetune",
                  ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
-        preset.finetune, init=str(start_dir), run_dir=str(ppo_dir), device=device, precision=precision), progress,
-        log)
+        sized_for(preset.finetune, context), init=str(start_dir), run_dir=str(ppo_dir), device=device,
+        precision=precision), progress, log)
     timings["finetune"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -316,13 +319,17 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
                                 log)
     timings["evaluate"] = time.perf_counter() - start
     kind = preset.evaluate.checkpoint_kind
+    ppo_summary = RunFolder(ppo_dir).summary() or {}
     result = {"demos": str(data), "encoder": encoder.get("encoder_weights"),
               "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
               "bc_report": str(bc_eval_dir), "after_bc": after_bc, "after_dagger": after_dagger,
               "metrics": after_ppo, "checkpoint_kind": kind,
               "policies": {"bc": str(policy_checkpoint(bc_dir, kind)), "ppo": str(policy_checkpoint(ppo_dir, kind))},
-              "ppo_best": (RunFolder(ppo_dir).summary() or {}).get("best"),
-              "seconds": {k: round(v, 1) for k, v in timings.items()}, "compute": context.record()}
+              "ppo_best": ppo_summary.get("best"),
+              "seconds": {k: round(v, 1) for k, v in timings.items()},
+              # The fine-tuning's own (its workers and threads); a run folder finished before runs recorded one:
+              # this process's.
+              "compute": ppo_summary.get("compute") or context.record()}
     write_json(root / RESULT_FILE, result)
     return result
 

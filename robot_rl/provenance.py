@@ -72,7 +72,26 @@ class Provenance:
         meta = compat.dataset_meta(meta)
         return cls.from_record({name: meta[name] for name in _ON_DISK_NAMES if name in meta}, source)
 
+    @classmethod
+    def of_options(cls, options: dict) -> Provenance:
+        """The env a run's own options name (a pretrain-encoder run records its cell only as options)."""
+        return cls(**{name: options[name] for name in ("task", "difficulty", "image_size", "randomization", "arm")})
+
     # -- the rules ------------------------------------------------------------------------------------------------
+    def same_cell(self, other: Provenance) -> bool:
+        """The same task with the same arm: the same arm name, or arm files of the same content now (a file
+        that no longer reads: the same file name)."""
+        from robot_rl.envs.arms import ArmError, arm_digest
+
+        if self.task != other.task:
+            return False
+        if self.arm == other.arm:
+            return True
+        try:
+            return arm_digest(self.arm) == arm_digest(other.arm)
+        except ArmError:
+            return Path(self.arm).name == Path(other.arm).name
+
     def inherit(self, upstream: str, may_change: tuple[str, ...] = (), **options) -> Provenance:
         """This record under the options a command was given beside its upstream artefact (``upstream`` names it
         for errors, e.g. "the BC run runs/bc"): an empty option ('' or 0) takes the upstream value; another value

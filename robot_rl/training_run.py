@@ -41,7 +41,7 @@ class TrainingRun:
     # False for a run that commits its progress elsewhere (DAgger: its aggregate and round folders): no last.pt.
     checkpointed: ClassVar[bool] = True
 
-    device: torch.device = torch.device("cpu")
+    device: torch.device  # the compute context's, set before build
     is_main = True  # the process that writes the folder (rank 0 when several learners run)
     logger: RunLogger | None = None
 

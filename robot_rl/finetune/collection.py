@@ -47,8 +47,9 @@ def _make_collector(config: FinetuneConfig, policy, env_kwargs: dict, compute: C
                   reset_at_each_iter=True, storing_device=device, env_device="cpu")
     if config.collector != "ray":  # (RayCollector does not take these options)
         common["auto_register_policy_transforms"] = False  # the policy needs no env transforms
-    # The context's thread split, not TorchRL's default (this process keeps its cores minus one per worker).
-    threads = dict(num_threads=compute.threads, num_sub_threads=compute.worker_threads)
+    # The context's thread split (robot_rl.compute), which TorchRL applies to this process when it starts the
+    # workers: the learner keeps its threads minus one per local worker, each worker runs one.
+    threads = dict(num_threads=compute.collection_threads, num_sub_threads=compute.worker_threads)
     per_worker = compute.envs_per_worker
     # The task as a class: worker processes know only the built-in names (and import nothing a file names).
     env_kwargs = {**env_kwargs, "task": get_task(env_kwargs.get("task", DEFAULT_TASK))}
