@@ -27,8 +27,8 @@ import mujoco
 import numpy as np
 from harness import Benchmark, Variant
 
-from robot_rl.envs.ik import MinkCameraPoseIK
-from robot_rl.envs.scene import CAMERA_SITE, quat_from_rotvec
+from robot_rl.envs.ik import camera_ik
+from robot_rl.envs.scene import quat_from_rotvec
 from robot_rl.envs.tasks import build_task
 from robot_rl.tables import markdown_table
 
@@ -57,10 +57,7 @@ class SteppedPath:
         self.task = build_task(args.task, args.difficulty, 32, None, {}, arm=args.arm)
         scene = self.task.scene
         if reference:
-            posture = np.zeros(scene.model.nq)
-            posture[scene.joint_qpos_ids] = scene.home
-            ik = MinkCameraPoseIK(scene.model, CAMERA_SITE, posture=posture, posture_cost=scene.arm.posture_cost)
-            self.solve, self.step = ik.solve, scene.step_substeps
+            self.solve, self.step = camera_ik(scene, reference=True).solve, scene.step_substeps
         else:
             self.solve, self.step = self.task.ik.solve, scene.step
 

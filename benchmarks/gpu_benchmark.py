@@ -369,7 +369,9 @@ def scaling(args, size: int, counts: list[int]) -> tuple[list[dict], dict]:
         finetune = finetune_run(size, workers, args.envs_per_worker, args.steps_per_env, args.device, run_dir)
         try:
             env_rate, rate, seconds = env_bound_and_end_to_end(finetune, args.steps_per_env, args.iterations)
-            threads = torch.get_num_threads()  # the learner's, once TorchRL's ParallelEnv has set them
+            # The learner's while its env workers run: the run's compute context's collection_threads
+            # (robot_rl/compute.py; TrainingRun applies its threads, the ParallelEnv this split when it starts them).
+            threads = torch.get_num_threads()
             if workers == counts[-1]:
                 profile = {"workers": workers, "unprofiled_iteration_s": round(seconds, 3),
                            **profile_iteration(finetune)}

@@ -11,8 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# pyproject.toml's pins where it has one (qpsolvers and daqp too: the IK is tested bit for bit against mink's).
 WHEELS=(torchrl==0.14.1 tensordict==0.14.3 mujoco==4.0.0 mujoco-core==4.0.0 gymnasium==1.4.0
-        farama-notifications mink==1.3.0 qpsolvers daqp glfw pyopengl orjson pyvers hoptorch importlib_metadata av)
+        farama-notifications mink==1.3.0 qpsolvers==4.13.0 daqp==0.11.0 glfw pyopengl orjson pyvers hoptorch
+        importlib_metadata av)
 GL_PACKAGES=(libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 libvulkan1)
 NVIDIA_EGL_VENDOR=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 

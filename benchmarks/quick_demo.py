@@ -14,12 +14,14 @@ the BC policy and of the fine-tuned one on the same held-out boards. Target: at 
 
 ``--against REF`` (variant ``against-previous``) times ``make demo`` of HEAD and of commit REF in one run instead:
 both clones set up first, then ``--repeats`` demos of each in alternation (ABBA...), set-up excluded; writes
-``quick_demo_against.json`` with each side's median seconds, stages and closing metrics. Target, fixed before the
-run: HEAD's median no slower than REF's (ratio <= 1.0).
+``quick_demo_against.json`` with each side's median seconds, stages and closing metrics. With ``--task`` both sides
+run ``make demo TASK=...`` and the file is ``quick_demo_against_<task>.json``. Target, fixed before the run:
+HEAD's median no slower than REF's (ratio <= 1.0).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -52,7 +54,31 @@ def options(parser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
     parser.add_argument("--task", default=DEFAULT_TASK, help="the pipeline's task (make demo TASK=...)")
     parser.add_argument("--against", default="", help="a commit to time make demo against (see the docstring)")
-    parser.add_argument("--repeats", type=int, default=3, help="with --against: demos of each side")
+    parser.add_argument("--repeats", type=_positive_int, default=3, help="with --against: demos of each side")
+
+
+def _positive_int(text: str) -> int:
+    """``--repeats``: a median needs at least one demo of each side (argparse reports the error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
+    return value
+
+
+def results_path(args, stem: str) -> Path:
+    """``--out``, or ``results/STEM.json`` (``STEM_TASK.json`` for another task than the default). The harness
+    fills ``--out`` with ``results/quick_demo.json`` when it is not given, so that value counts as not given."""
+    if args.out is not None and Path(args.out) != RESULTS_DIR / "quick_demo.json":
+        return Path(args.out)
+    return RESULTS_DIR / (f"{stem}.json" if args.task == DEFAULT_TASK else f"{stem}_{args.task}.json")
+
+
+def make_demo(task: str) -> list[str]:
+    """The README's command for ``task``: ``make demo``, with ``TASK=...`` for another task than the default."""
+    return ["make", "demo"] + ([] if task == DEFAULT_TASK else [f"TASK={task}"])
 
 
 def clean_env() -> dict:
@@ -69,15 +95,24 @@ def clone_at(ref: str, folder: Path) -> str:
     return commit
 
 
-def timed_demo(clone: Path, root: str, log: Path) -> dict:
-    """One ``make demo`` in ``clone`` from an empty pipeline root: its wall seconds and pipeline.json."""
+class NoResult(Exception):
+    """A ``make demo`` that exited 0 without writing its pipeline.json where the task's pipeline writes it."""
+
+
+def timed_demo(clone: Path, root: str, log: Path, task: str) -> dict:
+    """One ``make demo`` of ``task`` in ``clone`` from an empty pipeline root: its wall seconds and pipeline.json.
+    Raises NoResult when the demo wrote no pipeline.json under ``root`` (an older commit's Makefile that ignores
+    ``TASK`` runs the default task, which writes elsewhere)."""
     shutil.rmtree(clone / root, ignore_errors=True)
     start = time.perf_counter()
     with open(log, "a") as log_file:
-        subprocess.run(["make", "demo"], cwd=clone, stdout=log_file, stderr=subprocess.STDOUT, env=clean_env(),
+        subprocess.run(make_demo(task), cwd=clone, stdout=log_file, stderr=subprocess.STDOUT, env=clean_env(),
                        check=True)
-    return {"wall_s": round(time.perf_counter() - start, 1),
-            "result": json.loads((clone / root / RESULT_FILE).read_text())}
+    wall_s = round(time.perf_counter() - start, 1)
+    result = clone / root / RESULT_FILE
+    if not result.is_file():
+        raise NoResult(f"{' '.join(make_demo(task))} in {clone} wrote no {root}/{RESULT_FILE}")
+    return {"wall_s": wall_s, "result": json.loads(result.read_text())}
 
 
 def run_against(args, root: str) -> int:
@@ -93,23 +128,27 @@ def run_against(args, root: str) -> int:
         for repeat in range(args.repeats):
             order = ["head", "against"] if repeat % 2 == 0 else ["against", "head"]
             for name in order:
-                runs[name].append(timed_demo(sides[name], root, folder / f"{name}.log"))
+                runs[name].append(timed_demo(sides[name], root, folder / f"{name}.log", args.task))
                 print(f"{name} ({commits[name][:7]}): {runs[name][-1]['wall_s']} s", file=sys.stderr)
     except subprocess.CalledProcessError as err:
         print(f"quick_demo: {' '.join(map(str, err.cmd))} failed (exit {err.returncode}); logs in {folder}",
               file=sys.stderr)
         return 1
+    except NoResult as err:
+        print(f"quick_demo: {err}; logs in {folder}", file=sys.stderr)
+        return 1
     shutil.rmtree(folder, ignore_errors=True)
     medians = {name: statistics.median(run["wall_s"] for run in side) for name, side in runs.items()}
     ratio = medians["head"] / medians["against"]
     BENCHMARK.write({
-        "commits": commits, "repeats": args.repeats, "median_s": medians, "ratio_head_over_against": round(ratio, 3),
+        "commits": commits, "task": args.task, "repeats": args.repeats, "median_s": medians,
+        "ratio_head_over_against": round(ratio, 3),
         "runs": {name: [{"wall_s": run["wall_s"], "stages_s": run["result"]["seconds"],
                          "after_bc": final_metrics(run["result"]["after_bc"]),
                          "after_ppo": final_metrics(run["result"]["metrics"])} for run in side]
                  for name, side in runs.items()},
         "targets": {"ratio_max": 1.0, "met": bool(ratio <= 1.0)},
-    }, out=args.out or RESULTS_DIR / "quick_demo_against.json", wall_s=round(sum(
+    }, out=results_path(args, "quick_demo_against"), wall_s=round(sum(
         run["wall_s"] for side in runs.values() for run in side), 1))
     print(f"make demo, median of {args.repeats}: HEAD {medians['head']} s, {args.against} {medians['against']} s "
           f"(ratio {ratio:.3f})")
@@ -120,10 +159,7 @@ def run(args) -> int:
     preset, root = for_options(PipelineConfig(task=args.task))  # what make demo TASK=... runs, and where
     if args.against:
         return run_against(args, root)
-    # Another task's demo gets a results file of its own unless --out names one.
-    default = RESULTS_DIR / "quick_demo.json"
-    out = RESULTS_DIR / f"quick_demo_{args.task}.json" if args.task != DEFAULT_TASK and (
-        args.out is None or Path(args.out) == default) else (args.out or default)
+    out = results_path(args, "quick_demo")  # another task's demo gets a results file of its own
     clone = Path(tempfile.mkdtemp(prefix="robot-rl-quick-demo-")) / "robot_rl"
     try:
         commit = clone_at("HEAD", clone)
@@ -131,8 +167,7 @@ def run(args) -> int:
         env = clean_env()
         log = clone.parent / "make-demo.log"
         with open(log, "w") as log_file:
-            make = ["make", "demo"] + ([] if args.task == DEFAULT_TASK else [f"TASK={args.task}"])
-            done = subprocess.run(make, cwd=clone, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+            done = subprocess.run(make_demo(args.task), cwd=clone, stdout=log_file, stderr=subprocess.STDOUT, env=env)
         total = time.perf_counter() - start
         if done.returncode != 0:
             print(f"quick_demo: make demo failed (exit {done.returncode}); see {log}", file=sys.stderr)

@@ -122,8 +122,9 @@ class SectionTimer:
                 self._stack[-1][1] = end
 
     def wrap(self, owner, name: str, label: str, within: str | None = None) -> None:
-        """Times ``owner.name`` (an instance's method or a class's) as ``label``, only inside section ``within``
-        when given, until ``unwrap``."""
+        """Times ``owner.name`` as ``label``, only inside section ``within`` when given, until ``unwrap``.
+        ``owner`` is an instance (that object's calls) or a class (every instance's calls of a plain method: the
+        wrapper passes ``self`` on; not for a static or class method)."""
         original, own = getattr(owner, name), name in vars(owner)
 
         def timed_call(*args, **kwargs):

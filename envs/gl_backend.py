@@ -1,9 +1,12 @@
 """The headless GL backend MuJoCo renders with: EGL when libEGL loads, else OSMesa, else none (rendering then fails
 with a clear message). MuJoCo reads ``MUJOCO_GL`` once, when ``mujoco`` is first imported, so ``robot_rl.envs``
-imports this module (standard library only) before any of its modules imports mujoco, or mink, which imports it.
+imports this module (standard library and ``robot_rl.envs.errors`` only) before any of its modules imports mujoco,
+or mink, which imports it.
 
 Under EGL, the GPU a process renders on is ``MUJOCO_EGL_DEVICE_ID``, read when the process makes its first GL
 context: ``render_on_device`` points it at a run's CUDA device before env workers start (they inherit it).
+A CUDA device that is not among ``CUDA_VISIBLE_DEVICES`` is bad input: ``DeviceError``, a ``UsageError`` (one line,
+exit 2 from the CLI).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import importlib
 import importlib.metadata
 import os
 import sys
+
+from robot_rl.envs.errors import UsageError
 
 _BACKEND_LIBRARIES = {"egl": ("EGL",), "osmesa": ("OSMesa",)}
 NO_BACKEND_HINT = (
@@ -42,6 +47,11 @@ EGL_DEVICE_VARIABLE = "MUJOCO_EGL_DEVICE_ID"
 _egl_device_set_here: str | None = None  # the value render_on_device wrote (any other value is the user's)
 
 
+class DeviceError(UsageError, ValueError):
+    """A CUDA device this process cannot have: a negative or unreadable index, or one past the devices that
+    ``CUDA_VISIBLE_DEVICES`` lists. The message names the device (and the list)."""
+
+
 def egl_device_id(cuda_index: int, cuda_visible_devices: str | None, egl_orders_by_cuda: bool) -> int | None:
     """The ``MUJOCO_EGL_DEVICE_ID`` that renders on CUDA device ``cuda_index`` of this process (``cuda:K``).
 
@@ -49,16 +59,23 @@ def egl_device_id(cuda_index: int, cuda_visible_devices: str | None, egl_orders_
     where the driver says which CUDA device backs each EGL device), so the id is ``cuda_index`` itself. Otherwise
     the EGL devices come in the driver's order, which ignores ``CUDA_VISIBLE_DEVICES``: the id is the physical id
     of ``cuda_index``, ``cuda_visible_devices.split(',')[cuda_index]`` (robosuite's convention), or
-    ``cuda_index`` when the variable is unset or empty. None when the list names devices by UUID or MIG instance
-    rather than by number: no id can be derived from it."""
+    ``cuda_index`` when the variable is unset or empty.
+
+    None where no id can be derived, so that the caller keeps MuJoCo's default device: in CUDA order, when any
+    entry is not a device number (a UUID ``GPU-...``, a MIG instance ``MIG-...``): MuJoCo then cannot order its
+    EGL devices by the list and would read the id as a driver's CUDA id, not this process's index; in the
+    driver's order, when the entry of ``cuda_index`` is not a number. Raises ``DeviceError`` for a negative
+    ``cuda_index`` or one past the listed devices."""
     if cuda_index < 0:
-        raise ValueError(f"egl_device_id: cuda_index must be >= 0, got {cuda_index}")
+        raise DeviceError(f"cuda:{cuda_index} is not a CUDA device (the index must be >= 0)")
     entries = [entry.strip() for entry in (cuda_visible_devices or "").split(",") if entry.strip()]
     if entries and cuda_index >= len(entries):
-        raise ValueError(f"egl_device_id: cuda:{cuda_index} is not among the {len(entries)} devices of "
-                         f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r}")
-    if egl_orders_by_cuda or not entries:
+        raise DeviceError(f"cuda:{cuda_index} is not among the {len(entries)} devices of "
+                          f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r}")
+    if not entries:
         return cuda_index
+    if egl_orders_by_cuda:  # MuJoCo orders by the list only when every entry is a number (mujoco.egl)
+        return cuda_index if all(entry.isdigit() for entry in entries) else None
     physical = entries[cuda_index]
     return int(physical) if physical.isdigit() else None
 
@@ -77,8 +94,8 @@ def render_on_device(device) -> str | None:
     """Makes the processes started from now on (env workers) and this one, if it has not rendered yet, render on
     the GPU of torch device ``device`` (a ``torch.device`` or its string: ``cuda``, ``cuda:1``) under EGL, by
     setting ``MUJOCO_EGL_DEVICE_ID`` (``egl_device_id``). A value the user set is kept; a CPU device, another GL
-    backend or a ``CUDA_VISIBLE_DEVICES`` of UUIDs change nothing. Returns the variable's value in force (None:
-    unset)."""
+    backend or a ``CUDA_VISIBLE_DEVICES`` of UUIDs or MIG instances change nothing. Returns the variable's value in
+    force (None: unset). Raises ``DeviceError`` for a CUDA device this process cannot have (``egl_device_id``)."""
     global _egl_device_set_here
     current = os.environ.get(EGL_DEVICE_VARIABLE)
     kind, _, index = str(device).partition(":")
@@ -87,7 +104,9 @@ def render_on_device(device) -> str | None:
     if not index:  # plain "cuda" is torch's current device; torch is loaded wherever a CUDA device is named
         import torch
 
-        index = torch.cuda.current_device()
+        index = str(torch.cuda.current_device())
+    if not index.isdigit():
+        raise DeviceError(f"device {str(device)!r}: {index!r} is not a CUDA device index")
     egl = egl_device_id(int(index), os.environ.get("CUDA_VISIBLE_DEVICES"), mujoco_orders_egl_by_cuda())
     if egl is None:
         os.environ.pop(EGL_DEVICE_VARIABLE, None)  # (only ever ours here: the user's returned above)

@@ -8,12 +8,13 @@ configuration limit keeps the answer inside the joint ranges.
 CPU core, mostly Python around a few-microsecond QP). ``CameraPoseIK`` builds the same QP with the same numerical
 operations in the same order into preallocated arrays and calls the DAQP solver directly: its answers equal the
 reference's bit for bit (``tests/envs/test_step_speedups.py`` compares them) in about a third of the time
-(``benchmarks/env_step.py``).
+(``benchmarks/env_step.py``). ``camera_ik`` builds either for a scene's arm, as the tasks set it up.
 """
 
 from __future__ import annotations
 
 from ctypes import c_int
+from typing import TYPE_CHECKING
 
 import daqp
 import mink
@@ -21,6 +22,11 @@ import mink.configuration
 import mink.tasks.frame_task
 import mujoco
 import numpy as np
+
+from robot_rl.envs.arms import CAMERA_SITE
+
+if TYPE_CHECKING:
+    from robot_rl.envs.scene import ArmScene
 
 try:  # the ufunc np.clip dispatches to, without its argument handling (a tenth of its time on small arrays)
     from numpy._core.umath import clip as _clip
@@ -174,3 +180,15 @@ class CameraPoseIK(MinkCameraPoseIK):
         x, _, exitflag, _ = daqp.solve(hessian, linear, self._limit_rows, bounds, self._no_lower_bound, self._sense,
                                        primal_start=None)
         return x if exitflag > 0 else None  # x is mink's velocity times dt = 1
+
+
+def camera_ik(scene: ArmScene, iterations: int = 1, model: mujoco.MjModel | None = None,
+              reference: bool = False) -> CameraPoseIK | MinkCameraPoseIK:
+    """The wrist camera's IK for ``scene``'s arm, with its posture task towards the arm's home (the arm's
+    ``posture_cost``): ``CameraPoseIK``, or mink's ``MinkCameraPoseIK`` with ``reference``. ``model`` (default:
+    the scene's) is a variant of the scene's model with the same joints, for tests that change its limits."""
+    model = model or scene.model
+    posture = np.zeros(model.nq)  # the arm's joints are the model's only joints
+    posture[scene.joint_qpos_ids] = scene.home
+    kind = MinkCameraPoseIK if reference else CameraPoseIK
+    return kind(model, CAMERA_SITE, iterations=iterations, posture=posture, posture_cost=scene.arm.posture_cost)

@@ -22,11 +22,11 @@ import numpy as np
 from robot_rl.envs.arms import ArmSpec
 from robot_rl.envs.defaults import DEFAULT_ARM
 from robot_rl.envs.difficulty import Difficulty, pick_difficulty
-from robot_rl.envs.ik import CameraPoseIK
+from robot_rl.envs.ik import camera_ik
 from robot_rl.envs.perception import angle_between, camera_projection, geom_classes
 from robot_rl.envs.randomization import Randomization, get_randomization
 from robot_rl.envs.rendering import PRETTY, shared_renderer
-from robot_rl.envs.scene import BOARD_TOP, CAMERA_SITE, SCENE_CAMERA, WRIST_CAMERA, ArmScene, quat_from_rotvec
+from robot_rl.envs.scene import BOARD_TOP, SCENE_CAMERA, WRIST_CAMERA, ArmScene, quat_from_rotvec
 
 POSE_DIM = 6
 MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 32, 224
@@ -169,9 +169,7 @@ class InspectionTask:
         self.randomization = get_randomization(randomization)
         self._randomized = not self.randomization.is_nominal  # once: reset is on the collection hot path
         self.scene = ArmScene(self.difficulty.num_posts, arm, self.add_props)
-        posture = np.zeros(self.scene.model.nq)  # the arm's joints are the model's only joints
-        posture[self.scene.joint_qpos_ids] = self.scene.home
-        self.ik = CameraPoseIK(self.scene.model, CAMERA_SITE, posture=posture, posture_cost=self.scene.arm.posture_cost)
+        self.ik = camera_ik(self.scene)
         self.bind_props(self.scene.model)
         size = self.config.image_size
         self.wrist_renderer = shared_renderer(WRIST_CAMERA, size, size)

@@ -16,9 +16,8 @@ import math
 import mujoco
 import numpy as np
 
-from robot_rl.envs.arms import CAMERA_SITE
 from robot_rl.envs.defaults import DEFAULT_ARM
-from robot_rl.envs.ik import CameraPoseIK
+from robot_rl.envs.ik import camera_ik
 from robot_rl.envs.perception import PERCEPTION_TARGETS
 from robot_rl.envs.tasks import build_task
 
@@ -35,12 +34,8 @@ class ViewRenderer:
         self.task = build_task(task, difficulty, image_size, None, {}, randomization, arm)
         self.expert = self.task.expert_class(self.task.config)
         self.pose_noise, self.workspace_views = pose_noise, workspace_views
-        scene = self.task.scene
-        posture = np.zeros(scene.model.nq)
-        posture[scene.joint_qpos_ids] = scene.home
         # Many Gauss-Newton steps: a sampled pose is far from the arm's current one (an action's IK needs one).
-        self.ik = CameraPoseIK(scene.model, CAMERA_SITE, iterations=25, posture=posture,
-                               posture_cost=scene.arm.posture_cost)
+        self.ik = camera_ik(self.task.scene, iterations=25)
 
     def chunk(self, seed: int, index: int) -> dict[str, np.ndarray]:
         """The views of chunk ``index``: ``pixels`` uint8 [N, H, W, 3], ``segmentation`` uint8 [N, H, W], and one

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from robot_rl.envs.arms import ARMS
-from robot_rl.envs.ik import CameraPoseIK, MinkCameraPoseIK
+from robot_rl.envs.ik import CameraPoseIK, MinkCameraPoseIK, camera_ik
 from robot_rl.envs.scene import CAMERA_SITE, ArmScene
 from robot_rl.envs.tasks import build_task
 
@@ -35,11 +35,7 @@ def _has_gymnasium_robotics() -> bool:
 
 def _ik_pair(scene: ArmScene, model: mujoco.MjModel | None = None, iterations: int = 1):
     """The fast IK and mink's, set up as the task sets up its own (posture towards home)."""
-    model = model or scene.model
-    posture = np.zeros(model.nq)
-    posture[scene.joint_qpos_ids] = scene.home
-    kwargs = dict(iterations=iterations, posture=posture, posture_cost=scene.arm.posture_cost)
-    return CameraPoseIK(model, CAMERA_SITE, **kwargs), MinkCameraPoseIK(model, CAMERA_SITE, **kwargs)
+    return camera_ik(scene, iterations, model), camera_ik(scene, iterations, model, reference=True)
 
 
 def _random_requests(scene: ArmScene, rng: np.random.Generator, count: int):
@@ -104,6 +100,25 @@ def test_unusual_targets_give_what_mink_gives():
             answer, expected = fast.solve(q, target_position, target_quat), reference.solve(q, target_position,
                                                                                              target_quat)
         np.testing.assert_array_equal(answer, expected)
+
+
+@pytest.mark.parametrize("arm", _arms())
+def test_camera_ik_is_the_ik_the_task_and_view_renderer_set_up_by_hand(arm):
+    # The one factory of the task, the view renderer, the benchmark and these tests: posture towards home at the
+    # arm's posture cost, on the arm's joints only.
+    scene = ArmScene(0, arm)
+    posture = np.zeros(scene.model.nq)
+    posture[scene.joint_qpos_ids] = scene.home
+    rng = np.random.default_rng(11)
+    for iterations in (1, 25):
+        for reference, kind in ((False, CameraPoseIK), (True, MinkCameraPoseIK)):
+            made = camera_ik(scene, iterations, reference=reference)
+            by_hand = kind(scene.model, CAMERA_SITE, iterations=iterations, posture=posture,
+                           posture_cost=scene.arm.posture_cost)
+            assert type(made) is kind and made.iterations == iterations
+            for q, position, quat in _random_requests(scene, rng, 10):
+                np.testing.assert_array_equal(made.solve(q, position, quat), by_hand.solve(q, position, quat))
+    assert build_task("pcb-inspect", "default", 32, None, {}, arm=arm).ik.iterations == 1
 
 
 def _reference_path(task):
