@@ -16,6 +16,8 @@ import os
 import signal
 import sys
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from robot_rl.errors import Interrupted, NoSpaceLeft, RunStopped, TrainingStopped, UsageError
@@ -288,75 +290,84 @@ class OneLineErrors(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
 
 
-# name: (one-line help, example, the title of the command's own options)
-COMMANDS = {
-    "demo": ("roll out the scripted expert: PNG frames and each episode's metrics (metrics.json)",
-             "robot-rl demo --episodes 3 --out runs/demo", "demo"),
-    "collect-demos": ("record scripted-expert demonstrations to a dataset",
-                      "robot-rl collect-demos --out data/demos --episodes 1200", "collection"),
-    "pretrain": ("behaviour-clone the vision policy on demonstrations; the defaults are the README's measured recipe",
-                 "robot-rl pretrain --data data/demos --out runs/bc", "behaviour cloning"),
-    "pretrain-encoder": ("train the policy's image encoder on rendered views labelled by the simulator (for pretrain "
-                         "--encoder-weights)", "robot-rl pretrain-encoder --randomization surfaces --out runs/encoder",
-                         "encoder pretraining"),
-    "dagger": ("DAgger: roll out the BC policy, label with the task's expert, train again",
-               "robot-rl dagger --policy runs/bc --out runs/dagger", "DAgger"),
-    "finetune": ("fine-tune the policy with PPO (from BC or from scratch); the defaults are the measured design",
-                 "robot-rl finetune --policy runs/bc --out runs/ppo", "PPO"),
-    "evaluate": ("run a policy on inspection episodes: metrics, report and videos",
-                 "robot-rl evaluate --policy runs/ppo --episodes 100", "evaluation"),
-    "export": ("export the actor as TorchScript / torch.export / ONNX / safetensors",
-               "robot-rl export --policy runs/ppo --format onnx", "export"),
-    "export-dataset": ("write a demo dataset as a LeRobot dataset (v3.0: parquet + MP4)",
-                       "robot-rl export-dataset --data data/demos --out data/demos-lerobot", "export"),
-    "pipeline": ("collect-demos -> pretrain -> finetune -> evaluate, each stage feeding the next",
-                 "robot-rl pipeline --preset quick", "pipeline"),
-}
+@dataclass(frozen=True)
+class Command:
+    """One stage's command, declared once: its parser, its start-up line and how it continues after a stop all
+    read this."""
+
+    name: str
+    help: str  # one line: ``robot-rl --help`` and the start-up line
+    example: str
+    title: str  # of the group of the command's own options
+    config: str  # its options' class in ``robot_rl.configs`` (imported when the parser is built)
+    func: Callable[[argparse.Namespace], int]
+    resumable: bool = False  # takes --resume RUN_DIR
+    writes: tuple[str, str] | None = None  # (option, kind) of the folder it writes and locks: takes --wait-lock
+    continues: bool = False  # after a stop, the same command line continues its output
+
+
+COMMANDS = {command.name: command for command in (
+    Command("demo", "roll out the scripted expert: PNG frames and each episode's metrics (metrics.json)",
+            "robot-rl demo --episodes 3 --out runs/demo", "demo", "DemoConfig", _cmd_demo),
+    Command("collect-demos", "record scripted-expert demonstrations to a dataset",
+            "robot-rl collect-demos --out data/demos --episodes 1200", "collection", "CollectConfig",
+            _cmd_collect_demos, writes=("out", "dataset"), continues=True),
+    Command("pretrain", "behaviour-clone the vision policy on demonstrations; the defaults are the README's measured "
+            "recipe", "robot-rl pretrain --data data/demos --out runs/bc", "behaviour cloning", "BCConfig",
+            _cmd_pretrain, resumable=True, writes=("run_dir", "run folder"), continues=True),
+    Command("pretrain-encoder", "train the policy's image encoder on rendered views labelled by the simulator (for "
+            "pretrain --encoder-weights)", "robot-rl pretrain-encoder --randomization surfaces --out runs/encoder",
+            "encoder pretraining", "EncoderPretrainConfig", _cmd_pretrain_encoder, resumable=True,
+            writes=("run_dir", "run folder"), continues=True),
+    Command("dagger", "DAgger: roll out the BC policy, label with the task's expert, train again",
+            "robot-rl dagger --policy runs/bc --out runs/dagger", "DAgger", "DAggerConfig", _cmd_dagger,
+            resumable=True, writes=("run_dir", "run folder"), continues=True),
+    Command("finetune", "fine-tune the policy with PPO (from BC or from scratch); the defaults are the measured "
+            "design", "robot-rl finetune --policy runs/bc --out runs/ppo", "PPO", "FinetuneConfig", _cmd_finetune,
+            resumable=True, writes=("run_dir", "run folder"), continues=True),
+    Command("evaluate", "run a policy on inspection episodes: metrics, report and videos",
+            "robot-rl evaluate --policy runs/ppo --episodes 100", "evaluation", "EvaluateConfig", _cmd_evaluate,
+            writes=("out", "evaluation folder")),
+    Command("export", "export the actor as TorchScript / torch.export / ONNX / safetensors",
+            "robot-rl export --policy runs/ppo --format onnx", "export", "ExportConfig", _cmd_export),
+    Command("export-dataset", "write a demo dataset as a LeRobot dataset (v3.0: parquet + MP4)",
+            "robot-rl export-dataset --data data/demos --out data/demos-lerobot", "export", "ExportDatasetConfig",
+            _cmd_export_dataset),
+    Command("pipeline", "collect-demos -> pretrain -> finetune -> evaluate, each stage feeding the next",
+            "robot-rl pipeline --preset quick", "pipeline", "PipelineConfig", _cmd_pipeline,
+            writes=("root", "pipeline root"), continues=True),
+)}
 POLICY_RULE = ("A run folder given as --policy means its checkpoints/last.pt, the policy the run ended with "
                "(--checkpoint-kind best: its best.pt); the command prints which file it took.")
 
 
-def _add_command(commands, name: str, config_cls: type, func, resumable: bool = False,
-                 writes: tuple[str, str] | None = None) -> None:
-    """A subcommand whose options are the fields of ``config_cls``, in argument groups (plus ``--resume RUN_DIR``,
-    and ``--wait-lock`` for a command that holds its output folder's lock: ``writes`` names that folder's field and
-    kind), with a description and an example."""
+def _add_command(commands, command: Command) -> None:
+    """A subcommand whose options are the fields of its config class, in argument groups (plus ``--resume RUN_DIR``,
+    and ``--wait-lock`` for a command that holds its output folder's lock), with a description and an example."""
     import dataclasses
 
-    from robot_rl.configs import OPTION_GROUPS
+    from robot_rl import configs
     from robot_rl.options import HelpFormatter, add_options
 
-    help_text, example, title = COMMANDS[name]
+    config_cls = getattr(configs, command.config)
     reads_policy = any(f.name == "checkpoint_kind" for f in dataclasses.fields(config_cls))
-    paragraphs = [help_text[0].upper() + help_text[1:] + ".", *([POLICY_RULE] if reads_policy else [])]
+    paragraphs = [command.help[0].upper() + command.help[1:] + ".", *([POLICY_RULE] if reads_policy else [])]
     description = "\n\n".join(textwrap.fill(paragraph, 100) for paragraph in paragraphs)
-    command = commands.add_parser(name, help=help_text, description=description, formatter_class=HelpFormatter,
-                                  epilog=f"example:\n  {example}")
-    add_options(command, config_cls, OPTION_GROUPS, main_group=f"{title} options")
-    if resumable:
-        command.add_argument("--resume", metavar="RUN_DIR", default="",
-                             help="continue the run in RUN_DIR with its stored options")
-    if writes:
-        command.add_argument("--wait-lock", action="store_true",
-                             help="wait for another process writing the same output folder to end, instead of "
-                                  "refusing to start")
-    command.set_defaults(func=func, writes=writes, parser=command)
+    parser = commands.add_parser(command.name, help=command.help, description=description,
+                                 formatter_class=HelpFormatter, epilog=f"example:\n  {command.example}")
+    add_options(parser, config_cls, configs.OPTION_GROUPS, main_group=f"{command.title} options")
+    if command.resumable:
+        parser.add_argument("--resume", metavar="RUN_DIR", default="",
+                            help="continue the run in RUN_DIR with its stored options")
+    if command.writes:
+        parser.add_argument("--wait-lock", action="store_true",
+                            help="wait for another process writing the same output folder to end, instead of "
+                                 "refusing to start")
+    parser.set_defaults(func=command.func, writes=command.writes, parser=parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
     from robot_rl import __version__
-    from robot_rl.configs import (
-        BCConfig,
-        CollectConfig,
-        DAggerConfig,
-        DemoConfig,
-        EncoderPretrainConfig,
-        EvaluateConfig,
-        ExportConfig,
-        ExportDatasetConfig,
-        FinetuneConfig,
-        PipelineConfig,
-    )
     from robot_rl.options import HelpFormatter
 
     parser = OneLineErrors(prog="robot-rl", description=__doc__.splitlines()[0],
@@ -365,17 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
                                             "robot-rl COMMAND --help lists a command's options and defaults.")
     parser.add_argument("--version", action="version", version=f"robot-rl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_command(commands, "demo", DemoConfig, _cmd_demo)
-    _add_command(commands, "collect-demos", CollectConfig, _cmd_collect_demos, writes=("out", "dataset"))
-    _add_command(commands, "pretrain", BCConfig, _cmd_pretrain, resumable=True, writes=("run_dir", "run folder"))
-    _add_command(commands, "pretrain-encoder", EncoderPretrainConfig, _cmd_pretrain_encoder, resumable=True,
-                 writes=("run_dir", "run folder"))
-    _add_command(commands, "dagger", DAggerConfig, _cmd_dagger, resumable=True, writes=("run_dir", "run folder"))
-    _add_command(commands, "finetune", FinetuneConfig, _cmd_finetune, resumable=True, writes=("run_dir", "run folder"))
-    _add_command(commands, "evaluate", EvaluateConfig, _cmd_evaluate, writes=("out", "evaluation folder"))
-    _add_command(commands, "export", ExportConfig, _cmd_export)
-    _add_command(commands, "export-dataset", ExportDatasetConfig, _cmd_export_dataset)
-    _add_command(commands, "pipeline", PipelineConfig, _cmd_pipeline, writes=("root", "pipeline root"))
+    for command in COMMANDS.values():
+        _add_command(commands, command)
     info = commands.add_parser("info", help="what a run folder, dataset, report or export holds",
                                description="What PATH holds: its stage, task, arm, randomization, progress, last "
                                            "check, and which checkpoint evaluate would take.",
@@ -416,8 +418,6 @@ def _no_space_line(err: OSError) -> str:
 
 # Most of a command's start-up, imported before its work with a stop signal deferred (``stop_deferred``).
 START_UP_IMPORTS = ("torch", "torchrl", "mujoco")
-# Commands whose output the same command line continues after a stop (a resumable run continues with --resume).
-SAME_COMMAND_CONTINUES = ("collect-demos", "pipeline", "pretrain", "pretrain-encoder", "dagger", "finetune")
 
 
 def _starting(args: argparse.Namespace) -> None:
@@ -430,7 +430,7 @@ def _starting(args: argparse.Namespace) -> None:
         folder = getattr(args, "resume", "") or getattr(args, field, "")
         if folder:
             refuse_if_locked(folder, kind)
-    print(f"robot-rl {args.command}: starting ({COMMANDS[args.command][0]})", flush=True)
+    print(f"robot-rl {args.command}: starting ({COMMANDS[args.command].help})", flush=True)
     with stop_deferred():
         for name in START_UP_IMPORTS:
             importlib.import_module(name)
@@ -440,7 +440,8 @@ def _starting(args: argparse.Namespace) -> None:
 
 def _continue_line(args: argparse.Namespace) -> str:
     """How a command stopped by a signal before its run was under way continues."""
-    return "; the same command continues it" if args.command in SAME_COMMAND_CONTINUES else ""
+    command = COMMANDS.get(args.command)
+    return "; the same command continues it" if command is not None and command.continues else ""
 
 
 def main(argv: list[str] | None = None) -> int:
