@@ -25,17 +25,18 @@ from robot_rl.configs import BCConfig
 from robot_rl.encoder import set_encoder_precision
 from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import check_scalars
-from robot_rl.errors import TrainingDiverged, UsageError
+from robot_rl.errors import UsageError
 from robot_rl.policy import PolicyConfig, actor_network, make_actor
 from robot_rl.policy_io import load_actor
 from robot_rl.pretrain.augment import random_shift, recolour
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
+from robot_rl.pretrain.dataset import META_FILE
 from robot_rl.pretrain.encoder_pretrain import check_encoder_cell
 from robot_rl.pretrain.lerobot_import import open_demos
 from robot_rl.provenance import Provenance
 from robot_rl.run_folder import IMPORTED_DEMOS
 from robot_rl.run_logs import RunLogger
-from robot_rl.training_run import TrainingRun
+from robot_rl.training_run import TrainingRun, due, gradient_step, improves
 
 
 def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int, recolour_classes: tuple[str, ...] = (),
@@ -71,7 +72,7 @@ class BCRun(TrainingRun):
                                   trust_code=config.trust_code)
         # The demos' env; the closed-loop checks see what the demos saw. An arm file edited since the demos were
         # recorded is refused (before any env is built on it).
-        meta_path = self.dataset.root / "meta.json"
+        meta_path = self.dataset.root / META_FILE
         self.provenance = Provenance.of_dataset(self.dataset.meta, meta_path).inherit(
             f"the demos in {config.data}", image_size=config.image_size, randomization=config.randomization)
         self.provenance = self.provenance.verified(meta_path, trust_code=config.trust_code)
@@ -182,16 +183,8 @@ class BCRun(TrainingRun):
             batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad, **self.recolouring)
             losses = self.loss(batch)  # the encoder runs in self.precision, the rest in fp32
             loss = total_loss(losses)
-            if not torch.isfinite(loss):
-                bad = ", ".join(name for name, value in losses.items() if not torch.isfinite(value).all())
-                self._diverged(f"BC loss is {loss.item()} ({bad})")
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
             # What the optimizer steps: the actor and the loss's locator head.
-            norm = torch.nn.utils.clip_grad_norm_(self.loss.parameters(), self.config.grad_clip)
-            if not torch.isfinite(norm):
-                self._diverged(f"gradient norm is {norm.item()}")
-            self.optimizer.step()
+            gradient_step(loss, self.optimizer, self.loss.parameters(), self.config.grad_clip, "BC", terms=losses)
             self.scheduler.step()
             self.step += 1
             for name, value in losses.detach().items():
@@ -204,10 +197,6 @@ class BCRun(TrainingRun):
         steps = self.steps_per_epoch - done_before  # timed in this process
         metrics["train/samples_per_s"] = steps * self.config.batch_size / (time.perf_counter() - start)
         return metrics
-
-    def _diverged(self, what: str) -> None:
-        raise TrainingDiverged(f"epoch {self.epoch + 1}, step {self.step + 1}: {what}; update skipped, last "
-                               f"checkpoint kept ({self.folder.checkpoint()})")
 
     @torch.no_grad()
     def validate(self) -> dict:
@@ -228,14 +217,20 @@ class BCRun(TrainingRun):
                                      **self.provenance.env_kwargs())
         return metrics
 
-    def train(self, progress: bool, until: int | None) -> None:
-        """Epochs until ``config.epochs`` (or ``until``), each ended by ``_end_epoch``."""
-        self.last_eval = None
-        while self.epoch < min(self.config.epochs, until or self.config.epochs) and not self.stop.requested:
-            metrics = self.train_epoch(progress)
-            if metrics is None:  # Ctrl-C part-way through the epoch
-                break
-            self.last_eval = self._end_epoch(metrics, progress) or self.last_eval
+    # -- the loop's parts (the loop is TrainingRun's): an epoch is a step -------------------------------------
+    @property
+    def total(self) -> int:
+        return self.config.epochs
+
+    @property
+    def done(self) -> int:
+        return self.epoch
+
+    def position(self) -> str:
+        return f"epoch {self.epoch + 1}, step {self.step + 1}"
+
+    def train_step(self, progress: bool) -> dict | None:
+        return self.train_epoch(progress)
 
     def summary(self) -> dict:
         return {"epochs": self.epoch, "steps": self.step, "best_success": self.best_success,
@@ -244,28 +239,27 @@ class BCRun(TrainingRun):
                 "precision": self.precision,
                 "finished": self.epoch == self.config.epochs}
 
-    def _end_epoch(self, metrics: dict, progress: bool) -> dict | None:
-        """Validation, the closed-loop check when due, logs and checkpoints; returns the check's metrics."""
-        config, last_eval = self.config, None
+    def end_step(self, metrics: dict, progress: bool, last: int) -> None:
+        """Validation, the closed-loop check when due (at the run's last epoch, not at ``until``: a run stopped
+        early and resumed checks where an uninterrupted one does), logs and checkpoints."""
+        config, check = self.config, None
         metrics.update(self.validate())
         self.epoch += 1
-        due = self.epoch == config.epochs or (config.eval_every and self.epoch % config.eval_every == 0)
-        if due:
-            last_eval = self.closed_loop()
-            metrics.update(check_scalars(last_eval, ("success_rate", "verdict_accuracy", "guesses",
-                                                     "collisions_per_episode", "episode_length")))
+        if due(self.epoch, config.eval_every, config.epochs):
+            check = self.last_eval = self.closed_loop()
+            metrics.update(check_scalars(check, ("success_rate", "verdict_accuracy", "guesses",
+                                                 "collisions_per_episode", "episode_length")))
         metrics["train/epoch"] = self.epoch
         self.logger.log(metrics, step=self.step)
         checkpoint = self.checkpoint()
-        improved = due and last_eval["success_rate"] > self.best_success
+        improved = check is not None and improves(check["success_rate"], self.best_success)  # -1.0: none yet
         if improved:
-            self.best_success = checkpoint["best_success"] = last_eval["success_rate"]
+            self.best_success = checkpoint["best_success"] = check["success_rate"]
         self.folder.save(checkpoint, best=improved, last_too=True)
         if progress:
             shown = {k: round(v, 4) for k, v in metrics.items()
                      if k.startswith(("val/loss", "eval/")) and v is not None}
             tqdm.write(f"epoch {self.epoch}: {shown}")
-        return last_eval
 
 
 # The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.

@@ -46,6 +46,7 @@ from torchrl.collectors import Collector
 from tqdm import tqdm
 
 from robot_rl import keys
+from robot_rl.artefact_files import DAGGER_AGGREGATE, DAGGER_ROUNDS
 from robot_rl.checkpoints import CONFIG_FILE, load_checkpoint, policy_checkpoint
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, DAggerConfig
@@ -64,7 +65,7 @@ from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder
 from robot_rl.run_logs import RunLogger
 from robot_rl.training_run import TrainingRun
 
-AGGREGATE, ROUNDS = "aggregate", "rounds"
+AGGREGATE, ROUNDS = DAGGER_AGGREGATE, DAGGER_ROUNDS
 EPISODES_PER_COMMIT = 8
 CHECK_METRICS = ("success_rate", "success_ci95", "episodes", "guesses", "verdict_accuracy", "collisions_per_episode",
                  "episode_length", "timed_out")
@@ -242,32 +243,48 @@ class DAggerRun(TrainingRun):
         write_json(path, record)
         return record
 
-    # -- the loop ---------------------------------------------------------------------------------------------
-    def train(self, progress: bool, until: int | None) -> None:
-        """Runs (or continues) every round, or the first ``until``; returns at the first safe point after a stop
-        request (a commit of the aggregate, a round's BC checkpoint, a round's record), whichever run took it."""
-        self.aggregate = aggregate = self._open_aggregate()
-        self.records = [json.loads(path.read_text()) for path in sorted((self.run_dir / ROUNDS).glob("round-*.json"))]
+    # -- the loop's parts (the loop is TrainingRun's): a round is a step ---------------------------------------
+    @property
+    def total(self) -> int:
+        return self.config.rounds
+
+    @property
+    def done(self) -> int:
+        return max(len(self.records) - 1, 0)  # round 0's record is the init policy's check
+
+    def begin(self, progress: bool, last: int) -> bool:
+        """The aggregate (the init run's demos first), the rounds recorded so far and the init policy's check;
+        False when a stop request came while the demos were copied."""
+        self.aggregate = self._open_aggregate()
         if self.config.include_demos:
-            aggregate = self.aggregate = self._copy_demos(aggregate)
+            self.aggregate = self._copy_demos(self.aggregate)
         if self.stop.requested:
-            return
-        self.records = [self._record(0, lambda: self._init_check(aggregate), aggregate)]
-        for round_index in range(1, min(self.config.rounds, until or self.config.rounds) + 1):
-            if self.stop.requested:
-                return
-            self._rollouts(aggregate, round_index)
-            if self.stop.requested:
-                return
-            try:
-                summary = bc.ensure_trained(self.round_bc_config(round_index), progress=progress)
-            except RunStopped:  # the round's BC checkpointed and returned unfinished; the request is this run's too
-                return
-            final_check = summary["final_eval"]
-            self.records.append(self._record(round_index, lambda check=final_check: check, aggregate))
-            if progress:
-                tqdm.write(f"DAgger round {round_index}/{self.config.rounds}: {aggregate.frames} frames, "
-                           f"check success {self.records[-1]['success_rate']:.1%}")
+            return False
+        done = sorted((self.run_dir / ROUNDS).glob("round-*.json"))
+        self.records = [self._record(0, lambda: self._init_check(self.aggregate), self.aggregate),
+                        *(json.loads(path.read_text()) for path in done[1:])]
+        return True
+
+    def train_step(self, progress: bool) -> dict | None:
+        """The next round: its rollouts, appended to the aggregate, then BC on the aggregate from the previous
+        round's policy; None at the first safe point after a stop request (a commit, a round BC's checkpoint)."""
+        round_index = self.done + 1
+        self._rollouts(self.aggregate, round_index)
+        if self.stop.requested:
+            return None
+        try:
+            summary = bc.ensure_trained(self.round_bc_config(round_index), progress=progress)
+        except RunStopped:  # the round's BC checkpointed and returned unfinished; the request is this run's too
+            return None
+        return summary["final_eval"]
+
+    def end_step(self, check: dict, progress: bool, last: int) -> None:
+        """The round's record (its check, logged)."""
+        round_index = self.done + 1
+        self.records.append(self._record(round_index, lambda: check, self.aggregate))
+        if progress:
+            tqdm.write(f"DAgger round {round_index}/{self.config.rounds}: {self.aggregate.frames} frames, "
+                       f"check success {self.records[-1]['success_rate']:.1%}")
 
     def summary(self) -> dict:
         rounds_done = max(len(self.records) - 1, 0)  # none recorded yet: stopped while the demos were copied

@@ -32,11 +32,10 @@ from robot_rl.configs import CollectConfig
 from robot_rl.errors import NoSpaceLeft
 from robot_rl.io import check_space, preallocate, write_json
 from robot_rl.options import option_name
-from robot_rl.pretrain.dataset_checks import DatasetError, check_meta, check_storage
+from robot_rl.pretrain.dataset_checks import META_FILE, DatasetError, check_meta, check_storage
 
 FORMAT = "robot_rl-demos"
 FORMAT_VERSION = 1
-META_FILE = "meta.json"
 PACKAGES = ("robot-rl", "torch", "torchrl", "tensordict", "mujoco", "gymnasium")
 # Rows: the observation a decision was made on, the executed and expert actions, what the step returned.
 # The next observation of a frame is the following frame of its episode, so it is not stored twice.
@@ -286,7 +285,7 @@ def _read_meta(root: Path) -> dict:
 def _open_storage(root: Path, meta: dict) -> TensorDictBase:
     """The storage ``meta.json`` names, memory-mapped once ``check_storage`` found it plain tensors."""
     storage_dir = root / str(meta["storage"])
-    if not (storage_dir / "meta.json").is_file():
+    if not (storage_dir / META_FILE).is_file():
         raise DatasetError(f"{storage_dir / 'meta.json'}: missing (truncated dataset)")
     check_storage(root, storage_dir, meta["capacity"])
     try:

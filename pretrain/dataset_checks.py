@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
+from robot_rl.artefact_files import DATASET_META as META_FILE
 from robot_rl.errors import UsageError
 
-META_FILE = "meta.json"
 IMAGE_SIZES = (32, 224)  # the wrist camera image sides robot_rl records (robot_rl.configs.IMAGE_SIZES)
 MAX_FRAMES = 2**40  # far beyond any dataset, small enough that a count never overflows a size computation
 STORAGE_NAME = re.compile(r"storage-\d{4,}")

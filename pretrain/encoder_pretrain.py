@@ -34,13 +34,13 @@ from robot_rl.configs import EncoderPretrainConfig
 from robot_rl.encoder import ENCODER_WEIGHTS_FILE, ImageEncoder, encoder_state_dict, encoder_weights_path
 from robot_rl.envs.perception import SEGMENTATION_CLASSES
 from robot_rl.envs.tasks import get_task
-from robot_rl.errors import TrainingDiverged, UsageError
+from robot_rl.errors import UsageError
 from robot_rl.io import atomic_path
 from robot_rl.pretrain.augment import random_shift
 from robot_rl.pretrain.view_cache import VIEWS_DIR, ViewCache
 from robot_rl.provenance import Provenance
 from robot_rl.run_logs import RunLogger
-from robot_rl.training_run import TrainingRun
+from robot_rl.training_run import TrainingRun, gradient_step
 
 DISTANCE_SCALE = 10.0  # metres -> decimetres: targets near 1
 MASK_STRIDE = 4  # the class head predicts every 4th pixel in each direction
@@ -212,13 +212,8 @@ class EncoderRun(TrainingRun):
             outputs, class_logits = self.model(batch["pixels"])
             terms = perception_losses(outputs, class_logits, batch, config.image_size, config.segmentation_weight)
             loss = sum(value for name, value in terms.items() if name.startswith("loss_"))
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(f"epoch {self.epoch + 1}, step {self.step + 1}: loss is {loss.item()}; "
-                                       f"update skipped, last checkpoint kept ({self.folder.checkpoint()})")
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.grad_clip)
-            self.optimizer.step()
+            gradient_step(loss, self.optimizer, self.model.parameters(), config.grad_clip, "perception",
+                          terms={name: value for name, value in terms.items() if name.startswith("loss_")})
             self.scheduler.step()
             self.step += 1
             trained += len(rows)
@@ -251,42 +246,55 @@ class EncoderRun(TrainingRun):
                     counts[name] = counts.get(name, 0) + 1
         return {f"val/{name}": sums[name] / counts[name] for name in sums}
 
-    def train(self, progress: bool, until: int | None) -> None:
-        """Renders the missing views, then trains until ``config.epochs`` (or ``until``); writes ``encoder.pt``
-        once the last epoch is done."""
-        config, self.last_val = self.config, None
+    # -- the loop's parts (the loop is TrainingRun's): an epoch is a step -------------------------------------
+    @property
+    def total(self) -> int:
+        return self.config.epochs
+
+    @property
+    def done(self) -> int:
+        return self.epoch
+
+    def position(self) -> str:
+        return f"epoch {self.epoch + 1}, step {self.step + 1}"
+
+    def begin(self, progress: bool, last: int) -> bool:
+        """Renders the views the cache still lacks (all of them the first time); False when a stop request
+        ended the rendering."""
         if not self.cache.complete:
             self.cache.allocate()  # before the progress bar: a refusal is then the only line
-        bar = tqdm(total=config.views, initial=self.cache.meta["rendered"], unit="view", desc="render views",
+        bar = tqdm(total=self.config.views, initial=self.cache.meta["rendered"], unit="view", desc="render views",
                    disable=not progress or self.cache.complete, leave=False)
         with bar:
-            rendered = self.cache.render(config.render_workers, lambda: self.stop.requested, bar.update)
-        arrays = self.cache.arrays() if rendered else {}
-        while rendered and self.epoch < min(config.epochs, until or config.epochs) and not self.stop.requested:
-            metrics = self.train_epoch(arrays, progress)
-            if metrics is None:  # Ctrl-C part-way through the epoch
-                break
-            self.epoch += 1
-            self.last_val = self.validate(arrays)
-            metrics.update(self.last_val)
-            metrics["train/epoch"] = self.epoch
-            self.logger.log(metrics, step=self.step)
-            self.save()
-            if progress:
-                shown = {k: round(v, 3) for k, v in self.last_val.items() if not k.startswith("val/loss")}
-                tqdm.write(f"epoch {self.epoch}: {shown}")
-        if self.epoch == config.epochs:  # before summary.json: a finished folder always holds its weights
-            self._write_encoder()
+            rendered = self.cache.render(self.config.render_workers, lambda: self.stop.requested, bar.update)
+        self.arrays = self.cache.arrays() if rendered else {}
+        return rendered
+
+    def train_step(self, progress: bool) -> dict | None:
+        return self.train_epoch(self.arrays, progress)
+
+    def end_step(self, metrics: dict, progress: bool, last: int) -> None:
+        """Validation, logs and ``last.pt`` after every epoch."""
+        self.epoch += 1
+        self.last_val = self.validate(self.arrays)
+        metrics.update(self.last_val)
+        metrics["train/epoch"] = self.epoch
+        self.logger.log(metrics, step=self.step)
+        self.save()
+        if progress:
+            shown = {k: round(v, 3) for k, v in self.last_val.items() if not k.startswith("val/loss")}
+            tqdm.write(f"epoch {self.epoch}: {shown}")
+
+    def finish(self) -> None:
+        """``encoder.pt``, before summary.json: a finished folder always holds its weights."""
+        with atomic_path(self.run_dir / ENCODER_WEIGHTS_FILE) as tmp:
+            torch.save(encoder_state_dict(self.model.encoder), tmp)
 
     def summary(self) -> dict:
         meta = self.cache.meta
         return {"epochs": self.epoch, "steps": self.step, "views": meta["rendered"],
                 "render_seconds": meta["seconds"], "views_per_s": meta["rendered"] / max(meta["seconds"], 1e-9),
                 "final_val": self.last_val, "precision": self.precision, "finished": self.epoch == self.config.epochs}
-
-    def _write_encoder(self) -> None:
-        with atomic_path(self.run_dir / ENCODER_WEIGHTS_FILE) as tmp:
-            torch.save(encoder_state_dict(self.model.encoder), tmp)
 
 
 def check_encoder_cell(weights: str, demos: Provenance) -> None:

@@ -19,14 +19,15 @@ import numpy as np
 import torch
 
 from robot_rl import compat
+
+# A DAgger run folder holds one BC run folder per round under DAGGER_ROUNDS (robot_rl.pretrain.dagger).
+from robot_rl.artefact_files import CHECKPOINTS as CHECKPOINT_DIR
+from robot_rl.artefact_files import DAGGER_ROUNDS
+from robot_rl.artefact_files import RUN_CONFIG as CONFIG_FILE  # noqa: F401 - re-exported beside load_config
 from robot_rl.configs import CHECKPOINT_KINDS
 from robot_rl.envs.errors import file_problem
 from robot_rl.errors import NoSpaceLeft, UsageError
 from robot_rl.io import atomic_path, check_space, write_json
-
-CONFIG_FILE = "config.json"
-CHECKPOINT_DIR = "checkpoints"
-DAGGER_ROUNDS = "rounds"  # a DAgger run folder holds one BC run folder per round here (robot_rl.pretrain.dagger)
 
 
 # -- checkpoints ------------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ import torchvision
 from torch import nn
 from torchvision.models.feature_extraction import create_feature_extractor
 
+# What ``robot-rl pretrain-encoder`` writes in its run folder.
+from robot_rl.artefact_files import ENCODER_WEIGHTS as ENCODER_WEIGHTS_FILE
 from robot_rl.checkpoints import read_tensor_file
 from robot_rl.errors import UsageError
 from robot_rl.precision import autocast
@@ -25,7 +27,6 @@ class WeightsError(UsageError, ValueError):
     """Encoder weights that are not a plain ResNet18 state dict (the message names the file); the CLI exits 2."""
 
 
-ENCODER_WEIGHTS_FILE = "encoder.pt"  # what ``robot-rl pretrain-encoder`` writes in its run folder
 KEYPOINTS_PREFIX = "keypoints."  # keys of the keypoint layer in a pretrained encoder's state dict
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from robot_rl import compute, keys
+from robot_rl.artefact_files import REPORT
 from robot_rl.checkpoints import run_folder_of
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
@@ -149,7 +150,7 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
             report["perturbations"] = perturbation_suite(actor, provenance, config, out_dir, device, nominal,
                                                            progress)
             markdown += "\n" + perturbation_markdown(report["perturbations"]) + "\n"
-        write_json(out_dir / "report.json", report)
+        write_json(out_dir / REPORT, report)
         write_text(out_dir / "report.md", markdown)
     return {"metrics": metrics, "out_dir": str(out_dir), "videos": videos, "info": info,
             "perturbations": report.get("perturbations")}

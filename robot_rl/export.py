@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from robot_rl.artefact_files import EXPORT_RECORD
 from robot_rl.checkpoints import load_checkpoint, run_folder_of
 from robot_rl.configs import ExportConfig
 from robot_rl.envs.arms import get_arm
@@ -131,7 +132,7 @@ def _write_exports(actor, policy: DeployedPolicy, provenance: Provenance, checkp
                                                                                                     path)
         written[name] = str(path)
     size = provenance.image_size
-    write_json(out_dir / "policy.json", {
+    write_json(out_dir / EXPORT_RECORD, {
         "checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind, "env": provenance.record(),
         "files": {k: Path(v).name for k, v in written.items()},
         "inputs": {"pixels": f"uint8 [B, {size}, {size}, 3], RGB, wrist camera",

@@ -14,6 +14,18 @@ import json
 import re
 from pathlib import Path
 
+from robot_rl.artefact_files import (
+    CHECKPOINTS,
+    DAGGER_AGGREGATE,
+    DAGGER_ROUNDS,
+    DATASET_META,
+    EXPORT_RECORD,
+    LEROBOT_INFO,
+    PIPELINE_PRESET,
+    PIPELINE_RESULT,
+    REPORT,
+    RUN_SUMMARY,
+)
 from robot_rl.artefact_schema import EXPORT_FORMAT
 from robot_rl.envs.errors import file_problem
 from robot_rl.errors import UsageError
@@ -157,7 +169,7 @@ def describe_training_run(run_dir: Path, kind: str, config: dict) -> Lines:
     from robot_rl.run_folder import SUMMARY_FILE
 
     state, env = _run_state(run_dir, ("ppo",) if kind == "finetune" else ("bc",))
-    last = run_dir / "checkpoints" / "last.pt"
+    last = run_dir / CHECKPOINTS / "last.pt"
     finished = (run_dir / SUMMARY_FILE).is_file()
     # The checkpoint of --policy it started from (runs from before the rule recorded none: they took best.pt).
     start = f"from {config.get('init')}, its {config.get('checkpoint_kind', 'best')}.pt"
@@ -200,11 +212,11 @@ def describe_encoder_run(run_dir: Path, config: dict) -> Lines:
 def describe_dagger(run_dir: Path, config: dict) -> Lines:
     from robot_rl.pretrain.dataset import read_meta
 
-    rounds = sorted((run_dir / "rounds").glob("round-*.json"))
+    rounds = sorted((run_dir / DAGGER_ROUNDS).glob("round-*.json"))
     checks = [_checked_rate(_json(path), path) for path in rounds]
-    finished = (run_dir / "summary.json").is_file()
-    meta = read_meta(run_dir / "aggregate")
-    env = (_env_lines(Provenance.of_dataset(meta, run_dir / "aggregate" / "meta.json")) if meta is not None
+    finished = (run_dir / RUN_SUMMARY).is_file()
+    meta = read_meta(run_dir / DAGGER_AGGREGATE)
+    env = (_env_lines(Provenance.of_dataset(meta, run_dir / DAGGER_AGGREGATE / DATASET_META)) if meta is not None
            else [("env", "not recorded yet (no aggregate dataset)")])
     done = max(0, len(checks) - 1)  # round-00 is the init policy's check
     start = f"from {config.get('init')}, its {config.get('checkpoint_kind', 'best')}.pt"
@@ -233,7 +245,7 @@ def describe_checkpoint(path: Path) -> Lines:
 
 
 def describe_report(root: Path) -> Lines:
-    path = root / "report.json"
+    path = root / REPORT
     report = _json(path)
     info, metrics = report.get("info"), report.get("metrics")
     if not isinstance(info, dict) or not isinstance(metrics, dict):
@@ -262,7 +274,7 @@ def describe_export(root: Path) -> Lines:
         state = read_weights(root / WEIGHTS_FILE)
         env = Provenance.from_record(state["env"], root / WEIGHTS_CONFIG)
         lines += [*_env_lines(env), ("policy", str(_json(root / WEIGHTS_CONFIG).get("source")))]
-    path = root / "policy.json"
+    path = root / EXPORT_RECORD
     if path.exists() or path.is_symlink():
         policy = _json(path)
         record = Provenance.from_record(policy.get("env"), path)
@@ -280,7 +292,7 @@ def describe_export(root: Path) -> Lines:
 
 
 def describe_pipeline(root: Path) -> Lines:
-    result_path = root / "pipeline.json"
+    result_path = root / PIPELINE_RESULT
     lines: Lines = [("stage", "pipeline root (robot-rl pipeline)"),
                     ("stages present", ", ".join(p.name for p in sorted(root.iterdir()) if p.is_dir()) or "-")]
     if result_path.is_file():
@@ -301,7 +313,7 @@ def _is_export(path: Path) -> bool:
     from robot_rl.checkpoints import CONFIG_FILE
     from robot_rl.policy_io import WEIGHTS_FILE
 
-    if any((path / name).exists() for name in ("policy.json", WEIGHTS_FILE)):
+    if any((path / name).exists() for name in (EXPORT_RECORD, WEIGHTS_FILE)):
         return True
     if not (path / CONFIG_FILE).is_file():
         return False
@@ -329,8 +341,8 @@ def describe(path: str | Path) -> Lines:
         if kind == "encoder":
             return describe_encoder_run(path, config)
         return describe_training_run(path, kind, config)
-    for marker, describer in (("meta.json", describe_dataset), ("meta/info.json", describe_lerobot),
-                              ("preset.json", describe_pipeline), ("report.json", describe_report)):
+    for marker, describer in ((DATASET_META, describe_dataset), (LEROBOT_INFO, describe_lerobot),
+                              (PIPELINE_PRESET, describe_pipeline), (REPORT, describe_report)):
         if (path / marker).exists():
             return describer(path)
     raise UsageError(f"{path}: not a run folder, dataset, pipeline root, evaluation report or export of robot_rl")

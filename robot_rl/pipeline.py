@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from robot_rl import compat, compute
+from robot_rl.artefact_files import PIPELINE_PRESET, PIPELINE_RESULT, REPORT
 from robot_rl.checkpoints import policy_checkpoint
 from robot_rl.configs import (
     BCConfig,
@@ -39,7 +40,7 @@ from robot_rl.io import write_json
 from robot_rl.locks import exclusive
 from robot_rl.pretrain import bc, dagger, encoder_pretrain
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.pretrain.dataset import META_FILE, DemoDataset
 from robot_rl.run_folder import RunFolder, ensure_finished, stop_point
 from robot_rl.tables import markdown_table
 
@@ -173,8 +174,8 @@ def with_checkpoint_kind(preset: Preset, kind: str) -> Preset:
     return preset.updated(**stages)
 
 
-PRESET_FILE = "preset.json"
-RESULT_FILE = "pipeline.json"  # what the last invocation did: where, the table's metrics, seconds per stage
+# preset.json: the recipe; pipeline.json: what the last invocation did (where, the table's metrics, seconds per stage).
+PRESET_FILE, RESULT_FILE = PIPELINE_PRESET, PIPELINE_RESULT
 
 
 def _check_preset(root: Path, preset: Preset) -> None:
@@ -214,7 +215,7 @@ def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: Evalua
     its report exists; returns the metrics."""
     from robot_rl.evaluate import evaluate
 
-    report = out_dir / "report.json"
+    report = out_dir / REPORT
     if report.is_file():
         log(f"{label}: {report} exists, skipped")
         return json.loads(report.read_text())["metrics"]
@@ -260,7 +261,7 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
 
     start = time.perf_counter()
     collect = replace(preset.collect, out=str(data))
-    meta = data / "meta.json"
+    meta = data / META_FILE
     done = meta.is_file() and len(DemoDataset.open(data).episodes) >= collect.episodes
     if done:
         log(f"[1/5] collect-demos: {data} already holds the demos, skipped")

@@ -12,6 +12,8 @@ import torch
 from torchrl.modules import ProbabilisticActor
 
 from robot_rl import compat
+from robot_rl.artefact_files import EXPORT_CONFIG as WEIGHTS_CONFIG
+from robot_rl.artefact_files import EXPORT_WEIGHTS as WEIGHTS_FILE
 from robot_rl.artefact_schema import check_export_config, check_policy_config
 from robot_rl.encoder import set_encoder_precision
 from robot_rl.envs.errors import file_problem
@@ -27,9 +29,6 @@ def checkpoint_policy_config(state: dict, source: str | Path = "checkpoint") -> 
     known = {f.name for f in fields(PolicyConfig)} | set(compat.POLICY_CONFIG_DROPPED)
     check_policy_config(state.get("policy_config"), source, known)
     return PolicyConfig(**{**compat.policy_config(state["policy_config"]), "encoder_weights": ""})
-
-
-WEIGHTS_FILE, WEIGHTS_CONFIG = "model.safetensors", "config.json"  # the Hugging Face names for weights + config
 
 
 def save_weights(actor: ProbabilisticActor, policy_config: PolicyConfig, provenance: Provenance,

@@ -43,6 +43,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from robot_rl.artefact_files import IMPORTED_DEMOS  # noqa: F401 - where stages look for it
+from robot_rl.artefact_files import RUN_SUMMARY as SUMMARY_FILE
 from robot_rl.checkpoints import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -56,9 +58,6 @@ from robot_rl.errors import RunStopped, UsageError
 from robot_rl.io import remove_orphaned_temporaries, write_json
 from robot_rl.locks import exclusive
 from robot_rl.stop import STOPPED_BY, StopOnInterrupt, stop_requested
-
-IMPORTED_DEMOS = "demos"
-SUMMARY_FILE = "summary.json"
 
 
 # -- lifecycle ----------------------------------------------------------------------------------------------

@@ -2,7 +2,15 @@
 
 A run class (``BCRun``, ``DAggerRun``, ``EncoderRun``, ``PPORun``) subclasses ``TrainingRun`` and supplies only
 what is its own: ``build`` (data, models, loss, optimizer, logger), ``checkpoint`` / ``restore`` (what
-``last.pt`` holds), ``train`` (the loop) and ``summary``. The rest is here, the same for every run:
+``last.pt`` holds), its ``train_step`` (an epoch, a PPO iteration, a DAgger round) and what follows a step
+(``end_step``: checks, logs, checkpoints at its cadence) and ``summary``. The rest is here, the same for every run:
+
+- one loop (``train``) owns the steps: ``begin`` (what comes before the first step: views rendered, the starting
+  policy checked), steps until the run's ``total`` (or ``until``), ``finish`` once the last is done; a stop
+  request ends it after the current step (a step may return early, at a safe point); a loss or gradient that
+  is not finite (``gradient_step``, the one optimizer step every run takes) ends it with the step's position and
+  the checkpoint it keeps; checks fall due by one rule (``due``) and one rule says which check is the best
+  (``improves``);
 
 - resolve the run's compute context once (``robot_rl.compute``: device, precision, threads, workers), apply it to
   the process and record it in the summary;
@@ -28,6 +36,7 @@ from typing import Any, ClassVar
 import torch
 
 from robot_rl import compute
+from robot_rl.errors import TrainingDiverged
 from robot_rl.run_folder import RunFolder, ensure_finished, run_to_completion
 from robot_rl.run_logs import RunLogger
 from robot_rl.stop import StopOnInterrupt
@@ -73,10 +82,40 @@ class TrainingRun:
         """Continues from ``state`` (a ``checkpoint()`` read back on the run's device)."""
         raise NotImplementedError
 
-    def train(self, progress: bool, until: int | None) -> None:
-        """The loop: returns once the run has finished, reached ``until`` (epochs, iterations or rounds done), or
-        ``self.stop.requested`` is set (after finishing the current step). Checkpoints at its own cadence."""
+    @property
+    def total(self) -> int:
+        """Steps of the whole run (epochs, iterations, rounds)."""
         raise NotImplementedError
+
+    @property
+    def done(self) -> int:
+        """Steps done so far (restored on resume)."""
+        raise NotImplementedError
+
+    def begin(self, progress: bool, last: int) -> bool:
+        """What comes before the first step of this process (``last``: the step it will stop after); False when
+        a stop request ended it, and no step is to run."""
+        return True
+
+    def train_step(self, progress: bool) -> dict | None:
+        """One step (an epoch, an iteration, a round); its metrics, or None when a stop request ended it part-way
+        (at a point it checkpointed or can redo). A ``TrainingDiverged`` it raises names what was not finite."""
+        raise NotImplementedError
+
+    def end_step(self, metrics: dict, progress: bool, last: int) -> None:
+        """After a step: counts it done, checks when due, logs, checkpoints at the run's cadence."""
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Once the last step of the run is done, before ``summary.json`` (e.g. the encoder's weights file)."""
+
+    def end(self) -> None:
+        """After the loop, however it ended (progress bars, iterators)."""
+
+    def position(self) -> str | None:
+        """Where a step that diverged was, for its message ("epoch 2, step 5"); None: the step's own message
+        stands (a DAgger round's BC names its own position)."""
+        return None
 
     def summary(self) -> dict:
         """The run's summary; ``finished`` says whether it is complete."""
@@ -84,6 +123,30 @@ class TrainingRun:
 
     def close(self) -> None:
         """Releases what the run holds beyond its own process (collection workers, process groups)."""
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    def train(self, progress: bool, until: int | None) -> None:
+        """The one training loop: ``begin``, then steps until ``total`` (or ``until`` steps done) unless a stop is
+        requested (after the current step), then ``finish`` when the run is complete."""
+        last = min(self.total, until or self.total)
+        try:
+            if not self.begin(progress, last):
+                return
+            while self.done < last and not self.stop.requested:
+                try:
+                    metrics = self.train_step(progress)
+                except TrainingDiverged as err:
+                    if self.position() is None:
+                        raise
+                    raise TrainingDiverged(f"{self.position()}: {err}; update skipped, last checkpoint kept "
+                                           f"({self.folder.checkpoint()})") from None
+                if metrics is None:
+                    break
+                self.end_step(metrics, progress, last)
+            if self.done == self.total:
+                self.finish()
+        finally:
+            self.end()
 
     # -- the lifecycle --------------------------------------------------------------------------------------
     def save(self) -> None:
@@ -129,3 +192,34 @@ class TrainingRun:
         scripts); raises ``RunStopped`` when a stop signal ended it unfinished."""
         return ensure_finished(config.run_dir, cls.command, lambda: cls.start(config, progress),
                                lambda path: cls.resume(path, progress))
+
+
+def gradient_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, parameters, grad_clip: float,
+                  what: str, terms: dict | None = None, check_finite=None) -> float:
+    """The optimizer step every run takes: ``loss`` backward, gradients clipped to ``grad_clip``, one step;
+    returns the gradient norm. A loss or norm that is not finite raises ``TrainingDiverged`` ("``what`` loss is
+    nan (the ``terms`` that are not)") before anything is stepped. ``check_finite``: the test (default: every
+    element finite; several learners agree on one)."""
+    check_finite = check_finite or (lambda value: bool(torch.isfinite(value.detach()).all()))
+    if not check_finite(loss):
+        bad = [name for name, value in ({} if terms is None else terms).items()
+               if not torch.isfinite(value.detach()).all()]
+        raise TrainingDiverged(f"{what} loss is {loss.item()}" + (f" ({', '.join(bad)})" if bad else ""))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(parameters, grad_clip)
+    if not check_finite(norm):
+        raise TrainingDiverged(f"{what} gradient norm is {norm.item()}")
+    optimizer.step()
+    return float(norm)
+
+
+def due(count: int, every: int, end: int) -> bool:
+    """Whether a periodic check falls due after step ``count``: every ``every`` steps (0: never) and at ``end``."""
+    return count == end or bool(every and count % every == 0)
+
+
+def improves(success_rate: float, best: float | None) -> bool:
+    """The one best.pt rule: a held-out check improves on the best so far when its success is higher than every
+    earlier check's (the first check always does, so a run's first policy checked is its first best)."""
+    return best is None or success_rate > best

@@ -64,6 +64,7 @@ LAYER_OF = {
     "robot_rl.policy": "core",
     "robot_rl.policy_io": "core",
     "robot_rl.artefact_schema": "core",
+    "robot_rl.artefact_files": "core",  # every artefact's file names, spelled once
     "robot_rl.compat": "core",
     "robot_rl.provenance": "core",
     "robot_rl.checkpoints": "core",

@@ -23,8 +23,8 @@ from torchrl.objectives.value import GAE
 
 from robot_rl import keys
 from robot_rl.configs import FinetuneConfig
-from robot_rl.errors import TrainingDiverged
 from robot_rl.finetune.loss import FinetunePPOLoss, anchor_parameters
+from robot_rl.training_run import gradient_step
 
 ANCHOR_OFF_BELOW = 1e-3  # anchor weights below this are treated as zero
 
@@ -51,7 +51,7 @@ class PPOLearner:
         self.config, self.device, self.anchor_actor = config, torch.device(device), anchor_actor
         self.autocast, self.mean_over_ranks = autocast, mean_over_ranks
         self.cached_features = config.frozen_encoder
-        self.check_finite = check_finite or (lambda t: bool(torch.isfinite(t.detach()).all()))
+        self.check_finite = check_finite  # None: gradient_step's own (every element finite)
         # vmap (GAE's default for evaluating root and next states together) cannot run channels-last convolutions.
         self.advantage = GAE(gamma=config.gamma, lmbda=config.gae_lambda, value_network=critic, average_gae=False,
                              deactivate_vmap=True)
@@ -145,11 +145,11 @@ class PPOLearner:
                         out = {"loss_critic": out["loss_critic"], "explained_variance": out["explained_variance"]}
             if not actor_stopped:
                 actor_total = sum(v for k, v in out.items() if k.startswith("loss_") and k != "loss_critic")
-                out["grad_norm_actor"] = self._step(self.actor_optimizer, self.actor_parameters, actor_total,
-                                                    "actor", iteration)
+                out["grad_norm_actor"] = gradient_step(actor_total, self.actor_optimizer, self.actor_parameters,
+                                                       self.config.grad_clip, "actor", check_finite=self.check_finite)
                 actor_steps += 1
-            out["grad_norm_critic"] = self._step(self.critic_optimizer, self.critic_parameters, out["loss_critic"],
-                                                 "critic", iteration)
+            out["grad_norm_critic"] = gradient_step(out["loss_critic"], self.critic_optimizer, self.critic_parameters,
+                                                    self.config.grad_clip, "critic", check_finite=self.check_finite)
             for name, value in out.items():
                 if value is not None and not isinstance(value, TensorDictBase):
                     sums[name] = sums.get(name, 0.0) + float(torch.as_tensor(value, dtype=torch.float32).detach()
@@ -176,15 +176,3 @@ class PPOLearner:
         if self.mean_over_ranks is not None:
             kl = self.mean_over_ranks(kl)
         return bool(kl > 1.5 * self.config.target_kl)
-
-    def _step(self, optimizer, parameters, loss: torch.Tensor, what: str, iteration: int) -> float:
-        if not self.check_finite(loss):
-            raise TrainingDiverged(f"iteration {iteration + 1}: {what} loss is {loss.item()}; update skipped")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(parameters, self.config.grad_clip)
-        if not self.check_finite(norm):
-            raise TrainingDiverged(f"iteration {iteration + 1}: {what} gradient norm is {norm.item()}; update "
-                                   f"skipped")
-        optimizer.step()
-        return float(norm)

@@ -66,7 +66,7 @@ from robot_rl.policy import (
 from robot_rl.policy_io import checkpoint_policy_config
 from robot_rl.provenance import Provenance
 from robot_rl.run_logs import RunLogger
-from robot_rl.training_run import TrainingRun
+from robot_rl.training_run import TrainingRun, due, improves
 
 # What each closed-loop check records in the learning curve (and the logs, as eval/<name>).
 CURVE_METRICS = ("success_rate", "success_ci95", "guess_rate", "verdict_accuracy", "collisions_per_episode",
@@ -253,40 +253,64 @@ class PPORun(TrainingRun):
         self.eval_seeds = held_out_seeds(config.eval_seed, config.eval_episodes, set())
         self.curve: list[dict] = []  # closed-loop success against frames
 
-    def train(self, progress: bool, until: int | None) -> None:
-        """The loop: collect a batch, PPO update (GAE, then epochs of minibatches), weights to the collector, log,
-        a check when due, a checkpoint when due. Until ``config.iterations`` (or ``until``)."""
+    # -- the loop's parts (the loop is TrainingRun's): an iteration is a step ---------------------------------
+    @property
+    def total(self) -> int:
+        return self.config.iterations
+
+    @property
+    def done(self) -> int:
+        return self.iteration
+
+    def position(self) -> str:
+        return f"iteration {self.iteration + 1}"
+
+    def begin(self, progress: bool, last: int) -> bool:
+        """The starting policy's check (the learning curve's first point) on a new run, and the collector's
+        iterator."""
         config = self.config
-        last = min(config.iterations, until or config.iterations)
-        with tqdm(total=last, initial=self.iteration, desc="finetune", unit="it", disable=not progress) as bar:
-            if self.iteration == 0 and not self.curve and self.is_main:
-                if progress:
-                    tqdm.write(f"finetune: the starting policy on {config.eval_episodes} held-out boards (the "
-                               f"curve's first point), then {last} iterations of {config.frames_per_batch} frames")
-                start = time.perf_counter()
-                self._log(self._check())  # the starting point of the learning curve
-                self.seconds += time.perf_counter() - start
-            iterator = iter(self.collector)
-            while self.iteration < last and not self.stop.requested:
-                start = time.perf_counter()
-                batch = self._collect(iterator)
-                collect_seconds = time.perf_counter() - start
-                metrics = self.update(batch)
-                self.iteration += 1
-                self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
-                push_weights(self.collector, self.collection_policy)
-                metrics.update(episode_metrics(batch, self.provenance.task))
-                metrics["train/frames_per_s"] = batch.numel() / collect_seconds
-                metrics["train/iteration_seconds"] = time.perf_counter() - start
-                final = self.iteration == last
-                if ((config.eval_every and self.iteration % config.eval_every == 0) or final) and self.is_main:
-                    metrics.update(self._check())
-                self.seconds += time.perf_counter() - start
-                self._log(metrics)
-                if self.iteration % config.checkpoint_every == 0 or final:
-                    self.save()
-                bar.update(1)
-                bar.set_postfix(frames=self.frames, success=metrics.get("train/success_rate"))
+        self.bar = tqdm(total=last, initial=self.iteration, desc="finetune", unit="it", disable=not progress)
+        if self.iteration == 0 and not self.curve and self.is_main:
+            if progress:
+                tqdm.write(f"finetune: the starting policy on {config.eval_episodes} held-out boards (the "
+                           f"curve's first point), then {last} iterations of {config.frames_per_batch} frames")
+            start = time.perf_counter()
+            self._log(self._check())
+            self.seconds += time.perf_counter() - start
+        self.iterator = iter(self.collector)
+        return True
+
+    def train_step(self, progress: bool) -> dict:
+        """Collect a batch, one PPO update (GAE, then epochs of minibatches), weights to the collector."""
+        start = time.perf_counter()
+        batch = self._collect(self.iterator)
+        collect_seconds = time.perf_counter() - start
+        metrics = self.update(batch)
+        self.iteration += 1
+        self.frames += batch.numel() * (self.dist.world_size if self.dist else 1)
+        push_weights(self.collector, self.collection_policy)
+        metrics.update(episode_metrics(batch, self.provenance.task))
+        metrics["train/frames_per_s"] = batch.numel() / collect_seconds
+        metrics["train/iteration_seconds"] = time.perf_counter() - start
+        self.step_started = start
+        return metrics
+
+    def end_step(self, metrics: dict, progress: bool, last: int) -> None:
+        """A check when due (and at ``last``: a run fine-tuned in parts has a point where each part ends), logs,
+        a checkpoint when due."""
+        config = self.config
+        if due(self.iteration, config.eval_every, last) and self.is_main:
+            metrics.update(self._check())
+        self.seconds += time.perf_counter() - self.step_started
+        self._log(metrics)
+        if due(self.iteration, config.checkpoint_every, last):
+            self.save()
+        self.bar.update(1)
+        self.bar.set_postfix(frames=self.frames, success=metrics.get("train/success_rate"))
+
+    def end(self) -> None:
+        if getattr(self, "bar", None) is not None:
+            self.bar.close()
 
     def summary(self) -> dict:
         return {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
@@ -333,11 +357,8 @@ class PPORun(TrainingRun):
                 f"last checkpoint kept ({self.folder.checkpoint()})") from err
 
     def update(self, batch: TensorDictBase) -> dict:
-        """One PPO update on a collected batch (see ``PPOLearner.update``)."""
-        try:
-            return self.learner.update(batch, self.iteration)
-        except TrainingDiverged as err:
-            raise TrainingDiverged(f"{err}, last checkpoint kept ({self.folder.checkpoint()})") from None
+        """One PPO update on a collected batch (``PPOLearner.update``; the benchmarks time it alone)."""
+        return self.learner.update(batch, self.iteration)
 
     def closed_loop(self) -> dict:
         """The deterministic policy on the held-out boards; appended to the learning curve."""
@@ -350,7 +371,7 @@ class PPORun(TrainingRun):
     def _check(self) -> dict:
         stats = self.closed_loop()
         metrics = check_scalars(stats, [name for name in CURVE_METRICS if name != "success_ci95"])
-        if self.best is None or stats["success_rate"] > self.best["success_rate"]:
+        if improves(stats["success_rate"], self.best and self.best["success_rate"]):
             # best.pt, as in BC: the policy with the best held-out check so far (iteration 0 is the start
             # policy, so a run that never beats it keeps it). Run folders resolve to best.pt for evaluation.
             self.best = {"iteration": self.iteration, "frames": self.frames, "success_rate": stats["success_rate"]}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -10,8 +12,10 @@ from torch.distributions import Categorical
 from torchrl.collectors import Collector
 
 from robot_rl import keys
+from robot_rl.finetune import learner as learner_module
 from robot_rl.finetune.learner import PPOLearner
 from robot_rl.policy import PolicyConfig, factored_verdict_logits, make_feature_actor
+from robot_rl.training_run import gradient_step
 
 from .test_learning import FEATURES, ToyInspectionEnv, make_wrong_and_confident, toy_config, toy_models
 
@@ -57,14 +61,13 @@ def _update(target_kl: float) -> tuple[dict, dict]:
     batch = next(iter(collector))
     collector.shutdown()
     steps = {"actor": 0, "critic": 0}
-    step = learner._step
 
-    def counting_step(optimizer, parameters, loss, what, iteration):
+    def counting_step(loss, optimizer, parameters, grad_clip, what, **kwargs):
         steps[what] += 1
-        return step(optimizer, parameters, loss, what, iteration)
+        return gradient_step(loss, optimizer, parameters, grad_clip, what, **kwargs)
 
-    learner._step = counting_step
-    return learner.update(batch, iteration=0), steps
+    with patch.object(learner_module, "gradient_step", counting_step):
+        return learner.update(batch, iteration=0), steps
 
 
 def test_the_kl_target_stops_the_actors_epochs_once_the_policy_has_moved():

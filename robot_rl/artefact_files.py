@@ -1,0 +1,34 @@
+"""The file names of every artefact robot_rl writes, spelled once: the stage that writes a file and every reader
+(``robot-rl info``, the pipeline, the benchmarks) take the name from here.
+
+Each kind of artefact is recognised by its marker file: a demo dataset by ``DATASET_META``, a run folder by
+``RUN_CONFIG`` (its stage by the options it records), a pipeline root by ``PIPELINE_PRESET``, an evaluation by
+``REPORT``, an exported policy by ``EXPORT_RECORD`` (or safetensors' ``EXPORT_WEIGHTS``), a LeRobot dataset by
+``LEROBOT_INFO``.
+"""
+
+from __future__ import annotations
+
+# A demo dataset (collect-demos, DAgger's aggregate, a LeRobot import): its record and marker.
+DATASET_META = "meta.json"
+LEROBOT_INFO = "meta/info.json"  # a LeRobot v3.0 dataset's
+
+# A training run folder (pretrain, pretrain-encoder, dagger, finetune).
+RUN_CONFIG = "config.json"  # the run's options, written when it starts
+RUN_SUMMARY = "summary.json"  # written once the run has finished
+CHECKPOINTS = "checkpoints"  # last.pt, best.pt
+IMPORTED_DEMOS = "demos"  # a BC run's copy of LeRobot demos it was given
+ENCODER_WEIGHTS = "encoder.pt"  # what pretrain-encoder leaves for pretrain --encoder-weights
+DAGGER_AGGREGATE, DAGGER_ROUNDS = "aggregate", "rounds"  # a DAgger run's dataset and per-round folders and records
+
+# A pipeline root: the recipe it was started with, what its last invocation did.
+PIPELINE_PRESET = "preset.json"
+PIPELINE_RESULT = "pipeline.json"
+
+# An evaluation folder.
+REPORT = "report.json"
+
+# An exported policy: the record every format writes beside the model (its marker); safetensors's weights and
+# config under the Hugging Face names.
+EXPORT_RECORD = "policy.json"
+EXPORT_WEIGHTS, EXPORT_CONFIG = "model.safetensors", "config.json"
