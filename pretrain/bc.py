@@ -62,6 +62,7 @@ class BCRun(TrainingRun):
     ``TrainingRun``'s)."""
 
     command, config_cls = "pretrain", BCConfig
+    steps_option, counter = "epochs", "epoch"
 
     def build(self, resume: bool) -> None:
         config = self.config
@@ -218,14 +219,6 @@ class BCRun(TrainingRun):
         return metrics
 
     # -- the loop's parts (the loop is TrainingRun's): an epoch is a step -------------------------------------
-    @property
-    def total(self) -> int:
-        return self.config.epochs
-
-    @property
-    def done(self) -> int:
-        return self.epoch
-
     def position(self) -> str:
         return f"epoch {self.epoch + 1}, step {self.step + 1}"
 

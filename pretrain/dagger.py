@@ -114,6 +114,7 @@ class DAggerRun(TrainingRun):
     """One DAgger run folder (see the module docstring; the lifecycle is ``TrainingRun``'s)."""
 
     command, config_cls = "dagger", DAggerConfig
+    steps_option = "rounds"
     checkpointed = False  # everything is committed whole: the aggregate a batch at a time, BC by its checkpoints
 
     def build(self, resume: bool) -> None:
@@ -244,10 +245,6 @@ class DAggerRun(TrainingRun):
         return record
 
     # -- the loop's parts (the loop is TrainingRun's): a round is a step ---------------------------------------
-    @property
-    def total(self) -> int:
-        return self.config.rounds
-
     @property
     def done(self) -> int:
         return max(len(self.records) - 1, 0)  # round 0's record is the init policy's check

@@ -137,6 +137,7 @@ class EncoderRun(TrainingRun):
     ``TrainingRun``'s)."""
 
     command, config_cls = "pretrain-encoder", EncoderPretrainConfig
+    steps_option, counter = "epochs", "epoch"
 
     def build(self, resume: bool) -> None:
         config = self.config
@@ -247,14 +248,6 @@ class EncoderRun(TrainingRun):
         return {f"val/{name}": sums[name] / counts[name] for name in sums}
 
     # -- the loop's parts (the loop is TrainingRun's): an epoch is a step -------------------------------------
-    @property
-    def total(self) -> int:
-        return self.config.epochs
-
-    @property
-    def done(self) -> int:
-        return self.epoch
-
     def position(self) -> str:
         return f"epoch {self.epoch + 1}, step {self.step + 1}"
 

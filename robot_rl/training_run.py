@@ -82,15 +82,18 @@ class TrainingRun:
         """Continues from ``state`` (a ``checkpoint()`` read back on the run's device)."""
         raise NotImplementedError
 
+    steps_option: ClassVar[str]  # the option that counts the run's steps: "epochs", "iterations", "rounds"
+    counter: ClassVar[str]  # the attribute that counts the steps done (restored on resume): "epoch", "iteration"
+
     @property
     def total(self) -> int:
         """Steps of the whole run (epochs, iterations, rounds)."""
-        raise NotImplementedError
+        return getattr(self.config, self.steps_option)
 
     @property
     def done(self) -> int:
-        """Steps done so far (restored on resume)."""
-        raise NotImplementedError
+        """Steps done so far."""
+        return getattr(self, self.counter)
 
     def begin(self, progress: bool, last: int) -> bool:
         """What comes before the first step of this process (``last``: the step it will stop after); False when

@@ -209,6 +209,7 @@ class PPORun(TrainingRun):
     (the lifecycle is ``TrainingRun``'s)."""
 
     command, config_cls = "finetune", FinetuneConfig
+    steps_option, counter = "iterations", "iteration"
 
     def build(self, resume: bool) -> None:
         config = self.config
@@ -254,14 +255,6 @@ class PPORun(TrainingRun):
         self.curve: list[dict] = []  # closed-loop success against frames
 
     # -- the loop's parts (the loop is TrainingRun's): an iteration is a step ---------------------------------
-    @property
-    def total(self) -> int:
-        return self.config.iterations
-
-    @property
-    def done(self) -> int:
-        return self.iteration
-
     def position(self) -> str:
         return f"iteration {self.iteration + 1}"
 
