@@ -284,7 +284,7 @@ class DAggerRun(TrainingRun):
                        f"check success {self.records[-1]['success_rate']:.1%}")
 
     def summary(self) -> dict:
-        rounds_done = max(len(self.records) - 1, 0)  # none recorded yet: stopped while the demos were copied
+        rounds_done = self.done  # 0 with no record yet: stopped while the demos were copied
         return {"rounds": self.records, "policy": str(self.policy_of(rounds_done)),
                 "aggregate": {"episodes": len(self.aggregate.episodes), "frames": self.aggregate.frames},
                 "precision": self.precision, "config": asdict(self.config),

@@ -106,7 +106,8 @@ class TrainingRun:
         raise NotImplementedError
 
     def end_step(self, metrics: dict, progress: bool, last: int) -> None:
-        """After a step: counts it done, checks when due, logs, checkpoints at the run's cadence."""
+        """After a step: checks when due, logs, checkpoints at the run's cadence (and counts the step done, where
+        ``train_step`` did not: an epoch ends here, a PPO iteration is counted once its update is applied)."""
         raise NotImplementedError
 
     def finish(self) -> None:
