@@ -12,7 +12,10 @@ keeps the parts it does not rerun):
   ``baseline`` (the robustness benchmark's run folder, reused when finished), ``encoder`` (--encoder-weights from
   the part above), ``recolour`` (demos collected again with --masks: the same seed, so the same boards; --recolour
   table,board,background) and ``encoder+recolour``; each evaluated on 100 fresh boards nominally and under every
-  shift of ``evaluate --perturbations`` with its last policy (last.pt).
+  shift of ``evaluate --perturbations`` with its last policy (last.pt). ``encoder+recolour+mount`` is
+  ``encoder+recolour`` with its demos and its encoder's views drawn under the `mount` randomization (`surfaces`
+  with the camera up to 12 mm and 6 deg off its mount, a range containing the suite's shifted_camera): the mount
+  range alone, everything else equal (its own demos folder and encoder, ``encoders`` in the results).
 - ``equal-time``: the baseline recipe trained for as many epochs as fit in the winner's wall time
   (encoder pretraining included), then evaluated the same way: the gain must not be mere compute. The winner is
   the arm with the most shifts at the shift target, then the highest nominal success (``best_arm``).
@@ -51,6 +54,7 @@ from robot_rl.episodes import wilson_interval
 from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
+from robot_rl.artefact_files import DATASET_META as META_FILE
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
@@ -65,14 +69,17 @@ BASELINE_SURFACES_SUCCESS = 0.74  # the 74% arm (robustness_surfaces.json, best.
 # significant nominal cost).
 FULL_PRESET_NOMINAL = 0.99
 RECOLOURED = "table,board,background"
-# arm: (demos with masks, encoder weights, recolour)
-ARMS = {"baseline": (False, False, ""), "encoder": (False, True, ""), "recolour": (True, False, RECOLOURED),
-        "encoder+recolour": (True, True, RECOLOURED)}
+# arm: (demos with masks, encoder weights, recolour, randomization of the demos and of the encoder's views)
+ARMS = {"baseline": (False, False, "", "surfaces"), "encoder": (False, True, "", "surfaces"),
+        "recolour": (True, False, RECOLOURED, "surfaces"), "encoder+recolour": (True, True, RECOLOURED, "surfaces"),
+        "encoder+recolour+mount": (True, True, RECOLOURED, "mount")}
 
 BENCHMARK = Benchmark("perception", __doc__, variants=(
     Variant("all", (), "every part (about 13 h on 2 CPU cores)"),
     *(Variant(part, ("--parts", part), f"the {part} part ({time})") for part, time in zip(PARTS, (
         "~10 min", "~25 min: 20,000 views, 8 epochs", "~2.4 h per arm: BC 12 epochs + the suite", "~2.7 h"))),
+    Variant("mount", ("--parts", "arms", "--arms", "encoder+recolour+mount", "--seeds", "0", "1", "2"),
+            "the mount arm's three seeds, its demos and encoder included (~75 min on 2 CPU cores)"),
 ), common={"seeds": ([0], "BC seeds of every arm in 'arms'"), "boards": (100, "boards per check and per shift"),
            "device": "auto", "out": (None, "JSON output (parts not run are kept)")})
 
@@ -84,14 +91,27 @@ def paths(root: Path) -> dict[str, Path]:
             "encoder_bc": root / "runs" / "bc-surfaces-encoder", "recolour": root / "runs" / "bc-surfaces-recolour",
             "encoder+recolour": root / "runs" / "bc-surfaces-encoder-recolour",
             "equal-time": root / "runs" / "bc-surfaces-equal-time",
+            "encoder+recolour+mount": root / "runs" / "bc-mount-encoder-recolour",
+            "data": root / "data", "runs": root / "runs",
             # each stage's seconds over the invocations that ran it (an arm may span several)
             "stages": root / "runs" / "perception-stages.json"}
 
 
-def encoder_config(args, where: dict) -> EncoderPretrainConfig:
-    return EncoderPretrainConfig(task="pcb-inspect", randomization="surfaces", views=args.views,
-                                 run_dir=str(where["encoder"]), image_size=84, epochs=args.encoder_epochs,
-                                 device=args.device)
+def demos_folder(where: dict, randomization: str, masks: bool) -> Path:
+    """The demos of an arm: the robustness benchmark's surfaces folders, ``demos-RANDOMIZATION[-masks]`` else."""
+    if randomization == "surfaces":
+        return where["masked_demos" if masks else "demos"]
+    return where["data"] / f"demos-{randomization}{'-masks' if masks else ''}"
+
+
+def encoder_folder(where: dict, randomization: str) -> Path:
+    return where["encoder"] if randomization == "surfaces" else where["runs"] / f"encoder-{randomization}"
+
+
+def encoder_config(args, where: dict, randomization: str = "surfaces") -> EncoderPretrainConfig:
+    return EncoderPretrainConfig(task="pcb-inspect", randomization=randomization, views=args.views,
+                                 run_dir=str(encoder_folder(where, randomization)), image_size=84,
+                                 epochs=args.encoder_epochs, device=args.device)
 
 
 # -- throughput -----------------------------------------------------------------------------------------------
@@ -155,18 +175,18 @@ def measure_throughput(args) -> dict:
 
 
 # -- the BC arms --------------------------------------------------------------------------------------------------
-def ensure_demos(folder: Path, masks: bool, args) -> float:
-    """The surfaces demos (with masks or not), collected unless present; returns the seconds spent."""
+def ensure_demos(folder: Path, masks: bool, args, randomization: str = "surfaces") -> float:
+    """An arm's demos (with masks or not), collected unless present; returns the seconds spent."""
     start = time.perf_counter()
-    if not (folder / "meta.json").is_file():
+    if not (folder / META_FILE).is_file():
         collect_demos(CollectConfig(out=str(folder), episodes=args.episodes, difficulty="default", image_size=84,
-                                    seed=0, randomization="surfaces", masks=masks))
-    meta = json.loads((folder / "meta.json").read_text())
-    if (meta.get("randomization") != "surfaces" or len(meta["episodes"]) != args.episodes
+                                    seed=0, randomization=randomization, masks=masks))
+    meta = json.loads((folder / META_FILE).read_text())
+    if (meta.get("randomization") != randomization or len(meta["episodes"]) != args.episodes
             or bool(meta.get("segmentation", False)) != masks):
         raise SystemExit(f"{folder}: holds {len(meta['episodes'])} demos, randomization {meta.get('randomization')}, "
-                         f"masks {meta.get('segmentation', False)}; this benchmark needs {args.episodes}, surfaces, "
-                         f"masks {masks}")
+                         f"masks {meta.get('segmentation', False)}; this benchmark needs {args.episodes}, "
+                         f"{randomization}, masks {masks}")
     return time.perf_counter() - start
 
 
@@ -215,8 +235,8 @@ def _recorded_baseline_seconds(config: BCConfig) -> float | None:
     return arm.get("wall_s", {}).get("pretrain") if same else None
 
 
-def run_encoder(args, where: dict, stages: Stages) -> dict:
-    config = encoder_config(args, where)
+def run_encoder(args, where: dict, stages: Stages, randomization: str = "surfaces") -> dict:
+    config = encoder_config(args, where, randomization)
     # An encoder trained before stages were kept has its seconds in its folder's wall_seconds.json.
     record = Path(config.run_dir) / "wall_seconds.json"
     earlier = json.loads(record.read_text())["wall_s"] if record.is_file() else None
@@ -231,21 +251,34 @@ def run_arms(args, where: dict, results: dict, stages: Stages) -> dict:
     """Every arm of ``--arms`` with every seed of ``--seeds`` (seed 0 is the arm itself, ``NAME-seedK`` the
     others: one seed per arm first, then more for the winner)."""
     arms = {}
-    encoder = results.get("encoder") or run_encoder(args, where, stages)
     for name in args.arms:
-        masks, with_encoder, recolour = ARMS[name]
-        data = where["masked_demos" if masks else "demos"]
-        ensure_demos(data, masks, args)
+        masks, with_encoder, recolour, randomization = ARMS[name]
+        data = demos_folder(where, randomization, masks)
+        ensure_demos(data, masks, args, randomization)
+        encoder = encoder_record(args, where, results, stages, randomization) if with_encoder else None
         for seed in args.seeds:
             key = name if seed == 0 else f"{name}-seed{seed}"
             run_dir = where["baseline" if name == "baseline" else "encoder_bc" if name == "encoder" else name]
             run_dir = run_dir if seed == 0 else run_dir.with_name(f"{run_dir.name}-seed{seed}")
             options = {"recolour": recolour, "seed": seed,
-                       **({"encoder_weights": str(where["encoder"])} if with_encoder else {})}
+                       **({"encoder_weights": str(encoder_folder(where, randomization))} if with_encoder else {})}
             arms[key] = train_and_evaluate(bc_config(data, run_dir, args.epochs, args, **options), args, stages,
                                            (results.get("arms") or {}).get(key),
                                            extra_seconds=encoder["wall_s"] if with_encoder else 0.0)
+            if randomization != "surfaces":  # the records of the surfaces arms predate this field
+                arms[key]["randomization"] = randomization
     return arms
+
+
+def encoder_record(args, where: dict, results: dict, stages: Stages, randomization: str) -> dict:
+    """The encoder of an arm's randomization, pretrained unless the results hold it: surfaces' under ``encoder``,
+    any other's under ``encoders`` (recorded there as soon as it is trained)."""
+    if randomization == "surfaces":
+        return results.get("encoder") or run_encoder(args, where, stages)
+    encoders = results.setdefault("encoders", {})
+    if randomization not in encoders:
+        encoders[randomization] = run_encoder(args, where, stages, randomization)
+    return encoders[randomization]
 
 
 def run_equal_time(args, where: dict, results: dict, stages: Stages) -> dict:
