@@ -16,6 +16,10 @@ keeps the parts it does not rerun):
   ``encoder+recolour`` with its demos and its encoder's views drawn under the `mount` randomization (`surfaces`
   with the camera up to 12 mm and 6 deg off its mount, a range containing the suite's shifted_camera): the mount
   range alone, everything else equal (its own demos folder and encoder, ``encoders`` in the results).
+- ``camera-sweep``: the last policy of every arm of ``--arms`` (each seed of ``--seeds``) on the same fresh boards
+  with its camera moved off its mount: offset alone (5-20 mm), tilt alone (2.5-10 deg), and both along the line
+  through the suite's shifted_camera (``CAMERA_SWEEP``, fixed before any policy ran it); plotted beside the file
+  (``_camera_sweep.png``).
 - ``equal-time``: the baseline recipe trained for as many epochs as fit in the winner's wall time
   (encoder pretraining included), then evaluated the same way: the gain must not be mere compute. The winner is
   the arm with the most shifts at the shift target, then the highest nominal success (``best_arm``).
@@ -45,11 +49,12 @@ from pathlib import Path
 import numpy as np
 import torch
 from harness import Benchmark, Variant
-from protocols import Stages, perturbation_suite, suite_rows
+from protocols import Stages, perturbation_suite, png_figure, suite_rows
 from results_file import read_results
 
 from robot_rl.configs import BCConfig, CollectConfig, EncoderPretrainConfig
 from robot_rl.encoder import ImageEncoder
+from robot_rl.envs.randomization import Randomization
 from robot_rl.episodes import wilson_interval
 from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
@@ -58,7 +63,7 @@ from robot_rl.artefact_files import DATASET_META as META_FILE
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
-PARTS = ("throughput", "encoder", "arms", "equal-time")
+PARTS = ("throughput", "encoder", "arms", "equal-time", "camera-sweep")
 TARGET_NOMINAL_SUCCESS = 0.95
 TARGET_SHIFT_SUCCESS = 0.90  # under every shift of the suite, none excluded
 TARGET_THROUGHPUT_RATIO = 0.80  # encoder pretraining images/s over bare ResNet18 training images/s
@@ -77,11 +82,29 @@ ARMS = {"baseline": (False, False, "", "surfaces"), "encoder": (False, True, "",
 BENCHMARK = Benchmark("perception", __doc__, variants=(
     Variant("all", (), "every part (about 13 h on 2 CPU cores)"),
     *(Variant(part, ("--parts", part), f"the {part} part ({time})") for part, time in zip(PARTS, (
-        "~10 min", "~25 min: 20,000 views, 8 epochs", "~2.4 h per arm: BC 12 epochs + the suite", "~2.7 h"))),
+        "~10 min", "~25 min: 20,000 views, 8 epochs", "~2.4 h per arm: BC 12 epochs + the suite", "~2.7 h",
+        "~2 min per arm and seed"))),
     Variant("mount", ("--parts", "arms", "--arms", "encoder+recolour+mount", "--seeds", "0", "1", "2"),
             "the mount arm's three seeds, its demos and encoder included (~75 min on 2 CPU cores)"),
 ), common={"seeds": ([0], "BC seeds of every arm in 'arms'"), "boards": (100, "boards per check and per shift"),
            "device": "auto", "out": (None, "JSON output (parts not run are kept)")})
+
+
+# The camera sweep's steps: tilt in degrees, the offset in millimetres twice it (10 mm with 5 deg is the suite's
+# shifted_camera); each offset alone, each tilt alone, and both.
+SWEEP_TILTS_DEG = (2.5, 5.0, 7.5, 10.0)
+
+
+def camera_sweep_shifts() -> dict[str, Randomization]:
+    """The sweep's settings by name, in the order they are evaluated and plotted."""
+    def setting(name: str, **ranges) -> tuple[str, Randomization]:
+        return name, Randomization(name, **ranges)
+
+    return dict(pair for tilt in SWEEP_TILTS_DEG for pair in (
+        setting(f"offset_{2 * tilt:g}mm", camera_shift=(2 * tilt / 1000,) * 2),
+        setting(f"tilt_{tilt:g}deg", camera_tilt=(tilt,) * 2),
+        setting(f"offset_{2 * tilt:g}mm_tilt_{tilt:g}deg", camera_shift=(2 * tilt / 1000,) * 2,
+                camera_tilt=(tilt,) * 2)))
 
 
 def paths(root: Path) -> dict[str, Path]:
@@ -257,9 +280,7 @@ def run_arms(args, where: dict, results: dict, stages: Stages) -> dict:
         ensure_demos(data, masks, args, randomization)
         encoder = encoder_record(args, where, results, stages, randomization) if with_encoder else None
         for seed in args.seeds:
-            key = name if seed == 0 else f"{name}-seed{seed}"
-            run_dir = where["baseline" if name == "baseline" else "encoder_bc" if name == "encoder" else name]
-            run_dir = run_dir if seed == 0 else run_dir.with_name(f"{run_dir.name}-seed{seed}")
+            key, run_dir = arm_key(name, seed), arm_run_dir(where, name, seed)
             options = {"recolour": recolour, "seed": seed,
                        **({"encoder_weights": str(encoder_folder(where, randomization))} if with_encoder else {})}
             arms[key] = train_and_evaluate(bc_config(data, run_dir, args.epochs, args, **options), args, stages,
@@ -270,15 +291,72 @@ def run_arms(args, where: dict, results: dict, stages: Stages) -> dict:
     return arms
 
 
+def arm_key(name: str, seed: int) -> str:
+    """An arm's record in the results: seed 0 is the arm itself, ``NAME-seedK`` another seed."""
+    return name if seed == 0 else f"{name}-seed{seed}"
+
+
+def arm_run_dir(where: dict, name: str, seed: int) -> Path:
+    run_dir = where["baseline" if name == "baseline" else "encoder_bc" if name == "encoder" else name]
+    return run_dir if seed == 0 else run_dir.with_name(f"{run_dir.name}-seed{seed}")
+
+
+def run_camera_sweep(args, where: dict) -> dict:
+    """Every arm and seed of ``--arms`` and ``--seeds`` (trained by the arms part) under ``camera_sweep_shifts``:
+    one row per setting, nominal first, as the suite's rows."""
+    sweeps = {}
+    for name in args.arms:
+        for seed in args.seeds:
+            run_dir = arm_run_dir(where, name, seed)
+            if not RunFolder(run_dir).finished:
+                raise SystemExit(f"camera-sweep: {run_dir} is not a finished BC run (run the arms part first)")
+            start = time.perf_counter()
+            rows = perturbation_suite(run_dir / "checkpoints" / "last.pt", args.boards,
+                                      run_dir / "eval-camera-sweep-last", args.device, camera_sweep_shifts())
+            sweeps[arm_key(name, seed)] = {"run_dir": str(run_dir), "checkpoint": "last.pt", "rows": rows,
+                                           "wall_s": round(time.perf_counter() - start, 1)}
+    return sweeps
+
+
+def plot_camera_sweep(sweeps: dict, path: Path) -> None:
+    """Success against the camera's offset and tilt: a line per arm (seeds pooled) and kind of move."""
+    steps = (0.0, *SWEEP_TILTS_DEG)
+    kinds = {"offset alone": lambda t: f"offset_{2 * t:g}mm", "tilt alone": lambda t: f"tilt_{t:g}deg",
+             "both": lambda t: f"offset_{2 * t:g}mm_tilt_{t:g}deg"}
+    arms = sorted({key.split("-seed")[0] for key in sweeps})
+    with png_figure(path) as axes:
+        for arm, style in zip(arms, ("-", "--", ":", "-.")):
+            records = [sweep for key, sweep in sweeps.items() if key.split("-seed")[0] == arm]
+            for (kind, name_of), marker, colour in zip(kinds.items(), ("o", "s", "^"), ("C0", "C1", "C2")):
+                rates = []
+                for tilt in steps:
+                    rows = [row for sweep in records for row in sweep["rows"]
+                            if row["shift"] == ("none" if tilt == 0 else name_of(tilt))]
+                    rates.append(sum(r["success_rate"] * r["episodes"] for r in rows)
+                                 / sum(r["episodes"] for r in rows))
+                axes.plot(range(len(steps)), rates, linestyle=style, marker=marker, color=colour,
+                          label=f"{arm}, {kind} (seeds: {len(records)})")
+        axes.set_xticks(range(len(steps)), [f"{2 * t:g} mm\n{t:g} deg" for t in steps])
+        axes.set_xlabel("camera off its mount: offset / tilt")
+        axes.set_ylabel("success (fresh boards)")
+        axes.set_ylim(0, 1.02)
+        axes.axhline(TARGET_SHIFT_SUCCESS, color="grey", linewidth=0.8)
+        axes.legend(fontsize=7)
+
+
 def encoder_record(args, where: dict, results: dict, stages: Stages, randomization: str) -> dict:
-    """The encoder of an arm's randomization, pretrained unless the results hold it: surfaces' under ``encoder``,
-    any other's under ``encoders`` (recorded there as soon as it is trained)."""
+    """The encoder of an arm's randomization as the results record it (surfaces' under ``encoder``, any other's
+    under ``encoders``), pretrained (and recorded) unless its folder is here and finished."""
+    recorded = results.get("encoder") if randomization == "surfaces" else \
+        results.get("encoders", {}).get(randomization)
+    if recorded and RunFolder(encoder_folder(where, randomization)).finished:
+        return recorded
+    record = run_encoder(args, where, stages, randomization)
     if randomization == "surfaces":
-        return results.get("encoder") or run_encoder(args, where, stages)
-    encoders = results.setdefault("encoders", {})
-    if randomization not in encoders:
-        encoders[randomization] = run_encoder(args, where, stages, randomization)
-    return encoders[randomization]
+        results["encoder"] = record
+    else:
+        results.setdefault("encoders", {})[randomization] = record
+    return record
 
 
 def run_equal_time(args, where: dict, results: dict, stages: Stages) -> dict:
@@ -403,6 +481,9 @@ def run(args) -> dict:
             print(f"throughput: {results['throughput']}")
         elif part == "encoder":
             results["encoder"] = run_encoder(args, where, stages)
+        elif part == "camera-sweep":
+            results.setdefault("camera_sweep", {}).update(run_camera_sweep(args, where))
+            plot_camera_sweep(results["camera_sweep"], args.out.with_name(f"{args.out.stem}_camera_sweep.png"))
         elif part == "arms":
             arms = run_arms(args, where, results, stages)
             results["arms"].update({key: measured_then(arm, results["arms"].get(key), evaluated_before)

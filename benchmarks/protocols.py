@@ -159,19 +159,22 @@ def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision:
             "guesses_after_localizing": sum(e["guess"] and e["steps_to_localize"] is not None for e in episodes)}
 
 
-def evaluate_fresh(checkpoint: str | Path, boards: int, out: str | Path, **options) -> dict:
+def evaluate_fresh(checkpoint: str | Path, boards: int, out: str | Path, shifts: dict | None = None,
+                   **options) -> dict:
     """``robot-rl evaluate`` of a checkpoint (or run folder) on ``boards`` fresh boards (evaluate's own seeds,
-    which no training run or check uses), without videos unless ``options`` ask; its report (info, metrics)."""
+    which no training run or check uses), without videos unless ``options`` ask; its report (info, metrics).
+    ``shifts`` replaces the suite of ``--perturbations`` (name: Randomization)."""
     config = EvaluateConfig(**{"videos": 0, "failure_videos": 0, **options}, checkpoint=str(checkpoint),
                             episodes=boards, out=str(out))
-    return evaluate(config, progress=False)
+    return evaluate(config, progress=False, shifts=shifts)
 
 
-def perturbation_suite(checkpoint: str | Path, boards: int, out: str | Path, device: str) -> list[dict]:
+def perturbation_suite(checkpoint: str | Path, boards: int, out: str | Path, device: str,
+                       shifts: dict | None = None) -> list[dict]:
     """``evaluate --perturbations`` of a checkpoint on ``boards`` fresh boards, nominal (no randomization) and
-    under every fixed shift of the suite (one failure video each): one metrics row per shift."""
-    return evaluate_fresh(checkpoint, boards, out, randomization="none", perturbations=True, failure_videos=1,
-                          video_quality="fast", device=device)["perturbations"]
+    under every fixed shift of the suite (or of ``shifts``; one failure video each): one metrics row per shift."""
+    return evaluate_fresh(checkpoint, boards, out, shifts, randomization="none", perturbations=True,
+                          failure_videos=1, video_quality="fast", device=device)["perturbations"]
 
 
 def suite_rows(arm: str, suite: list[dict]) -> list[dict]:

@@ -18,7 +18,7 @@ from robot_rl.artefact_files import REPORT
 from robot_rl.checkpoints import run_folder_of
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
-from robot_rl.envs.randomization import PERTURBATIONS, describe, get_randomization
+from robot_rl.envs.randomization import NONE, PERTURBATIONS, Randomization, describe
 from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.io import write_json, write_text
@@ -89,20 +89,23 @@ def _run_boards(actor, provenance: Provenance, config: EvaluateConfig, out_dir: 
 
 
 def perturbation_suite(actor, provenance: Provenance, config: EvaluateConfig, out_dir: Path, device,
-                       nominal: tuple[dict, list[str]] | None = None, progress: bool = True) -> list[dict]:
-    """The same boards without randomization and under each fixed shift of ``PERTURBATIONS``; one row per
-    setting (success with its Wilson interval, guesses, collisions, a failure video). ``nominal`` reuses an
-    evaluation already run without randomization: (metrics, videos)."""
+                       nominal: tuple[dict, list[str]] | None = None, progress: bool = True,
+                       shifts: dict[str, Randomization] | None = None) -> list[dict]:
+    """The same boards without randomization and under each fixed shift of ``shifts`` (None: ``PERTURBATIONS``);
+    one row per setting (success with its Wilson interval, guesses, collisions, a failure video). ``nominal``
+    reuses an evaluation already run without randomization: (metrics, videos)."""
     suite_config = replace(config, videos=0, failure_videos=min(1, config.failure_videos))
     rows = []
-    for name in ("none", *PERTURBATIONS):
+    for name, shift in {"none": NONE, **(PERTURBATIONS if shifts is None else shifts)}.items():
         folder = out_dir / "perturbations" / name
         if name == "none" and nominal is not None:
             metrics, videos, folder = nominal[0], nominal[1][:1], out_dir
         else:
-            metrics, _, videos = _run_boards(actor, replace(provenance, randomization=name), suite_config, folder,
-                                             device, progress, desc=f"evaluate {name}")
-        rows.append({"shift": name, "change": describe(get_randomization(name)), "episodes": metrics["episodes"],
+            # The suite's shifts by name, as a run's record spells a randomization; a caller's by value.
+            setting = name if shifts is None or name == "none" else shift
+            metrics, _, videos = _run_boards(actor, replace(provenance, randomization=setting), suite_config,
+                                             folder, device, progress, desc=f"evaluate {name}")
+        rows.append({"shift": name, "change": describe(shift), "episodes": metrics["episodes"],
                      "success_rate": metrics["success_rate"], "success_ci95": metrics["success_ci95"],
                      "guesses": metrics["guesses"], "collisions_per_episode": metrics["collisions_per_episode"],
                      "video": str((folder / videos[0]).relative_to(out_dir)) if videos else None})
@@ -120,9 +123,10 @@ def perturbation_markdown(rows: list[dict]) -> str:
                                      "failure video"]))
 
 
-def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
+def evaluate(config: EvaluateConfig, progress: bool = True, shifts: dict[str, Randomization] | None = None) -> dict:
     """Runs the evaluation; writes report.json, report.md, videos/ and contact_sheet.png (and, with
-    ``--perturbations``, the suite under perturbations/); returns the metrics."""
+    ``--perturbations``, the suite under perturbations/: the shifts of ``PERTURBATIONS``, or of ``shifts``, by
+    name); returns the metrics."""
     context = compute.of_config(config)
     context.apply()
     device = context.torch_device
@@ -148,7 +152,7 @@ def evaluate(config: EvaluateConfig, progress: bool = True) -> dict:
         if config.perturbations:
             nominal = (metrics, [v for v in videos if "failure" in v]) if provenance.randomization == "none" else None
             report["perturbations"] = perturbation_suite(actor, provenance, config, out_dir, device, nominal,
-                                                           progress)
+                                                           progress, shifts)
             markdown += "\n" + perturbation_markdown(report["perturbations"]) + "\n"
         write_json(out_dir / REPORT, report)
         write_text(out_dir / "report.md", markdown)
