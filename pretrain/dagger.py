@@ -249,6 +249,11 @@ class DAggerRun(TrainingRun):
     def done(self) -> int:
         return max(len(self.records) - 1, 0)  # round 0's record is the init policy's check
 
+    @property
+    def total(self) -> int:
+        """``rounds``, or the rounds done once a check meets ``until_success`` or ``until_flat``."""
+        return self.config.rounds_wanted([record["success_rate"] for record in self.records])
+
     def begin(self, progress: bool, last: int) -> bool:
         """The aggregate (the init run's demos first), the rounds recorded so far and the init policy's check;
         False when a stop request came while the demos were copied."""
@@ -281,14 +286,16 @@ class DAggerRun(TrainingRun):
         self.records.append(self._record(round_index, lambda: check, self.aggregate))
         if progress:
             tqdm.write(f"DAgger round {round_index}/{self.config.rounds}: {self.aggregate.frames} frames, "
-                       f"check success {self.records[-1]['success_rate']:.1%}")
+                       f"check success {self.records[-1]['success_rate']:.1%}"
+                       + ("" if self.total == self.config.rounds else "; no more rounds (--until-success, "
+                          "--until-flat)"))
 
     def summary(self) -> dict:
         rounds_done = self.done  # 0 with no record yet: stopped while the demos were copied
         return {"rounds": self.records, "policy": str(self.policy_of(rounds_done)),
                 "aggregate": {"episodes": len(self.aggregate.episodes), "frames": self.aggregate.frames},
                 "precision": self.precision, "config": asdict(self.config),
-                "finished": rounds_done == self.config.rounds}
+                "finished": bool(self.records) and rounds_done == self.total}
 
 
 # The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.

@@ -276,6 +276,10 @@ class DAggerConfig:
     num_envs: int = option(0, "envs rolling out together, each in its own process (0 = one per CPU core)")
     eval_episodes: int = option(50, "episodes of each round's closed-loop check (held-out boards)")
     eval_seed: int = eval_board_seed_option(10_000_000)
+    until_success: float = option(0.0, "no more rounds once a check reaches this success rate, the init policy's "
+                                  "included (it may then run none); 0 = every round")
+    until_flat: bool = option(False, "no more rounds after one whose check does not beat every earlier check "
+                              "(the init policy's included)")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
     seed: int = option(0, "training seed: the rollout boards, the beta draws and each round's BC")
@@ -291,11 +295,20 @@ class DAggerConfig:
             ("num_envs", self.num_envs >= 0, ">= 0"), ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("eval_seed", self.eval_seed >= 0, ">= 0"), ("seed", self.seed >= 0, ">= 0"),
             ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
+            ("until_success", 0 <= self.until_success <= 1, "in [0, 1]"),
         ])
 
     def beta_of(self, round_index: int) -> float:
         """The expert's share of executed actions in round ``round_index`` (0-based)."""
         return self.beta * self.beta_decay**round_index
+
+    def rounds_wanted(self, successes: list[float]) -> int:
+        """The rounds the run is to have, given the checks so far (``successes[0]``: the init policy's): every
+        round, unless a stop rule ends it at the rounds done (``len(successes) - 1``)."""
+        done = len(successes) - 1
+        reached = bool(successes) and 0 < self.until_success <= successes[-1]
+        flat = self.until_flat and done >= 1 and not successes[-1] > max(successes[:-1])
+        return done if reached or flat else self.rounds
 
 
 # -- PPO fine-tuning ---------------------------------------------------------------------------------------------
@@ -551,8 +564,9 @@ class PipelineConfig:
     task: str = option(DEFAULT_TASK, TASK_HELP)
     arm: str = option(DEFAULT_ARM, ARM_HELP)
     dagger: str = option("auto", "a DAgger stage between pretrain and finetune (rollouts of the BC policy labelled "
-                         "by the task's expert): on, off, or auto (on for the tasks where it measurably pays: "
-                         "lead-inspect)", choices=PIPELINE_STAGE_SWITCHES)
+                         "by the task's expert): on (the preset's rounds), off, or auto (rounds while the "
+                         "policy's check is under 80% and each round beats every earlier check: none when BC's "
+                         "policy already checks at 80%)", choices=PIPELINE_STAGE_SWITCHES)
     encoder: str = option("auto", "a pretrain-encoder stage before pretrain (the policy's ResNet18 trained on "
                           "labelled views of the demos' cell, loaded by BC): on, off, or auto (on for the tasks "
                           "where it measurably pays: lead-inspect)", choices=PIPELINE_STAGE_SWITCHES)

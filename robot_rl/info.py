@@ -205,7 +205,8 @@ def describe_encoder_run(run_dir: Path, config: dict) -> Lines:
     return [("stage", "encoder pretraining (pretrain-encoder)"), *_env_lines(env),
             ("progress", f"epoch {_count(state, 'epoch', run_dir / 'checkpoints' / 'last.pt') or 0} of "
                          f"{config['epochs']}, {config['views']} views"
-                         + ("; finished" if finished else "; unfinished: --resume continues it")),
+                         + ("; unfinished: --resume continues it" if not finished else "; finished"
+                            if done == config.get("rounds") else "; finished early (--until-success, --until-flat)")),
             ("--encoder-weights", str(weights) if weights.is_file() else f"{weights}, not written yet")]
 
 
@@ -222,7 +223,8 @@ def describe_dagger(run_dir: Path, config: dict) -> Lines:
     start = f"from {config.get('init')}, its {config.get('checkpoint_kind', 'best')}.pt"
     return [("stage", f"dagger ({start})"), *env,
             ("progress", f"round {done} of {config.get('rounds')}"
-                         + ("; finished" if finished else "; unfinished: --resume continues it")),
+                         + ("; unfinished: --resume continues it" if not finished else "; finished"
+                            if done == config.get("rounds") else "; finished early (--until-success, --until-flat)")),
             ("last check", "none yet" if not checks else f"{checks[-1]} success (round {len(checks) - 1})"),
             *_policy_lines(run_dir)]
 

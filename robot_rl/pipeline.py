@@ -1,5 +1,6 @@
 """``robot-rl pipeline``: collect-demos -> pretrain -> finetune -> evaluate, each stage feeding the next
-(with pretrain-encoder before pretrain and DAgger after it on the tasks where they pay).
+(with pretrain-encoder before pretrain on the tasks where it pays, and DAgger after it: rounds while its checks say
+the policy needs them).
 
 A stage whose output is complete is skipped; one that was interrupted is resumed. So running the same command
 again after a crash picks up where it stopped; a root made with other preset options is refused, and so is a
@@ -125,9 +126,10 @@ DAGGER_STAGES = {
     "full": DAggerConfig(init=BC, run_dir=DAGGER, rounds=8, episodes_per_round=200, epochs_per_round=2,
                          eval_episodes=100),
 }
-# The tasks whose BC start DAgger lifts (benchmarks/results/lead_inspect.json, bc_vs_scratch_lead-dagger.json); on
-# pcb-inspect BC alone reaches its targets, so auto leaves the stage out there.
-DAGGER_PAYS = ("lead-inspect",)
+# ``--dagger auto``: the stage decides from its own checks, on any task (each has an expert: the demos are its):
+# rounds while the policy's check is under a working policy's success and each round beats every earlier check
+# (the BC start's included), so a BC start that already works runs none. Fixed before any run measured it.
+DAGGER_AUTO_UNTIL_SUCCESS = 0.8
 # Each preset's encoder pretraining, sized like its BC: full is benchmarks/lead_inspect.py's encoder arms (which
 # read it from here), quick at half the views and epochs; the views show the demos' cell (task, arm, difficulty,
 # image size and randomization are the collection's: ``for_options``).
@@ -154,8 +156,11 @@ def for_options(config: PipelineConfig) -> tuple[Preset, str]:
     if config.arm != DEFAULT_ARM:
         preset = preset.updated(collect={"arm": config.arm}, pretrain=ARM_BC_OPTIONS.get(config.arm, {}))
         root = f"{root}-{Path(config.arm).stem}"
-    if config.dagger == "on" or (config.dagger == "auto" and config.task in DAGGER_PAYS):
+    if config.dagger == "on":
         preset = replace(preset, dagger=DAGGER_STAGES[config.preset])
+    elif config.dagger == "auto":
+        preset = replace(preset, dagger=replace(DAGGER_STAGES[config.preset], until_flat=True,
+                                                until_success=DAGGER_AUTO_UNTIL_SUCCESS))
     if config.encoder == "on" or (config.encoder == "auto" and config.task in ENCODER_PAYS[config.preset]):
         cell = preset.collect
         preset = replace(preset, encoder=replace(
@@ -294,16 +299,21 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
                                log)
     timings["evaluate BC"] = time.perf_counter() - start
 
-    start_dir, after_dagger = bc_dir, None
+    start_dir, after_dagger, dagger_rounds = bc_dir, None, None
     if preset.dagger is not None:  # PPO starts from the policy DAgger ends with (a BC run folder of its own)
         start = time.perf_counter()
         dagger_dir = root / preset.dagger.run_dir
         _train_stage("[3b/5] dagger", "dagger", dagger_dir, dagger.dagger, dagger.resume, lambda: replace(
             preset.dagger, init=str(bc_dir), run_dir=str(dagger_dir), device=device, precision=precision), progress,
             log)
-        start_dir = dagger.final_policy_run(RunFolder(dagger_dir).summary())
-        after_dagger = _evaluate_stage("[3c/5] evaluate DAgger", start_dir, root / EVAL_DAGGER, bc_options, device,
-                                       precision, progress, log)
+        summary = RunFolder(dagger_dir).summary()
+        start_dir, dagger_rounds = dagger.final_policy_run(summary), len(summary["rounds"]) - 1
+        if dagger_rounds:
+            after_dagger = _evaluate_stage("[3c/5] evaluate DAgger", start_dir, root / EVAL_DAGGER, bc_options,
+                                           device, precision, progress, log)
+        else:
+            log(f"[3b/5] dagger: no round (the BC policy's check, {summary['rounds'][0]['success_rate']:.0%}, "
+                f"needs none), fine-tuning starts from BC")
         timings["dagger"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -324,6 +334,7 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
     result = {"demos": str(data), "encoder": encoder.get("encoder_weights"),
               "pretrain": str(bc_dir), "finetune": str(ppo_dir), "report": str(eval_dir),
               "bc_report": str(bc_eval_dir), "after_bc": after_bc, "after_dagger": after_dagger,
+              "dagger_rounds": dagger_rounds,
               "metrics": after_ppo, "checkpoint_kind": kind,
               "policies": {"bc": str(policy_checkpoint(bc_dir, kind)), "ppo": str(policy_checkpoint(ppo_dir, kind))},
               "ppo_best": ppo_summary.get("best"),

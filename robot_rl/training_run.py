@@ -87,7 +87,8 @@ class TrainingRun:
 
     @property
     def total(self) -> int:
-        """Steps of the whole run (epochs, iterations, rounds)."""
+        """Steps of the whole run (epochs, iterations, rounds); a run with a stop rule may end it sooner (read
+        again after every step)."""
         return getattr(self.config, self.steps_option)
 
     @property
@@ -136,7 +137,7 @@ class TrainingRun:
         try:
             if not self.begin(progress, last):
                 return
-            while self.done < last and not self.stop.requested:
+            while self.done < min(last, self.total) and not self.stop.requested:
                 try:
                     metrics = self.train_step(progress)
                 except TrainingDiverged as err:

@@ -39,7 +39,7 @@ def test_an_unknown_randomization_exits_2_naming_the_option():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "robot-rl collect-demos: error: --randomization must be one of none, default, wide, surfaces, strong, "
+        "robot-rl collect-demos: error: --randomization must be one of none, default, wide, surfaces, strong, mount, "
         "got 'foggy'"]
 
 
@@ -64,7 +64,9 @@ def test_pipeline_arm_goes_to_the_demos_and_names_the_default_root(monkeypatch):
     assert full.encoder is not None and full.encoder.randomization == "surfaces"
 
 
-def test_pipeline_runs_dagger_where_it_pays_unless_told(monkeypatch):
+def test_pipeline_dagger_auto_decides_from_its_checks_on_every_task_unless_told(monkeypatch):
+    from dataclasses import replace
+
     from robot_rl import pipeline
 
     calls = []
@@ -75,9 +77,14 @@ def test_pipeline_runs_dagger_where_it_pays_unless_told(monkeypatch):
         assert main(["pipeline", *argv]) == 0, argv
     (lead, lead_root), (lead_off, _), (pcb, _), (pcb_on, _) = calls
     assert lead_root == "runs/pipeline-quick-lead-inspect"
-    assert lead.dagger == pipeline.DAGGER_STAGES["quick"] and "dagger" in lead.options()  # recorded in preset.json
-    assert lead_off.dagger is None and pcb.dagger is None and "dagger" not in pcb.options()
+    # auto: the preset's stage with the stop rules, on the lead task and the PCB task alike (no task named)
+    auto = replace(pipeline.DAGGER_STAGES["quick"], until_success=pipeline.DAGGER_AUTO_UNTIL_SUCCESS,
+                   until_flat=True)
+    assert lead.dagger == auto == pcb.dagger and "dagger" in lead.options()  # recorded in preset.json
+    assert lead_off.dagger is None and "dagger" not in lead_off.options()
+    # on: the preset's rounds, every one
     assert pcb_on.dagger.rounds == pipeline.DAGGER_STAGES["full"].rounds and pcb_on.dagger.checkpoint_kind == "best"
+    assert (pcb_on.dagger.until_success, pcb_on.dagger.until_flat) == (0.0, False)
 
 
 def test_pipeline_pretrains_the_encoder_where_it_pays_on_the_demos_cell_unless_told(monkeypatch):

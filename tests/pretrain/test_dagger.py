@@ -132,10 +132,58 @@ def test_kill_9_mid_round_resumes_with_the_frames_recorded_so_far(bc_run_dir, tm
     assert (run_dir / "summary.json").is_file()
 
 
+@pytest.mark.parametrize("successes, rounds_wanted", [
+    ([], 4), ([0.9], 0), ([0.5], 4), ([0.5, 0.6], 4), ([0.5, 0.5], 1), ([0.5, 0.7, 0.6], 2), ([0.5, 0.85], 1),
+])
+def test_rounds_stop_at_the_success_wanted_or_when_a_round_does_not_improve(successes, rounds_wanted):
+    config = DAggerConfig(rounds=4, until_success=0.8, until_flat=True)
+    assert config.rounds_wanted(successes) == rounds_wanted
+    assert DAggerConfig(rounds=4).rounds_wanted(successes) == 4  # no stop rule: every round
+
+
+def scripted_checks(monkeypatch, rates):
+    """Every closed-loop check (DAgger's of the init policy, each round's BC check) reports the next of ``rates``
+    as its success rate; the rest of its metrics are real."""
+    from robot_rl.pretrain import bc as bc_module
+    from robot_rl.pretrain import dagger as dagger_module
+
+    real, rates = dagger_module.evaluate_policy, iter(rates)
+
+    def check(*args, **kwargs):
+        metrics, episodes = real(*args, **kwargs)
+        return {**metrics, "success_rate": next(rates)}, episodes
+
+    monkeypatch.setattr(dagger_module, "evaluate_policy", check)
+    monkeypatch.setattr(bc_module, "evaluate_policy", check)
+
+
+def test_until_flat_ends_the_run_after_a_round_that_does_not_improve(bc_run_dir, tmp_path, monkeypatch):
+    scripted_checks(monkeypatch, [0.25, 0.5, 0.5])
+    run_dir = tmp_path / "dagger"
+    summary = ensure_trained(tiny(bc_run_dir, run_dir, rounds=4, episodes_per_round=2, until_flat=True))
+    assert [r["round"] for r in summary["rounds"]] == [0, 1, 2] and summary["finished"]
+    assert final_policy_run(summary) == run_dir / "rounds" / "round-02"
+    assert not (run_dir / "rounds" / "round-03").exists()
+    assert main(["info", str(run_dir)]) == 0
+
+
+def test_a_start_that_checks_at_until_success_runs_no_round(bc_run_dir, demos_dir, tmp_path, monkeypatch, capsys):
+    scripted_checks(monkeypatch, [0.9])
+    run_dir = tmp_path / "dagger"
+    summary = ensure_trained(tiny(bc_run_dir, run_dir, rounds=2, until_success=0.8))
+    assert [r["round"] for r in summary["rounds"]] == [0] and summary["finished"]
+    assert final_policy_run(summary) == bc_run_dir  # fine-tuning starts from the BC run itself
+    assert len(DemoDataset.open(run_dir / AGGREGATE).episodes) == len(DemoDataset.open(demos_dir).episodes)
+    capsys.readouterr()
+    assert main(["info", str(run_dir)]) == 0
+    assert "round 0 of 2; finished early" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("args, culprit", [
     (["--rounds", "0"], "--rounds"),
     (["--beta", "1.5"], "--beta"),
     (["--precision", "fp16"], "--precision"),
+    (["--until-success", "1.5"], "--until-success"),
 ])
 def test_bad_options_are_one_line_and_exit_2(bc_run_dir, tmp_path, capsys, args, culprit):
     assert main(["dagger", "--policy", str(bc_run_dir), "--out", str(tmp_path / "d"), *args]) == 2
