@@ -105,7 +105,7 @@ bench-reliability: $(STAMP)
 bench-test-suite: $(STAMP)
 	$(BIN)/python benchmarks/test_suite.py --variant fresh-clone
 
-# Encoder pretraining and recolouring under the perturbation suite (about 13 hours on 2 CPU cores).
+# Encoder pretraining and recolouring under the perturbation suite (about 14 hours on 2 CPU cores).
 bench-perception: $(STAMP)
 	$(BIN)/python benchmarks/perception.py --variant all
 

@@ -290,12 +290,21 @@ class DAggerRun(TrainingRun):
                        + ("" if self.total == self.config.rounds else "; no more rounds (--until-success, "
                           "--until-flat)"))
 
+    @property
+    def final_round(self) -> int:
+        """The round whose policy the run ends with: the last one, or, when a stop rule ended the run early, the
+        one with the best check (the earliest of equals; 0: the init policy)."""
+        if not self.records or self.total == self.config.rounds:
+            return self.done
+        successes = [record["success_rate"] for record in self.records]
+        return successes.index(max(successes))
+
     def summary(self) -> dict:
-        rounds_done = self.done  # 0 with no record yet: stopped while the demos were copied
-        return {"rounds": self.records, "policy": str(self.policy_of(rounds_done)),
+        final = self.final_round  # 0 with no record yet: stopped while the demos were copied
+        return {"rounds": self.records, "final_round": final, "policy": str(self.policy_of(final)),
                 "aggregate": {"episodes": len(self.aggregate.episodes), "frames": self.aggregate.frames},
                 "precision": self.precision, "config": asdict(self.config),
-                "finished": bool(self.records) and rounds_done == self.total}
+                "finished": bool(self.records) and self.done == self.total}
 
 
 # The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.
@@ -303,5 +312,6 @@ dagger, resume, ensure_trained = DAggerRun.start, DAggerRun.resume, DAggerRun.en
 
 
 def final_policy_run(summary: dict) -> Path:
-    """The BC run folder of a finished DAgger run's last round: what ``finetune --policy`` starts from."""
+    """The BC run folder of the round a finished DAgger run ends with (``final_round``: the init run when it ran
+    none): what ``finetune --policy`` starts from."""
     return Path(summary["policy"]).parent.parent

@@ -22,7 +22,7 @@ from robot_rl import compat
 
 # A DAgger run folder holds one BC run folder per round under DAGGER_ROUNDS (robot_rl.pretrain.dagger).
 from robot_rl.artefact_files import CHECKPOINTS as CHECKPOINT_DIR
-from robot_rl.artefact_files import DAGGER_ROUNDS
+from robot_rl.artefact_files import DAGGER_ROUNDS, RUN_SUMMARY
 from robot_rl.artefact_files import RUN_CONFIG as CONFIG_FILE  # noqa: F401 - re-exported beside load_config
 from robot_rl.configs import CHECKPOINT_KINDS
 from robot_rl.envs.errors import file_problem
@@ -131,18 +131,41 @@ def policy_checkpoint(source: str | Path, kind: str = "last") -> Path:
     """The one rule for which checkpoint a run folder means, wherever a policy is read (``evaluate``, ``export``,
     ``pretrain``/``dagger``/``finetune --policy``, the pipeline): ``kind`` "last" (the default) is
     ``checkpoints/last.pt``, the policy the run ended with, which the project reports; "best" is ``best.pt``, the
-    policy of its best held-out check (``last.pt`` while the run has none). A DAgger run folder means its last
-    round's run folder; a file means itself, whatever ``kind``."""
+    policy of its best held-out check (``last.pt`` while the run has none). A DAgger run folder means the run
+    folder of the round it ended with (``dagger_policy_run``); a file means itself, whatever ``kind``."""
     if kind not in CHECKPOINT_KINDS:
         raise UsageError(f"--checkpoint-kind must be one of {', '.join(CHECKPOINT_KINDS)}, got {kind!r}")
     path = Path(source)
     if path.is_dir() and not (path / CHECKPOINT_DIR).is_dir():
-        rounds = sorted(p for p in (path / DAGGER_ROUNDS).glob("round-*") if (p / CHECKPOINT_DIR).is_dir())
-        path = rounds[-1] if rounds else path
+        path = dagger_policy_run(path)
     if path.is_dir():
         folder = path / CHECKPOINT_DIR
         path = folder / "best.pt" if kind == "best" and (folder / "best.pt").is_file() else folder / "last.pt"
     return path
+
+
+def dagger_policy_run(run_dir: Path) -> Path:
+    """The BC run folder a DAgger run folder means: once finished, the round its summary names (``final_round``:
+    a stop rule may end the run on an earlier round with a better check; 0 is the init run it started from), else
+    its last round so far (the folder itself while it has none)."""
+    summary = run_dir / RUN_SUMMARY
+    final = _json_object(summary).get("final_round") if summary.is_file() else None
+    if final == 0:
+        return Path(_json_object(run_dir / CONFIG_FILE)["init"])
+    if isinstance(final, int) and final > 0:
+        return run_dir / DAGGER_ROUNDS / f"round-{final:02d}"
+    rounds = sorted(p for p in (run_dir / DAGGER_ROUNDS).glob("round-*") if (p / CHECKPOINT_DIR).is_dir())
+    return rounds[-1] if rounds else run_dir
+
+
+def _json_object(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UsageError(f"{path}: unreadable ({err})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: not a JSON object")
+    return value
 
 
 def describe_policy(source: str | Path, kind: str = "last") -> str:

@@ -19,8 +19,8 @@ DIFFICULTY_NAMES = ("easy", "default", "hard")
 RANDOMIZATION_NAMES = ("none", "default", "wide", "surfaces", "strong", "mount")
 RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
                       "default, wide (default plus tables of any colour, four solder masks, marks, twice the camera "
-                      "mount range), surfaces (wide with default's camera mount), strong, or mount (surfaces with the camera "
-                      "up to 12 mm and 6 deg off its mount)")
+                      "mount range), surfaces (wide with default's camera mount), strong, or mount (surfaces with "
+                      "the camera up to 12 mm and 6 deg off its mount)")
 # Arms and tasks are checked where the env is built (an unknown name or a bad ArmSpec file exits 2 there): a user's
 # arm is a JSON file and a user's task a Python class, which only the env package can read.
 TASK_HELP = ("what the camera inspects: pcb-inspect (a board's components, from straight above), lead-inspect "
@@ -279,7 +279,8 @@ class DAggerConfig:
     until_success: float = option(0.0, "no more rounds once a check reaches this success rate, the init policy's "
                                   "included (it may then run none); 0 = every round")
     until_flat: bool = option(False, "no more rounds after one whose check does not beat every earlier check "
-                              "(the init policy's included)")
+                              "(the init policy's included); the run then ends with the best-checked round's "
+                              "policy")
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
     seed: int = option(0, "training seed: the rollout boards, the beta draws and each round's BC")

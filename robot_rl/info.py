@@ -205,8 +205,7 @@ def describe_encoder_run(run_dir: Path, config: dict) -> Lines:
     return [("stage", "encoder pretraining (pretrain-encoder)"), *_env_lines(env),
             ("progress", f"epoch {_count(state, 'epoch', run_dir / 'checkpoints' / 'last.pt') or 0} of "
                          f"{config['epochs']}, {config['views']} views"
-                         + ("; unfinished: --resume continues it" if not finished else "; finished"
-                            if done == config.get("rounds") else "; finished early (--until-success, --until-flat)")),
+                         + ("; finished" if finished else "; unfinished: --resume continues it")),
             ("--encoder-weights", str(weights) if weights.is_file() else f"{weights}, not written yet")]
 
 
@@ -299,7 +298,7 @@ def describe_pipeline(root: Path) -> Lines:
                     ("stages present", ", ".join(p.name for p in sorted(root.iterdir()) if p.is_dir()) or "-")]
     if result_path.is_file():
         result = _json(result_path)
-        for label, key in (("after BC", "after_bc"), ("after PPO", "metrics")):
+        for label, key in (("after BC", "after_bc"), ("after DAgger", "after_dagger"), ("after PPO", "metrics")):
             metrics = result.get(key) or {}
             if metrics:
                 lines.append((label, f"{_checked_rate(metrics, result_path)} on "

@@ -308,12 +308,12 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
             log)
         summary = RunFolder(dagger_dir).summary()
         start_dir, dagger_rounds = dagger.final_policy_run(summary), len(summary["rounds"]) - 1
-        if dagger_rounds:
+        if summary.get("final_round", dagger_rounds):
             after_dagger = _evaluate_stage("[3c/5] evaluate DAgger", start_dir, root / EVAL_DAGGER, bc_options,
                                            device, precision, progress, log)
-        else:
-            log(f"[3b/5] dagger: no round (the BC policy's check, {summary['rounds'][0]['success_rate']:.0%}, "
-                f"needs none), fine-tuning starts from BC")
+        else:  # no round run, or none checked better than the BC policy
+            log(f"[3b/5] dagger: {dagger_rounds} round(s), none needed or better than the BC policy's check "
+                f"({summary['rounds'][0]['success_rate']:.0%}): fine-tuning starts from BC")
         timings["dagger"] = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -222,6 +222,20 @@ def test_perturbation_suite_runs_the_same_boards_under_every_shift(bc_run_dir, t
     assert "## Perturbations (the same boards under every shift: 1)" in (out / "report.md").read_text()
 
 
+def test_the_suite_takes_other_shifts_by_value(bc_run_dir, tmp_path):
+    from robot_rl.envs.randomization import PERTURBATIONS, Randomization
+
+    shifts = {"offset_10mm_tilt_5deg": Randomization("offset_10mm_tilt_5deg", camera_shift=(0.01, 0.01),
+                                                     camera_tilt=(5.0, 5.0))}
+    suite = evaluate(EvaluateConfig(checkpoint=str(bc_run_dir), out=str(tmp_path / "eval"), episodes=2, num_envs=1,
+                                    videos=0, failure_videos=0, perturbations=True), progress=False,
+                     shifts={**shifts, "shifted_camera": PERTURBATIONS["shifted_camera"]})["perturbations"]
+    assert [row["shift"] for row in suite] == ["none", "offset_10mm_tilt_5deg", "shifted_camera"]
+    assert suite[1]["change"] == "camera_shift 0.01 m; camera_tilt 5 deg"
+    # the same ranges by value and by name: the same draws on the same boards
+    assert {k: v for k, v in suite[1].items() if k != "shift"} == {k: v for k, v in suite[2].items() if k != "shift"}
+
+
 def test_finished_episodes_summarizes_every_episode_that_ended_in_a_batch():
     from robot_rl import keys
     from robot_rl.envs import make_env

@@ -16,6 +16,7 @@ from tensordict import TensorDict
 from tensordict.nn import InteractionType, set_interaction_type
 
 from robot_rl import keys
+from robot_rl.checkpoints import policy_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import DAggerConfig
 from robot_rl.envs.expert_policy import ExpertPolicy
@@ -162,8 +163,10 @@ def test_until_flat_ends_the_run_after_a_round_that_does_not_improve(bc_run_dir,
     run_dir = tmp_path / "dagger"
     summary = ensure_trained(tiny(bc_run_dir, run_dir, rounds=4, episodes_per_round=2, until_flat=True))
     assert [r["round"] for r in summary["rounds"]] == [0, 1, 2] and summary["finished"]
-    assert final_policy_run(summary) == run_dir / "rounds" / "round-02"
     assert not (run_dir / "rounds" / "round-03").exists()
+    # round 2 did not beat round 1: the run ends with round 1's policy, wherever a policy is read
+    assert summary["final_round"] == 1 and final_policy_run(summary) == run_dir / "rounds" / "round-01"
+    assert policy_checkpoint(run_dir) == run_dir / "rounds" / "round-01" / "checkpoints" / "last.pt"
     assert main(["info", str(run_dir)]) == 0
 
 
@@ -173,6 +176,7 @@ def test_a_start_that_checks_at_until_success_runs_no_round(bc_run_dir, demos_di
     summary = ensure_trained(tiny(bc_run_dir, run_dir, rounds=2, until_success=0.8))
     assert [r["round"] for r in summary["rounds"]] == [0] and summary["finished"]
     assert final_policy_run(summary) == bc_run_dir  # fine-tuning starts from the BC run itself
+    assert policy_checkpoint(run_dir) == policy_checkpoint(bc_run_dir)  # so does --policy RUN_DIR
     assert len(DemoDataset.open(run_dir / AGGREGATE).episodes) == len(DemoDataset.open(demos_dir).episodes)
     capsys.readouterr()
     assert main(["info", str(run_dir)]) == 0

@@ -74,6 +74,8 @@ def test_a_killed_pretrain_encoder_continues_with_the_same_command_and_its_weigh
     assert steps == sorted(set(steps)) and len(steps) == 4  # one row per epoch, none repeated
     assert summary["final_val"]["val/segmentation_accuracy"] > 0.5
     capsys.readouterr()
+    assert main(["info", str(run_dir)]) == 0
+    assert "epoch 4 of 4, 40 views; finished" in capsys.readouterr().out
 
     # The weights: into BC through --encoder-weights (the run folder), then exported.
     from robot_rl.configs import ExportConfig
