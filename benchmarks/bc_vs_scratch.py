@@ -56,6 +56,7 @@ from protocols import (
     scratch_budget,
     with_precision,
 )
+from results_file import read_results
 
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
@@ -148,17 +149,20 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
 
 
 def plot(curves: dict[str, list[list[dict]]], threshold: float, path: Path, title: str) -> None:
-    """Each arm's check success against PPO frames: the mean over seeds, their min-max band, and tau."""
+    """Each arm's check success against PPO frames: the mean over seeds, their min-max band, and tau; beside it
+    the share of episodes answered before the board was localized (guesses), mean over seeds."""
     with png_figure(path) as ax:
         for (name, runs), colour in zip(curves.items(), ("tab:blue", "tab:orange")):
             length = min(len(c) for c in runs)
             frames = np.array([p["frames"] for p in runs[0][:length]])
             success = np.array([[p["success_rate"] for p in c[:length]] for c in runs])
+            guesses = np.array([[p["guess_rate"] for p in c[:length]] for c in runs])
             label = "PPO from few-demo BC" if name == "bc" else "PPO from scratch"
-            ax.plot(frames, success.mean(0), color=colour, label=f"{label} (mean of {len(runs)} seeds)")
+            ax.plot(frames, success.mean(0), color=colour, label=f"{label}: success (mean of {len(runs)} seeds)")
             ax.fill_between(frames, success.min(0), success.max(0), color=colour, alpha=0.2)
+            ax.plot(frames, guesses.mean(0), color=colour, linestyle=":", label=f"{label}: guess rate (mean)")
         ax.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"tau = {threshold:.0%}")
-        ax.set(xlabel="environment frames (PPO)", ylabel="success on 50 held-out boards", ylim=(0, 1.02),
+        ax.set(xlabel="environment frames (PPO)", ylabel="share of 50 held-out boards", ylim=(0, 1.02),
                title=title)
         ax.legend(loc="lower right", fontsize=8)
 
@@ -168,6 +172,7 @@ def options(parser) -> None:
     parser.add_argument("--arms", nargs="+", choices=("bc", "scratch"), default=["bc", "scratch"],
                         help="arms to run now (in parts: the other arm's finished runs are read, never started)")
     parser.add_argument("--fresh-boards", type=int, default=100, help="boards no run has seen, for last/best.pt")
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from the results file; run nothing")
 
 
 def run(args) -> int:
@@ -178,11 +183,18 @@ def run(args) -> int:
     seeds = tuple(args.seeds or preset["seeds"])
     root = Path(preset.get("ppo_root") or Path(preset["bc"].run_dir).parent)  # the PPO runs' folders
     out = RESULTS / f"bc_vs_scratch_{name}.json"
+    demos = preset["demos"]
+    title = (f"{args.preset} preset: {demos.episodes} demos, {demos.difficulty} boards, {demos.image_size}x"
+             f"{demos.image_size}")
+    if args.replot:
+        metrics = read_results(out)
+        plot(metrics["curves"], metrics["threshold"], out.with_suffix(".png"), title)
+        print(f"wrote {out.with_suffix('.png')} from {out}")
+        return 0
     start = time.perf_counter()
 
     # Demonstrations and behaviour cloning, then the start and the threshold (before any PPO frame)
     bc_dir, bc_config = prepare_bc(preset, args.device)
-    demos = preset["demos"]
     reference, start_metrics, threshold = bc_start(preset, bc_dir, root, seeds[0], args.device)
     start_fresh = on_fresh_boards(bc_dir, args.fresh_boards, args.device, args.precision)  # the lift's start
     print(f"BC start {start_metrics['success_rate']:.0%} on {start_metrics['episodes']} check boards "
@@ -266,9 +278,7 @@ def run(args) -> int:
     BENCHMARK.write(result, out=out, wall_s=round(time.perf_counter() - start), targets=targets,
                     notes={"wall_s_scope": "this invocation"})
     if curves:
-        plot(curves, threshold, RESULTS / f"bc_vs_scratch_{name}.png",
-             f"{args.preset} preset: {demos.episodes} demos, {demos.difficulty} boards, {demos.image_size}x"
-             f"{demos.image_size}")
+        plot(curves, threshold, out.with_suffix(".png"), title)
     print(f"wrote {out}" + (" and the learning-curve PNG beside it" if curves else ""))
     return 0
 

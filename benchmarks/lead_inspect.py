@@ -165,7 +165,8 @@ def verdict_on_targets(final: dict) -> dict:
 
 
 def plot(arms: dict, path: Path, robot_arm: str) -> None:
-    """Success against wall-clock seconds: each arm's checks (held-out boards) and its last policy (fresh boards)."""
+    """Success against wall-clock seconds: each arm's checks (held-out boards) with their guess rate (answers
+    before the board was localized), and its last policy (fresh boards)."""
     with png_figure(path) as ax:
         colours = ("tab:grey", "tab:green", "tab:blue", "tab:orange", "tab:red", "tab:purple")
         for (name, arm), colour in zip(arms.items(), colours):
@@ -173,16 +174,22 @@ def plot(arms: dict, path: Path, robot_arm: str) -> None:
                 continue
             checks = arm["curve"]
             ax.plot([c["wall_s"] for c in checks], [c["success_rate"] for c in checks], color=colour, marker=".",
-                    label=f"{name}: checks (100 held-out boards)")
+                    label=name)
+            # BC's checks count their boards as "boards", DAgger's round records as "episodes"
+            guess_rates = [c["guesses"] / c.get("boards", c.get("episodes")) for c in checks]
+            ax.plot([c["wall_s"] for c in checks], guess_rates, color=colour, linestyle=":")
             final = arm["final"]
             low, high = final["success_ci95"]
             ax.errorbar([arm["wall_s"]], [final["success_rate"]], color=colour, marker="s", capsize=3,
-                        yerr=[[final["success_rate"] - low], [high - final["success_rate"]]],
-                        label=f"{name}: last policy, 100 fresh boards")
+                        yerr=[[final["success_rate"] - low], [high - final["success_rate"]]])
+        # what each line style means, once for every arm
+        ax.plot([], [], color="black", marker=".", label="checks' success (100 held-out boards)")
+        ax.plot([], [], color="black", linestyle=":", label="checks' guess rate")
+        ax.plot([], [], color="black", marker="s", linestyle="", label="last policy, 100 fresh boards")
         ax.axhline(TARGETS["last_policy_success_min"], color="grey", linestyle="--", linewidth=1, label="target 90%")
-        ax.set(xlabel="wall-clock seconds (collection included)", ylabel="strict success", ylim=(0, 1.02),
-               title=f"lead-inspect, {robot_arm}, default boards")
-        ax.legend(loc="upper left", fontsize=7)
+        ax.set(xlabel="wall-clock seconds (collection included)", ylabel="strict success / guess rate",
+               ylim=(0, 1.02), title=f"lead-inspect, {robot_arm}, default boards")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
 
 
 def options(parser) -> None:
@@ -196,6 +203,7 @@ def options(parser) -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="training seed of every arm (encoder, BC, DAgger); the demos and the fresh boards stay "
                              "the same. Another seed has its own run folders and results file (-seedN)")
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from the results file; run nothing")
 
 
 def with_folders(args):
@@ -295,8 +303,12 @@ def run_arm(name: str, args, stages: Stages) -> dict | None:
             "seconds": seconds, "wall_s": round(start + seconds["train"], 1)}
 
 
-def run(args) -> dict:
+def run(args) -> dict | int:
     args = with_folders(args)
+    if args.replot:
+        plot(read_results(args.out)["arms"], args.out.with_suffix(".png"), args.robot_arm)
+        print(f"wrote {args.out.with_suffix('.png')} from {args.out}")
+        return 0
     args.root.mkdir(parents=True, exist_ok=True)
     stages = Stages(args.root / "stages.json")
     device = resolve_device(args.device)
