@@ -566,8 +566,8 @@ class PipelineConfig:
     arm: str = option(DEFAULT_ARM, ARM_HELP)
     dagger: str = option("auto", "a DAgger stage between pretrain and finetune (rollouts of the BC policy labelled "
                          "by the task's expert): on (the preset's rounds), off, or auto (rounds while the "
-                         "policy's check is under 80% and each round beats every earlier check: none when BC's "
-                         "policy already checks at 80%)", choices=PIPELINE_STAGE_SWITCHES)
+                         "policy's check is under 80%% and each round beats every earlier check: none when BC's "
+                         "policy already checks at 80%%)", choices=PIPELINE_STAGE_SWITCHES)
     encoder: str = option("auto", "a pretrain-encoder stage before pretrain (the policy's ResNet18 trained on "
                           "labelled views of the demos' cell, loaded by BC): on, off, or auto (on for the tasks "
                           "where it measurably pays: lead-inspect)", choices=PIPELINE_STAGE_SWITCHES)
