@@ -79,11 +79,16 @@ FULL_PRESET_NOMINAL = 0.99
 # (shifted_camera and bright_light included), with at most 5 guesses per 100 boards under every shift.
 MOUNT_ARM, MOUNT_TARGETS = "encoder+recolour+mount", {"seeds": 3, "nominal": 0.95, "every_shift": 0.90,
                                                        "guesses_per_100": 5}
+# The mount arm in a calibrated cell (the arm controls the camera where it sits, measured to within 2 mm and
+# 1 deg): the same targets, its suite's shifts in the same calibrated cell.
+CALIBRATED_ARM = "encoder+recolour+calibrated"
+# The arms that change the camera's cell, each judged against MOUNT_TARGETS on its own, under its verdict's name.
+CAMERA_ARMS = {MOUNT_ARM: "camera_mount", CALIBRATED_ARM: "camera_calibrated"}
 RECOLOURED = "table,board,background"
 # arm: (demos with masks, encoder weights, recolour, randomization of the demos and of the encoder's views)
 ARMS = {"baseline": (False, False, "", "surfaces"), "encoder": (False, True, "", "surfaces"),
         "recolour": (True, False, RECOLOURED, "surfaces"), "encoder+recolour": (True, True, RECOLOURED, "surfaces"),
-        "encoder+recolour+mount": (True, True, RECOLOURED, "mount")}
+        MOUNT_ARM: (True, True, RECOLOURED, "mount"), CALIBRATED_ARM: (True, True, RECOLOURED, "calibrated")}
 
 BENCHMARK = Benchmark("perception", __doc__, variants=(
     Variant("all", (), "every part (about 14 h on 2 CPU cores)"),
@@ -92,6 +97,8 @@ BENCHMARK = Benchmark("perception", __doc__, variants=(
         "~2 min per arm and seed"))),
     Variant("mount", ("--parts", "arms", "--arms", "encoder+recolour+mount", "--seeds", "0", "1", "2"),
             "the mount arm's three seeds, its demos and encoder included (~75 min on 2 CPU cores)"),
+    Variant("calibrated", ("--parts", "arms", "--arms", CALIBRATED_ARM, "--seeds", "0", "1", "2"),
+            "the calibrated arm's three seeds, its demos and encoder included (~2 h per seed on 2 CPU cores)"),
 ), common={"seeds": ([0], "BC seeds of every arm in 'arms'"), "boards": (100, "boards per check and per shift"),
            "device": "auto", "out": (None, "JSON output (parts not run are kept)")})
 
@@ -120,7 +127,8 @@ def paths(root: Path) -> dict[str, Path]:
             "encoder_bc": root / "runs" / "bc-surfaces-encoder", "recolour": root / "runs" / "bc-surfaces-recolour",
             "encoder+recolour": root / "runs" / "bc-surfaces-encoder-recolour",
             "equal-time": root / "runs" / "bc-surfaces-equal-time",
-            "encoder+recolour+mount": root / "runs" / "bc-mount-encoder-recolour",
+            MOUNT_ARM: root / "runs" / "bc-mount-encoder-recolour",
+            CALIBRATED_ARM: root / "runs" / "bc-calibrated-encoder-recolour",
             "data": root / "data", "runs": root / "runs",
             # each stage's seconds over the invocations that ran it (an arm may span several)
             "stages": root / "runs" / "perception-stages.json"}
@@ -404,19 +412,20 @@ def judge(results: dict) -> dict:
                                   "baseline_worst_shift": worst_equal, "arm_better": worst > worst_equal}
     if results.get("throughput"):
         verdicts["throughput_met"] = results["throughput"]["met"]
-    mount = camera_mount_verdict(results.get("arms") or {})
-    if mount:
-        verdicts["camera_mount"] = mount
+    for arm, verdict in CAMERA_ARMS.items():
+        judged = camera_mount_verdict(results.get("arms") or {}, arm)
+        if judged:
+            verdicts[verdict] = judged
     winner = best_arm(results.get("arms") or {})
     if winner:
         verdicts["winner"] = adoption(winner, results["arms"])
     return verdicts
 
 
-def camera_mount_verdict(arms: dict) -> dict | None:
-    """The mount arm's seeds against ``MOUNT_TARGETS``: per seed its nominal and shifted_camera success, its worst
-    shift and its most guesses per 100 boards under any shift."""
-    seeds = [key for key in arms if key == MOUNT_ARM or key.startswith(f"{MOUNT_ARM}-seed")]
+def camera_mount_verdict(arms: dict, arm: str = MOUNT_ARM) -> dict | None:
+    """The seeds of a camera arm (``CAMERA_ARMS``) against ``MOUNT_TARGETS``: per seed its nominal and
+    shifted_camera success, its worst shift and its most guesses per 100 boards under any shift."""
+    seeds = [key for key in arms if key == arm or key.startswith(f"{arm}-seed")]
     if not seeds:
         return None
     rows = {}
@@ -430,18 +439,19 @@ def camera_mount_verdict(arms: dict) -> dict | None:
         rows[key]["met"] = (rows[key]["nominal"] >= MOUNT_TARGETS["nominal"]
                             and rows[key]["worst_shift_success"] >= MOUNT_TARGETS["every_shift"]
                             and rows[key]["most_guesses_per_100"] <= MOUNT_TARGETS["guesses_per_100"])
-    return {"arm": MOUNT_ARM, "targets": MOUNT_TARGETS, "seeds": rows,
+    return {"arm": arm, "targets": MOUNT_TARGETS, "seeds": rows,
             "met": len(rows) >= MOUNT_TARGETS["seeds"] and all(row["met"] for row in rows.values()),
             # whether `full` may take it: the winner's rule (no significant nominal cost over three seeds)
-            "adoption": adoption(MOUNT_ARM, arms)}
+            "adoption": adoption(arm, arms)}
 
 
 def best_arm(arms: dict) -> str | None:
     """The candidate arm (not the baseline, nor another seed) with the most shifts at the shift target, then the
-    highest nominal success. The mount arm is judged on its own (``camera_mount_verdict``): it changes the demos'
-    and the encoder's cell, not a lever on the surfaces recipe this comparison and the equal-time part are about."""
+    highest nominal success. The camera arms are judged on their own (``camera_mount_verdict``): they change the
+    demos' and the encoder's cell, not a lever on the surfaces recipe this comparison and the equal-time part are
+    about."""
     candidates = {name: arm["suite"] for name, arm in arms.items()
-                  if not name.startswith("baseline") and "-seed" not in name and name != MOUNT_ARM}
+                  if not name.startswith("baseline") and "-seed" not in name and name not in CAMERA_ARMS}
     if not candidates:
         return None
     def shifts_met_then_nominal(name: str) -> tuple[int, float]:

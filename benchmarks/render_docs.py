@@ -229,7 +229,9 @@ def cli_reference() -> str:
                 default = action.default
                 choices = action.choices or (action.metavar[1:-1].split(",")
                                              if str(action.metavar).startswith("{") else None)
-                help_text = (action.help or "") + (f" (choices: {', '.join(map(str, choices))})" if choices else "")
+                # argparse's help strings escape a percent sign as %%; --help prints one.
+                help_text = ((action.help or "").replace("%%", "%")
+                             + (f" (choices: {', '.join(map(str, choices))})" if choices else ""))
                 rows.append({"option": flags, "default": _default_text(default),
                              "meaning": help_text.replace("%(default)s", str(default))})
             out += [table(rows), ""]
@@ -298,10 +300,16 @@ RANDOMIZATION_MEANING = {
     "camera_tilt": "wrist camera tilt (deg), random axis",
     "camera_fov": "wrist camera field of view change (deg; nominal 50)",
     "pixel_noise": "Gaussian pixel noise, std (0-255 scale), per episode",
+    "calibrated": "the cell measured its camera: the arm (its localization test, the expert) controls the camera "
+                  "where it sits, not the drawn mount",
+    "calibration_shift": "a calibrated cell's error on the camera's position (m), random direction",
+    "calibration_tilt": "a calibrated cell's error on the camera's orientation (deg), random axis",
 }
 
 
 def _field_text(name: str, value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if name == "board_masks":
         return ", ".join(value)
     if name == "table_hsv":

@@ -138,6 +138,7 @@ class ArmScene:
         self.joint_limits = m.jnt_range[joint_ids].copy()
         self.home = home_qpos(self.arm)
         self.camera_site_id = m.site(CAMERA_SITE).id
+        self._nominal_site = (m.site_pos[self.camera_site_id].copy(), m.site_quat[self.camera_site_id].copy())
         self.board_mocap_id = m.body("board").mocapid[0]
         self.post_mocap_ids = [m.body(f"post_{i}").mocapid[0] for i in range(num_posts)]
         self.key_light_id, self.fill_light_id = m.light("key_light").id, m.light("fill_light").id
@@ -238,7 +239,8 @@ class ArmScene:
         """Writes one episode's domain randomization into the model (after ``set_lighting``, which it scales).
 
         Materials and the wrist camera start from their nominal values, so appearances never accumulate. The
-        camera offset moves the rendered camera only, not ``CAMERA_SITE`` (the pose the arm controls).
+        camera offset moves the rendered camera only, not ``CAMERA_SITE`` (the pose the arm controls), unless the
+        cell is calibrated: then the site goes where the calibration measured the camera.
         """
         m, a = self.model, appearance
         if a.light_tilt.shape[0] != m.nlight:
@@ -265,6 +267,22 @@ class ArmScene:
         mujoco.mju_mulQuat(tilted, quat, quat_from_rotvec(a.camera_rotation))
         m.cam_quat[cam] = tilted
         m.cam_fovy[cam] = fovy + a.camera_fov
+        self._place_camera_site(a)
+
+    def _place_camera_site(self, a: Appearance) -> None:
+        """The pose the arm controls: the drawn mount's, or a calibrated cell's measurement of the camera (the
+        rendered camera's pose composed with the measurement's error)."""
+        m, site = self.model, self.camera_site_id
+        if a.calibration_offset is None:
+            m.site_pos[site], m.site_quat[site] = self._nominal_site
+            return
+        cam = self.wrist_camera_id
+        rotation = np.empty(9)
+        mujoco.mju_quat2Mat(rotation, m.cam_quat[cam])
+        m.site_pos[site] = m.cam_pos[cam] + rotation.reshape(3, 3) @ a.calibration_offset
+        measured = np.empty(4)
+        mujoco.mju_mulQuat(measured, m.cam_quat[cam], quat_from_rotvec(a.calibration_rotation))
+        m.site_quat[site] = measured
 
     def _place_marks(self, marks: np.ndarray) -> None:
         """Lays ``marks`` (rows as ``randomization.MARK_FIELDS``) flat on the table around the board; the rest of

@@ -18,7 +18,7 @@ from robot_rl.artefact_files import REPORT
 from robot_rl.checkpoints import run_folder_of
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
-from robot_rl.envs.randomization import NONE, PERTURBATIONS, Randomization, describe
+from robot_rl.envs.randomization import NONE, PERTURBATIONS, Randomization, describe, get_randomization, in_cell_of
 from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.io import write_json, write_text
@@ -90,10 +90,11 @@ def _run_boards(actor, provenance: Provenance, config: EvaluateConfig, out_dir: 
 
 def perturbation_suite(actor, provenance: Provenance, config: EvaluateConfig, out_dir: Path, device,
                        nominal: tuple[dict, list[str]] | None = None, progress: bool = True,
-                       shifts: dict[str, Randomization] | None = None) -> list[dict]:
+                       shifts: dict[str, Randomization] | None = None, cell: Randomization = NONE) -> list[dict]:
     """The same boards without randomization and under each fixed shift of ``shifts`` (None: ``PERTURBATIONS``);
     one row per setting (success with its Wilson interval, guesses, collisions, a failure video). ``nominal``
-    reuses an evaluation already run without randomization: (metrics, videos)."""
+    reuses an evaluation already run without randomization: (metrics, videos). ``cell`` is the randomization
+    the policy was trained in: a calibrated cell stays calibrated under every shift."""
     suite_config = replace(config, videos=0, failure_videos=min(1, config.failure_videos))
     rows = []
     for name, shift in {"none": NONE, **(PERTURBATIONS if shifts is None else shifts)}.items():
@@ -101,8 +102,10 @@ def perturbation_suite(actor, provenance: Provenance, config: EvaluateConfig, ou
         if name == "none" and nominal is not None:
             metrics, videos, folder = nominal[0], nominal[1][:1], out_dir
         else:
-            # The suite's shifts by name, as a run's record spells a randomization; a caller's by value.
-            setting = name if shifts is None or name == "none" else shift
+            # The suite's shifts by name, as a run's record spells a randomization; a caller's, or one in a
+            # calibrated cell, by value.
+            by_name = name == "none" or (shifts is None and not cell.calibrated)
+            setting = name if by_name else in_cell_of(shift, cell)
             metrics, _, videos = _run_boards(actor, replace(provenance, randomization=setting), suite_config,
                                              folder, device, progress, desc=f"evaluate {name}")
         rows.append({"shift": name, "change": describe(shift), "episodes": metrics["episodes"],
@@ -151,8 +154,9 @@ def evaluate(config: EvaluateConfig, progress: bool = True, shifts: dict[str, Ra
         markdown = report_markdown(metrics, summaries, info)
         if config.perturbations:
             nominal = (metrics, [v for v in videos if "failure" in v]) if provenance.randomization == "none" else None
+            cell = get_randomization(trained_in.randomization)
             report["perturbations"] = perturbation_suite(actor, provenance, config, out_dir, device, nominal,
-                                                           progress, shifts)
+                                                           progress, shifts, cell)
             markdown += "\n" + perturbation_markdown(report["perturbations"]) + "\n"
         write_json(out_dir / REPORT, report)
         write_text(out_dir / "report.md", markdown)

@@ -84,3 +84,25 @@ def test_the_winner_has_the_most_shifts_at_target_and_full_adopts_it_only_over_t
     assert perception.adoption("encoder+recolour", arms)["adopt"]
     arms["encoder+recolour-seed2"] = _arm(0.90, [])  # pooled 94.7%: under the nominal target
     assert not perception.adoption("encoder+recolour", arms)["adopt"]
+
+
+def _camera_arm(nominal: float, camera: float, guesses: int) -> dict:
+    return {"suite": [{"shift": "none", "success_rate": nominal, "episodes": 100, "guesses": 0},
+                      {"shift": "shifted_camera", "success_rate": camera, "episodes": 100, "guesses": guesses},
+                      {"shift": "bright_light", "success_rate": 0.95, "episodes": 100, "guesses": 1}]}
+
+
+def test_each_camera_arm_is_judged_on_its_own_against_the_mount_targets():
+    arms = {"encoder+recolour": _arm(0.99, [0.95, 0.91]),
+            perception.MOUNT_ARM: _camera_arm(0.99, 0.99, 0),  # best on every shift, yet not a surfaces lever
+            perception.CALIBRATED_ARM: _camera_arm(0.97, 0.93, 4),
+            f"{perception.CALIBRATED_ARM}-seed1": _camera_arm(0.96, 0.91, 6)}
+    assert perception.best_arm(arms) == "encoder+recolour"
+    verdicts = perception.judge({"arms": arms})
+    mount, calibrated = verdicts["camera_mount"], verdicts["camera_calibrated"]
+    assert mount["arm"] == perception.MOUNT_ARM and list(mount["seeds"]) == [perception.MOUNT_ARM]
+    assert mount["seeds"][perception.MOUNT_ARM]["met"] and not mount["met"]  # one seed of three
+    rows = calibrated["seeds"]
+    assert rows[perception.CALIBRATED_ARM]["met"] and rows[perception.CALIBRATED_ARM]["shifted_camera"] == 0.93
+    assert not rows[f"{perception.CALIBRATED_ARM}-seed1"]["met"]  # 6 guesses per 100 boards: over the target's 5
+    assert calibrated["adoption"]["seeds"] == 2 and not calibrated["met"]

@@ -10,10 +10,12 @@ import pytest
 
 from robot_rl.configs import RANDOMIZATION_NAMES
 from robot_rl.envs.randomization import (
+    CALIBRATED,
     DEFAULT,
     MARK_HALF_SIZE,
     MARK_RADIUS,
     MAX_MARKS,
+    MOUNT,
     NONE,
     PERTURBATIONS,
     RANDOMIZATIONS,
@@ -24,6 +26,7 @@ from robot_rl.envs.randomization import (
     Randomization,
     describe,
     get_randomization,
+    in_cell_of,
 )
 from robot_rl.envs.scene import recoloured_board_texture
 from robot_rl.envs.task import TaskConfig
@@ -214,3 +217,65 @@ def test_bad_ranges_and_names_are_refused():
         Randomization("bad", table_hsv=((0, 1), (0, 1.5), (0, 1)))
     with pytest.raises(ValueError, match="unknown randomization 'foggy'"):
         get_randomization("foggy")
+
+
+def _camera_and_site(task: PcbInspectTask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    data, scene = task.scene.data, task.scene
+    return (data.cam_xpos[scene.wrist_camera_id].copy(), data.cam_xmat[scene.wrist_camera_id].reshape(3, 3).copy(),
+            *scene.camera_pose())
+
+
+def _angle(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.degrees(np.arccos(np.clip((np.trace(a.T @ b) - 1) / 2, -1, 1))))
+
+
+def test_a_calibrated_cell_controls_the_camera_where_it_sits():
+    shift = in_cell_of(PERTURBATIONS["shifted_camera"], CALIBRATED)
+    exact = dataclasses.replace(shift, calibration_shift=(0.0, 0.0), calibration_tilt=(0.0, 0.0))
+    for seed in range(3):
+        camera, camera_rot, site, site_rot = _camera_and_site(_reset(make_task(exact), seed))
+        np.testing.assert_allclose(site, camera, atol=1e-9)
+        np.testing.assert_allclose(site_rot, camera_rot, atol=1e-9)
+        camera, camera_rot, site, site_rot = _camera_and_site(_reset(make_task(shift), seed))
+        assert 0 < np.linalg.norm(site - camera) <= 0.002 + 1e-9  # the calibration's error, within its range
+        assert 0 < _angle(site_rot, camera_rot) <= 1.0 + 1e-6
+        # Uncalibrated, the arm controls the drawn mount: 10 mm from the camera as it sits.
+        camera, _, site, _ = _camera_and_site(_reset(make_task("shifted_camera"), seed))
+        assert np.linalg.norm(site - camera) == pytest.approx(0.01)
+
+
+def _reset(task: PcbInspectTask, seed: int) -> PcbInspectTask:
+    task.reset(seed)
+    return task
+
+
+def test_the_calibration_draws_last_and_only_in_a_calibrated_cell():
+    uncalibrated = dataclasses.replace(CALIBRATED, calibrated=False)
+    rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+    a, b = CALIBRATED.sample(rng_a), uncalibrated.sample(rng_b)
+    assert b.calibration_offset is None and a.calibration_offset is not None
+    np.testing.assert_array_equal(a.camera_offset, b.camera_offset)  # everything else as drawn without it
+    assert rng_a.bit_generator.state != rng_b.bit_generator.state
+    assert CALIBRATED == dataclasses.replace(MOUNT, name="calibrated", calibrated=True,
+                                             calibration_shift=CALIBRATED.calibration_shift,
+                                             calibration_tilt=CALIBRATED.calibration_tilt)
+
+
+def test_the_camera_site_goes_back_to_its_mount_when_a_cell_is_not_calibrated():
+    task = make_task(CALIBRATED)
+    nominal = make_task("none").scene
+    _reset(task, 0)
+    task.scene.set_appearance(MOUNT.sample(np.random.default_rng(0)))
+    site = task.scene.camera_site_id
+    np.testing.assert_array_equal(task.scene.model.site_pos[site], nominal.model.site_pos[site])
+    np.testing.assert_array_equal(task.scene.model.site_quat[site], nominal.model.site_quat[site])
+
+
+def test_shifts_keep_the_calibration_of_the_cell():
+    shift = PERTURBATIONS["shifted_camera"]
+    assert in_cell_of(shift, MOUNT) is shift and in_cell_of(shift, NONE) is shift
+    calibrated = in_cell_of(shift, CALIBRATED)
+    assert calibrated.calibrated and calibrated.camera_shift == shift.camera_shift
+    assert calibrated.calibration_tilt == CALIBRATED.calibration_tilt
+    assert describe(calibrated) == ("camera_shift 0.01 m; camera_tilt 5 deg; calibrated; "
+                                    "calibration_shift 0 to 0.002 m; calibration_tilt 0 to 1 deg")
