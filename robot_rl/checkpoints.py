@@ -27,7 +27,7 @@ from robot_rl.artefact_files import RUN_CONFIG as CONFIG_FILE  # noqa: F401 - re
 from robot_rl.configs import CHECKPOINT_KINDS
 from robot_rl.envs.errors import file_problem
 from robot_rl.errors import NoSpaceLeft, UsageError
-from robot_rl.io import atomic_path, check_space, write_json
+from robot_rl.io import atomic_path, check_space, read_json_object, write_json
 
 
 # -- checkpoints ------------------------------------------------------------------------------------------------
@@ -149,23 +149,13 @@ def dagger_policy_run(run_dir: Path) -> Path:
     a stop rule may end the run on an earlier round with a better check; 0 is the init run it started from), else
     its last round so far (the folder itself while it has none)."""
     summary = run_dir / RUN_SUMMARY
-    final = _json_object(summary).get("final_round") if summary.is_file() else None
+    final = read_json_object(summary).get("final_round") if summary.is_file() else None
     if final == 0:
-        return Path(_json_object(run_dir / CONFIG_FILE)["init"])
+        return Path(read_json_object(run_dir / CONFIG_FILE)["init"])
     if isinstance(final, int) and final > 0:
         return run_dir / DAGGER_ROUNDS / f"round-{final:02d}"
     rounds = sorted(p for p in (run_dir / DAGGER_ROUNDS).glob("round-*") if (p / CHECKPOINT_DIR).is_dir())
     return rounds[-1] if rounds else run_dir
-
-
-def _json_object(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UsageError(f"{path}: unreadable ({err})") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{path}: not a JSON object")
-    return value
 
 
 def describe_policy(source: str | Path, kind: str = "last") -> str:

@@ -10,7 +10,6 @@ refusal, one line naming the file and why (exit 2).
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 
@@ -29,24 +28,11 @@ from robot_rl.artefact_files import (
 from robot_rl.artefact_schema import EXPORT_FORMAT
 from robot_rl.envs.errors import file_problem
 from robot_rl.errors import UsageError
+from robot_rl.io import read_json_object
 from robot_rl.provenance import Provenance
 
 Lines = list[tuple[str, str]]  # (label, value) rows, printed aligned
 RUN_CONFIG_MARKERS = (("rounds", "dagger"), ("total_frames", "finetune"), ("views", "encoder"))  # else BC
-
-
-def _json(path: Path) -> dict:
-    """A JSON object robot_rl wrote; anything else (not a regular file, not JSON, not an object) is a UsageError."""
-    problem = file_problem(path, follow_symlinks=True)
-    if problem:
-        raise UsageError(f"{path}: {problem}")
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise UsageError(f"{path}: unreadable JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{path}: not a JSON object")
-    return value
 
 
 def _env_lines(provenance: Provenance) -> Lines:
@@ -139,7 +125,7 @@ def _run_config(run_dir: Path) -> tuple[str, dict]:
     from robot_rl.configs import BCConfig, DAggerConfig, EncoderPretrainConfig, FinetuneConfig
     from robot_rl.run_folder import RunFolder
 
-    stored = _json(run_dir / CONFIG_FILE)
+    stored = read_json_object(run_dir / CONFIG_FILE)
     kind = next((kind for key, kind in RUN_CONFIG_MARKERS if key in stored), "pretrain")
     config_cls = {"dagger": DAggerConfig, "finetune": FinetuneConfig, "encoder": EncoderPretrainConfig,
                   "pretrain": BCConfig}[kind]
@@ -213,7 +199,7 @@ def describe_dagger(run_dir: Path, config: dict) -> Lines:
     from robot_rl.pretrain.dataset import read_meta
 
     rounds = sorted((run_dir / DAGGER_ROUNDS).glob("round-*.json"))
-    checks = [_checked_rate(_json(path), path) for path in rounds]
+    checks = [_checked_rate(read_json_object(path), path) for path in rounds]
     finished = (run_dir / RUN_SUMMARY).is_file()
     meta = read_meta(run_dir / DAGGER_AGGREGATE)
     env = (_env_lines(Provenance.of_dataset(meta, run_dir / DAGGER_AGGREGATE / DATASET_META)) if meta is not None
@@ -247,7 +233,7 @@ def describe_checkpoint(path: Path) -> Lines:
 
 def describe_report(root: Path) -> Lines:
     path = root / REPORT
-    report = _json(path)
+    report = read_json_object(path)
     info, metrics = report.get("info"), report.get("metrics")
     if not isinstance(info, dict) or not isinstance(metrics, dict):
         raise UsageError(f"{path}: corrupt, info and metrics must be objects")
@@ -274,10 +260,10 @@ def describe_export(root: Path) -> Lines:
     if (root / WEIGHTS_FILE).exists() or (root / WEIGHTS_CONFIG).exists():
         state = read_weights(root / WEIGHTS_FILE)
         env = Provenance.from_record(state["env"], root / WEIGHTS_CONFIG)
-        lines += [*_env_lines(env), ("policy", str(_json(root / WEIGHTS_CONFIG).get("source")))]
+        lines += [*_env_lines(env), ("policy", str(read_json_object(root / WEIGHTS_CONFIG).get("source")))]
     path = root / EXPORT_RECORD
     if path.exists() or path.is_symlink():
-        policy = _json(path)
+        policy = read_json_object(path)
         record = Provenance.from_record(policy.get("env"), path)
         if env is None:
             lines += [*_env_lines(record), ("policy", str(policy.get("checkpoint")))]
@@ -297,7 +283,7 @@ def describe_pipeline(root: Path) -> Lines:
     lines: Lines = [("stage", "pipeline root (robot-rl pipeline)"),
                     ("stages present", ", ".join(p.name for p in sorted(root.iterdir()) if p.is_dir()) or "-")]
     if result_path.is_file():
-        result = _json(result_path)
+        result = read_json_object(result_path)
         for label, key in (("after BC", "after_bc"), ("after DAgger", "after_dagger"), ("after PPO", "metrics")):
             metrics = result.get(key) or {}
             if metrics:
@@ -318,7 +304,7 @@ def _is_export(path: Path) -> bool:
         return True
     if not (path / CONFIG_FILE).is_file():
         return False
-    return _json(path / CONFIG_FILE).get("format") == EXPORT_FORMAT
+    return read_json_object(path / CONFIG_FILE).get("format") == EXPORT_FORMAT
 
 
 def describe(path: str | Path) -> Lines:

@@ -17,7 +17,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from robot_rl.errors import NoSpaceLeft
+from robot_rl.envs.errors import file_problem
+from robot_rl.errors import NoSpaceLeft, UsageError
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -121,3 +122,18 @@ def preallocate(folder: str | os.PathLike) -> None:
                 raise
         finally:
             os.close(fd)
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON object robot_rl wrote, read as data; anything else (not a regular file, not JSON, not an object) is a
+    UsageError naming the file."""
+    problem = file_problem(path, follow_symlinks=True)
+    if problem:
+        raise UsageError(f"{path}: {problem}")
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: unreadable JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: not a JSON object")
+    return value
