@@ -27,6 +27,7 @@ exactly as before; only ``localized()`` looks from the rendered camera), and the
 from __future__ import annotations
 
 import sys
+from dataclasses import fields
 
 import numpy as np
 from harness import Benchmark, Variant
@@ -50,7 +51,7 @@ TARGET = 0.90  # the robustness benchmark's shift target
 SEEDS_FROM = 40_000_000  # boards no other benchmark uses
 
 MOUNT_POLICY = "runs/bc-mount-encoder-recolour"  # perception.py's mount arm, seed 0
-SUITE_SEEDS_FROM = EvaluateConfig().seed  # the perturbation suite's boards
+SUITE_SEEDS_FROM = {f.name: f.default for f in fields(EvaluateConfig)}["seed"]  # the perturbation suite's boards
 
 BENCHMARK = Benchmark("shifted_camera", __doc__, variants=(
     Variant("shifted-camera", (), "whether any pixels-only policy can pass the shifted_camera shift, 200 boards"),
