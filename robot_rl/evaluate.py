@@ -99,16 +99,16 @@ def perturbation_suite(actor, provenance: Provenance, config: EvaluateConfig, ou
     rows = []
     for name, shift in {"none": NONE, **(PERTURBATIONS if shifts is None else shifts)}.items():
         folder = out_dir / "perturbations" / name
+        setting = shift if name == "none" else in_cell_of(shift, cell)
         if name == "none" and nominal is not None:
             metrics, videos, folder = nominal[0], nominal[1][:1], out_dir
         else:
             # The suite's shifts by name, as a run's record spells a randomization; a caller's, or one in a
             # calibrated cell, by value.
-            by_name = name == "none" or (shifts is None and not cell.calibrated)
-            setting = name if by_name else in_cell_of(shift, cell)
-            metrics, _, videos = _run_boards(actor, replace(provenance, randomization=setting), suite_config,
-                                             folder, device, progress, desc=f"evaluate {name}")
-        rows.append({"shift": name, "change": describe(shift), "episodes": metrics["episodes"],
+            by_name = name == "none" or (shifts is None and setting is shift)
+            metrics, _, videos = _run_boards(actor, replace(provenance, randomization=name if by_name else setting),
+                                             suite_config, folder, device, progress, desc=f"evaluate {name}")
+        rows.append({"shift": name, "change": describe(setting), "episodes": metrics["episodes"],
                      "success_rate": metrics["success_rate"], "success_ci95": metrics["success_ci95"],
                      "guesses": metrics["guesses"], "collisions_per_episode": metrics["collisions_per_episode"],
                      "video": str((folder / videos[0]).relative_to(out_dir)) if videos else None})

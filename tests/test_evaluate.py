@@ -236,6 +236,23 @@ def test_the_suite_takes_other_shifts_by_value(bc_run_dir, tmp_path):
     assert {k: v for k, v in suite[1].items() if k != "shift"} == {k: v for k, v in suite[2].items() if k != "shift"}
 
 
+def test_a_calibrated_cell_stays_calibrated_under_every_shift_of_the_suite(bc_run_dir, tmp_path):
+    from robot_rl.envs.randomization import CALIBRATED, NONE, PERTURBATIONS
+    from robot_rl.evaluate import perturbation_suite
+    from robot_rl.policy_io import load_actor
+
+    actor, trained_in, _ = load_actor(str(bc_run_dir))
+    config = EvaluateConfig(checkpoint=str(bc_run_dir), episodes=1, num_envs=1, videos=0, failure_videos=0)
+    shifts = {"shifted_camera": PERTURBATIONS["shifted_camera"]}
+    calibrated, plain = (perturbation_suite(actor, trained_in, config, tmp_path / name, "cpu", progress=False,
+                                            shifts=shifts, cell=cell)
+                         for name, cell in (("calibrated", CALIBRATED), ("plain", NONE)))
+    assert [row["change"] for row in plain] == ["nominal", "camera_shift 0.01 m; camera_tilt 5 deg"]
+    assert calibrated[0]["change"] == "nominal"  # the nominal cell has nothing to calibrate
+    assert calibrated[1]["change"] == ("camera_shift 0.01 m; camera_tilt 5 deg; calibrated; "
+                                       "calibration_shift 0 to 0.002 m; calibration_tilt 0 to 1 deg")
+
+
 def test_finished_episodes_summarizes_every_episode_that_ended_in_a_batch():
     from robot_rl import keys
     from robot_rl.envs import make_env
