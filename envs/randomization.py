@@ -11,10 +11,11 @@ by the task to each rendered image.
 The camera offset moves the *rendered* camera only: the pose the arm controls, and the localization test, stay
 the nominal mount's, as on a real cell whose camera sits a few millimetres off where the calibration says. No
 image tells such an offset from a board placed that much off (the board's place is random), so a policy that
-centres what it sees passes a test made in the mount's frame only within the room the offset leaves. ``calibrated`` models the cell
-that measured its camera after mounting it (a hand-eye calibration): the pose the arm controls, and so the
-localization test and the expert, follow the camera as it sits, off by the calibration's residual error
-(``calibration_shift``, ``calibration_tilt``). The env models the calibration's result, not its procedure.
+centres what it sees passes a test made in the mount's frame only within the room the offset leaves.
+``calibrated`` models the cell that measured its camera after mounting it (a hand-eye calibration): the pose the arm
+controls, and so the localization test and the expert, follow the camera as it sits, off by the calibration's
+residual error (``calibration_shift``, ``calibration_tilt``). The env models the calibration's result, not its
+procedure.
 
 The perturbation suite (``PERTURBATIONS``) holds fixed shifts outside the ``default`` ranges, for evaluating how a
 policy degrades under conditions it was not trained on (``robot-rl evaluate --perturbations``).
