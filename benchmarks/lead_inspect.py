@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import Benchmark, Variant
-from protocols import Stages, ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
+from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
 from results_file import RESULTS_DIR, read_results
 
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretrainConfig
@@ -57,10 +57,13 @@ from robot_rl.pipeline import ARM_BC_OPTIONS
 from robot_rl.pipeline import ENCODER_STAGES as PIPELINE_ENCODER_STAGES
 from robot_rl.precision import describe
 from robot_rl.pretrain import encoder_pretrain
-from robot_rl.pretrain.bc import ensure_trained
+from robot_rl.pretrain.bc import pretrain, resume
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dagger import dagger, final_policy_run
+from robot_rl.pretrain.dagger import resume as resume_dagger
 from robot_rl.pretrain.dataset import DemoDataset
+from robot_rl.recipe import STAGES_FILE
+from robot_rl.recipe import Recipe as Stages
 from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
 
@@ -260,23 +263,20 @@ def run_arm(name: str, args, stages: Stages) -> dict | None:
     wanted = name in args.arms or any(RECIPES[a].bc_run == recipe.bc_run for a in args.arms)
     if wanted and recipe.encoder:
         encoder = encoder_config(args)
-        stages.run("train:encoder", lambda: encoder_pretrain.ensure_trained(encoder, progress=False),
-                   done=(args.root / "encoder" / "summary.json").is_file())
+        stages.train("train:encoder", "pretrain-encoder", encoder.run_dir, encoder_pretrain.pretrain_encoder,
+                     encoder_pretrain.resume, lambda: encoder)
     if wanted:
-        stages.run(f"train:{bc_dir.name}", lambda: ensure_trained(bc_run, progress=False),
-                   done=(bc_dir / "summary.json").is_file())
+        stages.train(f"train:{bc_dir.name}", "pretrain", bc_dir, pretrain, resume, lambda: bc_run)
     for link in dagger_chain(name) if name in args.arms else ():
-        finished = (args.root / link / "summary.json").is_file()
-        config = dagger_config(args, link, bc_dir)
-        stages.run(f"train:{link}", lambda finished=finished, config=config:
-                   None if finished else dagger(config, progress=False), done=finished)
+        stages.train(f"train:{link}", "dagger", args.root / link, dagger, resume_dagger,
+                     lambda link=link: dagger_config(args, link, bc_dir))
     run_dir = args.root / name if recipe.dagger else bc_dir
     if not (run_dir / "summary.json").is_file():
         # A DAgger run stopped between rounds (to continue later): its checks so far, from its log.
         return in_progress(run_dir) if recipe.dagger and (run_dir / "logs").is_dir() else None
     summary = json.loads((run_dir / "summary.json").read_text())
     checkpoint = Path(summary["policy"]) if recipe.dagger else bc_dir / "checkpoints" / "last.pt"
-    final = stages.run(f"evaluate:{name}", lambda: last_on_fresh_boards(run_dir, checkpoint, args.boards,
+    final = stages.stage(f"evaluate:{name}", lambda: last_on_fresh_boards(run_dir, checkpoint, args.boards,
                                                                          args.device, args.precision),
                        done=(run_dir / "eval-fresh-last" / "report.json").is_file())
     start = stages.seconds("collect") + (stages.seconds("train:encoder") if recipe.encoder else 0.0)
@@ -310,13 +310,13 @@ def run(args) -> dict | int:
         print(f"wrote {args.out.with_suffix('.png')} from {args.out}")
         return 0
     args.root.mkdir(parents=True, exist_ok=True)
-    stages = Stages(args.root / "stages.json")
+    stages = Stages(args.root / STAGES_FILE, progress=False)
     device = resolve_device(args.device)
     kept, kept_from = earlier_arms(args.out)
 
     collect = CollectConfig(out=str(args.data), episodes=args.episodes, difficulty=DIFFICULTY, image_size=IMAGE_SIZE,
                             seed=0, arm=args.robot_arm, task=TASK)
-    stages.run("collect", lambda: collect_demos(collect), done=(args.data / "meta.json").is_file())
+    stages.stage("collect", lambda: collect_demos(collect), done=(args.data / "meta.json").is_file())
     dataset = DemoDataset.open(args.data)
 
     evaluated_before = {name for name, stage in stages.stages.items() if stage.get("finished")}

@@ -50,10 +50,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from harness import Benchmark, Variant
-from protocols import Stages, perturbation_suite, png_figure, suite_rows
+from protocols import perturbation_suite, png_figure, suite_rows
 from results_file import read_results
 
 from robot_rl.artefact_files import DATASET_META as META_FILE
+from robot_rl.artefact_files import REPORT
 from robot_rl.configs import BCConfig, CollectConfig, EncoderPretrainConfig
 from robot_rl.encoder import ImageEncoder
 from robot_rl.envs.randomization import Randomization
@@ -61,6 +62,7 @@ from robot_rl.episodes import wilson_interval
 from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
+from robot_rl.recipe import Recipe as Stages
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
@@ -236,9 +238,9 @@ def bc_config(data: Path, run_dir: Path, epochs: int, args, **options) -> BCConf
 def timed(stages: Stages, name: str, work, done: bool, earlier_seconds: float | None):
     """Runs ``work()`` as stage ``name``; returns its result and the stage's seconds over every part. A folder
     ``done`` before this file kept stages keeps the ``earlier_seconds`` recorded with it (None if none were)."""
-    if done and not stages.stages.get(name, {}).get("finished"):
+    if done and not stages.finished(name):
         return work(), earlier_seconds
-    result = stages.run(name, work, done)
+    result = stages.stage(name, work, done)
     return result, stages.seconds(name)
 
 
@@ -251,10 +253,10 @@ def train_and_evaluate(config: BCConfig, args, stages: Stages, previous: dict | 
     done = RunFolder(config.run_dir).finished
     earlier = (previous or {}).get("bc_wall_s") or (_recorded_baseline_seconds(config) if done else None)
     summary, bc_seconds = timed(stages, f"train:{run_dir.name}", lambda: ensure_trained(config), done, earlier)
-    # The suite reuses the evaluations it finished before; a finished stage is not timed again.
-    suite = stages.run(f"evaluate:{run_dir.name}",
-                       lambda: perturbation_suite(run_dir / "checkpoints" / "last.pt", args.boards,
-                                                  run_dir / "eval-perturbations-last", args.device), done=True)
+    # An evaluation finished before is read back, not run again (nor timed again).
+    out = run_dir / "eval-perturbations-last"
+    suite = stages.evaluate(f"evaluate:{run_dir.name}", out / REPORT, lambda: perturbation_suite(
+        run_dir / "checkpoints" / "last.pt", args.boards, out, args.device))["perturbations"]
     evaluate_seconds = stages.seconds(f"evaluate:{run_dir.name}")
     return {"run_dir": config.run_dir, "epochs": config.epochs, "encoder_weights": config.encoder_weights,
             "recolour": config.recolour, "checkpoint": "last.pt", "suite": suite,
@@ -512,12 +514,12 @@ def measured_then(record: dict, earlier: dict | None, evaluated_before: set[str]
 
 def run(args) -> dict:
     where = paths(args.root)
-    stages = Stages(where["stages"])
+    stages = Stages(where["stages"], progress=False)
     previous = json.loads(args.out.read_text()) if args.out.is_file() else {}
     # A part run again replaces its entry and its seconds; the file's provenance is this invocation's.
     results, wall = dict(previous.get("metrics") or {}), dict(previous.get("parts") or {})
     results["arms"] = earlier_records(previous, results.get("arms"))
-    evaluated_before = {name for name, stage in stages.stages.items() if stage.get("finished")}
+    evaluated_before = {name for name in stages.stages if stages.finished(name)}
     for part in (part for part in PARTS if part in args.parts):
         start = time.perf_counter()
         if part == "throughput":

@@ -10,8 +10,6 @@ The ``few`` preset (and the lead task's two) is the recipe of the pipeline's ``q
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -21,21 +19,22 @@ from pathlib import Path
 
 import torch
 
+from robot_rl.artefact_files import DATASET_META
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig, FinetuneConfig, PipelineConfig
 from robot_rl.envs import keys
 from robot_rl.episodes import wilson_interval
 from robot_rl.evaluate import evaluate
 from robot_rl.finetune import trainer
-from robot_rl.io import atomic_path, write_json
+from robot_rl.io import atomic_path
 from robot_rl.options import resolve_device
 from robot_rl.pipeline import DAGGER_STAGES as PIPELINE_DAGGER_STAGES
 from robot_rl.pipeline import PRESETS as PIPELINE_PRESETS
 from robot_rl.pipeline import for_options as pipeline_for_options
 from robot_rl.policy_io import load_actor
-from robot_rl.pretrain import dagger, encoder_pretrain
-from robot_rl.pretrain.bc import ensure_trained
+from robot_rl.pretrain import bc, dagger, encoder_pretrain
 from robot_rl.pretrain.collect import collect_demos
+from robot_rl.recipe import STAGES_FILE, Recipe
 from robot_rl.run_folder import RunFolder
 from robot_rl.run_logs import read_scalar
 
@@ -305,23 +304,26 @@ def with_precision(preset: dict, precision: str) -> dict:
 
 def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
     """The few-demo demonstrations, the encoder pretraining if ``preset`` has it (in ``encoder`` beside the BC
-    folder, loaded by BC), the BC run, then its DAgger rounds if it has them (each reused when already there);
-    returns the run folder PPO starts from and the BC config."""
-    demos = preset["demos"]
-    if not (Path(demos.out) / "meta.json").is_file():
-        collect_demos(demos, progress=False)
-    bc_dir = Path(preset["bc"].run_dir)
+    folder, loaded by BC), the BC run, then its DAgger rounds if it has them: the pipeline's stages, each reused
+    when done and timed across invocations (``stages.json`` beside the BC folder); returns the run folder PPO
+    starts from and the BC config."""
+    demos, bc_dir = preset["demos"], Path(preset["bc"].run_dir)
+    stages = Recipe(bc_dir.parent / STAGES_FILE, progress=False)
+    stages.collect("collect-demos", demos.out, lambda: collect_demos(demos, progress=False),
+                   done=(Path(demos.out) / DATASET_META).is_file())
     bc_config = replace(preset["bc"], data=demos.out, device=device)
     if "encoder" in preset:
         encoder = replace(preset["encoder"], run_dir=str(bc_dir.parent / "encoder"), device=device,
                           precision=bc_config.precision)
-        encoder_pretrain.ensure_trained(encoder, progress=False)
+        stages.train("pretrain-encoder", "pretrain-encoder", encoder.run_dir, encoder_pretrain.pretrain_encoder,
+                     encoder_pretrain.resume, lambda: encoder)
         bc_config = replace(bc_config, encoder_weights=encoder.run_dir)
-    ensure_trained(bc_config, progress=False)
+    stages.train("pretrain", "pretrain", bc_dir, bc.pretrain, bc.resume, lambda: bc_config)
     if "dagger" in preset:  # PPO then starts from the policy DAgger ends with
         config = replace(preset["dagger"], init=str(bc_dir), run_dir=str(bc_dir.parent / "dagger"), device=device,
                          precision=bc_config.precision)
-        bc_dir = dagger.final_policy_run(dagger.ensure_trained(config, progress=False))
+        bc_dir = dagger.final_policy_run(stages.train("dagger", "dagger", config.run_dir, dagger.dagger,
+                                                      dagger.resume, lambda: config))
     return bc_dir, bc_config
 
 
@@ -346,39 +348,3 @@ def closed_loop_checks(run_dir: Path, steps_per_epoch: int) -> list[dict]:
                        "collisions_per_episode": logged["collisions_per_episode"][step],
                        "episode_length": logged["episode_length"][step]})
     return checks
-
-
-class Stages:
-    """Each stage's measured seconds, kept across the parts of a benchmark (a JSON file in its work folder).
-
-    A stage may run in several parts (stopped by Ctrl-C or SIGTERM, resumed by the next invocation): each part's
-    seconds and the machine's load average at its end are kept, and the stage's seconds are their sum. A part
-    killed with kill -9 leaves no record (its work is kept by the run folder, its time is lost). A stage that
-    finished in an earlier part keeps the seconds measured then."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.stages = json.loads(path.read_text()) if path.is_file() else {}
-
-    def seconds(self, name: str) -> float:
-        return self.stages[name]["seconds"]
-
-    def run(self, name: str, work, done: bool):
-        """Runs ``work()`` (reusing a finished folder is cheap); records the part unless the stage was ``done``
-        and timed before."""
-        if done and self.stages.get(name, {}).get("finished"):
-            return work()
-        start, finished = time.perf_counter(), False
-        try:
-            result = work()
-            finished = True
-            return result
-        finally:
-            stage = self.stages.setdefault(name, {"seconds": 0.0, "parts": []})
-            # Another load on the machine slows a stage: its load average is kept beside its seconds.
-            stage["parts"].append({"seconds": round(time.perf_counter() - start, 1), "finished": finished,
-                                   "load_average_1min": round(os.getloadavg()[0], 2),
-                                   "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-            stage["seconds"] = round(sum(part["seconds"] for part in stage["parts"]), 1)
-            stage["finished"] = finished
-            write_json(self.path, self.stages)

@@ -17,7 +17,6 @@ follows the one rule of ``checkpoints.policy_checkpoint``: ``last.pt`` (``--chec
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -42,12 +41,17 @@ from robot_rl.locks import exclusive
 from robot_rl.pretrain import bc, dagger, encoder_pretrain
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import META_FILE, DemoDataset
-from robot_rl.run_folder import RunFolder, ensure_finished, stop_point
+from robot_rl.recipe import STAGES_FILE, Recipe
+from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
 # Where each stage writes, under the pipeline's root; the stages are linked through these.
 DEMOS, ENCODER, BC, DAGGER, PPO = "demos", "encoder", "bc", "dagger", "ppo"
 EVAL_BC, EVAL_DAGGER, EVAL = "eval-bc", "eval-dagger", "eval"
+# The stages of a recipe, in order, as pipeline.json's seconds name them (a preset without an optional stage has
+# none of its rows).
+PIPELINE_STAGES = ("collect-demos", "pretrain-encoder", "pretrain", "evaluate BC", "dagger", "evaluate DAgger",
+                   "finetune", "evaluate")
 # Fields that link stages or pick the device: set by the pipeline, not options of a preset.
 WIRING = {"collect": ("out",), "encoder": ("run_dir", "device", "precision"),
           "pretrain": ("data", "run_dir", "device", "precision"),
@@ -203,27 +207,12 @@ def _check_preset(root: Path, preset: Preset) -> None:
                          f"remove it or choose another --out")
 
 
-def _train_stage(label: str, command: str, run_dir: Path, start, resume, make_config, progress: bool, log) -> None:
-    """A training stage: skipped when its run folder is finished, resumed when interrupted, started otherwise;
-    a stage stopped by Ctrl-C stops the pipeline (RunStopped), before anything uses its unfinished run."""
-    folder = RunFolder(run_dir)
-    log(f"{label}: {run_dir} is finished, skipped" if folder.finished else
-        f"{label}: resuming {run_dir}" if folder.started else f"{label} -> {run_dir}")
-    ensure_finished(run_dir, command, lambda: start(make_config(), progress=progress),
-                    lambda path: resume(path, progress=progress))
-    stop_point(run_dir, command)  # a stop asked during the stage's last step: the pipeline stops before the next
-
-
-def _evaluate_stage(label: str, checkpoint: Path, out_dir: Path, options: EvaluateConfig, device: str,
-                    precision: str, progress: bool, log) -> dict:
-    """Evaluates ``checkpoint`` (a run folder: its ``options.checkpoint_kind`` checkpoint) into ``out_dir`` unless
-    its report exists; returns the metrics."""
+def _evaluate(options: EvaluateConfig, checkpoint: Path, out_dir: Path, device: str, precision: str,
+              progress: bool, log, label: str) -> dict:
+    """Evaluates ``checkpoint`` (a run folder: its ``options.checkpoint_kind`` checkpoint) into ``out_dir``
+    (report.json and the rest); returns the metrics."""
     from robot_rl.evaluate import evaluate
 
-    report = out_dir / REPORT
-    if report.is_file():
-        log(f"{label}: {report} exists, skipped")
-        return json.loads(report.read_text())["metrics"]
     log(f"{label}: {policy_checkpoint(checkpoint, options.checkpoint_kind)} -> {out_dir}")
     config = replace(options, checkpoint=str(checkpoint), out=str(out_dir), device=device, precision=precision)
     return evaluate(config, progress=progress)["metrics"]
@@ -262,73 +251,55 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
     data, bc_dir, ppo_dir = root / preset.collect.out, root / preset.pretrain.run_dir, root / preset.finetune.run_dir
     bc_eval_dir, eval_dir = root / EVAL_BC, root / preset.evaluate.out
     _check_preset(root, preset)  # the recipe, not its layout on this machine: a root resumes on another machine
-    timings: dict[str, float] = {}
+    recipe = Recipe(root / STAGES_FILE, log, progress)
 
-    start = time.perf_counter()
+    def evaluate_stage(name: str, label: str, checkpoint: Path, out_dir: Path, options: EvaluateConfig) -> dict:
+        return recipe.evaluate(name, out_dir / REPORT, lambda: _evaluate(
+            options, checkpoint, out_dir, device, precision, progress, log, label), label)["metrics"]
+
     collect = replace(preset.collect, out=str(data))
-    meta = data / META_FILE
-    done = meta.is_file() and len(DemoDataset.open(data).episodes) >= collect.episodes
-    if done:
-        log(f"[1/5] collect-demos: {data} already holds the demos, skipped")
-    else:
-        log(f"[1/5] collect-demos -> {data}")
-        collect_demos(collect, progress=progress)
-        stop_point(data, "collect-demos")
-    timings["collect-demos"] = time.perf_counter() - start
+    recipe.collect("collect-demos", data, lambda: collect_demos(collect, progress=progress),
+                   done=(data / META_FILE).is_file() and len(DemoDataset.open(data).episodes) >= collect.episodes,
+                   label="[1/5] collect-demos")
 
     encoder = {}
     if preset.encoder is not None:  # BC starts from a trunk trained on labelled views of the demos' cell
-        start = time.perf_counter()
         encoder_dir = root / preset.encoder.run_dir
-        _train_stage("[2a/5] pretrain-encoder", "pretrain-encoder", encoder_dir, encoder_pretrain.pretrain_encoder,
+        recipe.train("pretrain-encoder", "pretrain-encoder", encoder_dir, encoder_pretrain.pretrain_encoder,
                      encoder_pretrain.resume, lambda: replace(preset.encoder, run_dir=str(encoder_dir), device=device,
-                                                              precision=precision), progress, log)
+                                                              precision=precision), "[2a/5] pretrain-encoder")
         encoder = {"encoder_weights": str(encoder_dir)}
-        timings["pretrain-encoder"] = time.perf_counter() - start
 
-    start = time.perf_counter()
-    _train_stage("[2/5] pretrain", "pretrain", bc_dir, bc.pretrain, bc.resume, lambda: replace(
+    recipe.train("pretrain", "pretrain", bc_dir, bc.pretrain, bc.resume, lambda: replace(
         preset.pretrain, data=str(data), run_dir=str(bc_dir), device=device, precision=precision, **encoder),
-        progress, log)
-    timings["pretrain"] = time.perf_counter() - start
+        "[2/5] pretrain")
 
     # The BC policy on the boards the fine-tuned one is evaluated on, without videos: the table's first row.
-    start = time.perf_counter()
     bc_options = replace(preset.evaluate, videos=0, failure_videos=0)
-    after_bc = _evaluate_stage("[3/5] evaluate BC", bc_dir, bc_eval_dir, bc_options, device, precision, progress,
-                               log)
-    timings["evaluate BC"] = time.perf_counter() - start
+    after_bc = evaluate_stage("evaluate BC", "[3/5] evaluate BC", bc_dir, bc_eval_dir, bc_options)
 
     start_dir, after_dagger, dagger_rounds = bc_dir, None, None
     if preset.dagger is not None:  # PPO starts from the policy DAgger ends with (a BC run folder of its own)
-        start = time.perf_counter()
         dagger_dir = root / preset.dagger.run_dir
-        _train_stage("[3b/5] dagger", "dagger", dagger_dir, dagger.dagger, dagger.resume, lambda: replace(
-            preset.dagger, init=str(bc_dir), run_dir=str(dagger_dir), device=device, precision=precision), progress,
-            log)
+        recipe.train("dagger", "dagger", dagger_dir, dagger.dagger, dagger.resume, lambda: replace(
+            preset.dagger, init=str(bc_dir), run_dir=str(dagger_dir), device=device, precision=precision),
+            "[3b/5] dagger")
         summary = RunFolder(dagger_dir).summary()
         start_dir, dagger_rounds = dagger.final_policy_run(summary), len(summary["rounds"]) - 1
         if summary.get("final_round", dagger_rounds):
-            after_dagger = _evaluate_stage("[3c/5] evaluate DAgger", start_dir, root / EVAL_DAGGER, bc_options,
-                                           device, precision, progress, log)
+            after_dagger = evaluate_stage("evaluate DAgger", "[3c/5] evaluate DAgger", start_dir,
+                                          root / EVAL_DAGGER, bc_options)
         else:  # no round run, or none checked better than the BC policy
             log(f"[3b/5] dagger: {dagger_rounds} round(s), none needed or better than the BC policy's check "
                 f"({summary['rounds'][0]['success_rate']:.0%}): fine-tuning starts from BC")
-        timings["dagger"] = time.perf_counter() - start
 
-    start = time.perf_counter()
-    _train_stage(f"[4/5] finetune from {policy_checkpoint(start_dir, preset.finetune.checkpoint_kind)}", "finetune",
-                 ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
+    recipe.train("finetune", "finetune", ppo_dir, trainer.finetune, trainer.resume, lambda: replace(
         sized_for(preset.finetune, context), init=str(start_dir), run_dir=str(ppo_dir), device=device,
-        precision=precision), progress, log)
-    timings["finetune"] = time.perf_counter() - start
+        precision=precision), f"[4/5] finetune from {policy_checkpoint(start_dir, preset.finetune.checkpoint_kind)}")
 
-    start = time.perf_counter()
     # By default the policy PPO ended with (last.pt), as fine-tuning is designed to end (README, "Fine-tuning
     # design"); best.pt, the best of PPO's own held-out checks, stays beside it.
-    after_ppo = _evaluate_stage("[5/5] evaluate", ppo_dir, eval_dir, preset.evaluate, device, precision, progress,
-                                log)
-    timings["evaluate"] = time.perf_counter() - start
+    after_ppo = evaluate_stage("evaluate", "[5/5] evaluate", ppo_dir, eval_dir, preset.evaluate)
     kind = preset.evaluate.checkpoint_kind
     ppo_summary = RunFolder(ppo_dir).summary() or {}
     result = {"demos": str(data), "encoder": encoder.get("encoder_weights"),
@@ -338,7 +309,8 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
               "metrics": after_ppo, "checkpoint_kind": kind,
               "policies": {"bc": str(policy_checkpoint(bc_dir, kind)), "ppo": str(policy_checkpoint(ppo_dir, kind))},
               "ppo_best": ppo_summary.get("best"),
-              "seconds": {k: round(v, 1) for k, v in timings.items()},
+              # Each stage's seconds over the invocations that ran it (a stage finished earlier: what it cost then).
+              "seconds": {name: recipe.seconds(name) for name in PIPELINE_STAGES if recipe.seconds(name) is not None},
               # The fine-tuning's own (its workers and threads); a run folder finished before runs recorded one:
               # this process's.
               "compute": ppo_summary.get("compute") or context.record()}

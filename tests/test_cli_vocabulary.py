@@ -220,7 +220,7 @@ def _taken_by_pipeline(folder, kind, tmp_path, monkeypatch):
     assert preset.finetune.checkpoint_kind == kind  # the PPO stage starts from the BC run's checkpoint of that kind
     out = tmp_path / f"pipeline-{kind}"
     options = dataclasses.replace(preset.evaluate, episodes=1, num_envs=1, videos=0, failure_videos=0)
-    pipeline._evaluate_stage("evaluate", folder, out, options, "cpu", "fp32", False, print)
+    pipeline._evaluate(options, folder, out, "cpu", "fp32", False, print, "evaluate")
     return json.loads((out / "report.json").read_text())["info"]["checkpoint"]
 
 

@@ -144,11 +144,12 @@ def test_a_pipeline_root_records_the_recipe_and_only_its_fine_tuning_is_laid_out
     monkeypatch.setattr(pipeline, "collect_demos", lambda config, progress: None)
     configs = {}
 
-    def train_stage(label, command, run_dir, start, resume, make_config, progress, log):
+    def train_stage(recipe, name, command, run_dir, start, resume, make_config, label=None):
         configs[command] = make_config()
+        return {}
 
-    monkeypatch.setattr(pipeline, "_train_stage", train_stage)
-    monkeypatch.setattr(pipeline, "_evaluate_stage", lambda *args: {})
+    monkeypatch.setattr(pipeline.Recipe, "train", train_stage)
+    monkeypatch.setattr(pipeline.Recipe, "evaluate", lambda *args: {"metrics": {}})
     preset = PRESETS["quick"]
     result = pipeline.run_pipeline(preset, tmp_path, device="cuda", progress=False, log=lambda line: None)
     assert json.loads((tmp_path / pipeline.PRESET_FILE).read_text()) == json.loads(json.dumps(preset.options()))

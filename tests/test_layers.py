@@ -71,6 +71,7 @@ LAYER_OF = {
     "robot_rl.stop": "core",  # the process's one stop request (Ctrl-C, SIGTERM)
     "robot_rl.run_folder": "core",
     "robot_rl.training_run": "core",  # the lifecycle every training run shares
+    "robot_rl.recipe": "core",  # stages in order: skip-if-done, seconds across invocations
     "robot_rl.run_logs": "core",
     "robot_rl.episodes": "core",
     "robot_rl.closed_loop": "core",

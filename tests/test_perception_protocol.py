@@ -13,9 +13,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import perception  # noqa: E402  (benchmarks/ is not a package)
-from protocols import Stages  # noqa: E402
 
 from robot_rl.errors import RunStopped  # noqa: E402
+from robot_rl.recipe import Recipe  # noqa: E402
 
 
 def _stopped():
@@ -31,20 +31,20 @@ def _finishes():
 def test_a_stage_split_across_invocations_counts_every_part(tmp_path):
     record = tmp_path / "stages.json"
     with pytest.raises(RunStopped):
-        perception.timed(Stages(record), "train:bc", _stopped, False, None)
-    result, seconds = perception.timed(Stages(record), "train:bc", _finishes, False, None)  # the next invocation
+        perception.timed(Recipe(record), "train:bc", _stopped, False, None)
+    result, seconds = perception.timed(Recipe(record), "train:bc", _finishes, False, None)  # the next invocation
     assert result == "trained"
-    stage = Stages(record).stages["train:bc"]
+    stage = Recipe(record).stages["train:bc"]
     assert [part["finished"] for part in stage["parts"]] == [False, True]
     assert seconds == pytest.approx(0.3, abs=0.1) and seconds == stage["seconds"]
     # A third invocation reuses the finished folder: no new part, the same seconds.
-    result, again = perception.timed(Stages(record), "train:bc", lambda: "reused", True, None)
-    assert result == "reused" and again == seconds and len(Stages(record).stages["train:bc"]["parts"]) == 2
+    result, again = perception.timed(Recipe(record), "train:bc", lambda: "reused", True, None)
+    assert result == "reused" and again == seconds and len(Recipe(record).stages["train:bc"]["parts"]) == 2
 
 
 def test_a_folder_finished_before_stage_records_keeps_its_recorded_seconds(tmp_path):
     record = tmp_path / "stages.json"
-    result, seconds = perception.timed(Stages(record), "train:encoder", lambda: "reused", True, 822.0)
+    result, seconds = perception.timed(Recipe(record), "train:encoder", lambda: "reused", True, 822.0)
     assert result == "reused" and seconds == 822.0
     assert not record.exists()  # reusing it is not a measurement
 
