@@ -49,6 +49,7 @@ from harness import Benchmark, Variant
 from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
 from results_file import RESULTS_DIR, read_results
 
+from robot_rl.artefact_files import RECIPE_STAGES
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretrainConfig
 from robot_rl.envs.arms import ARMS as ROBOT_ARMS
 from robot_rl.errors import RunStopped
@@ -62,7 +63,6 @@ from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dagger import dagger, final_policy_run
 from robot_rl.pretrain.dagger import resume as resume_dagger
 from robot_rl.pretrain.dataset import DemoDataset
-from robot_rl.recipe import STAGES_FILE
 from robot_rl.recipe import Recipe as Stages
 from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table
@@ -279,12 +279,14 @@ def run_arm(name: str, args, stages: Stages) -> dict | None:
     final = stages.stage(f"evaluate:{name}", lambda: last_on_fresh_boards(run_dir, checkpoint, args.boards,
                                                                          args.device, args.precision),
                        done=(run_dir / "eval-fresh-last" / "report.json").is_file())
-    start = stages.seconds("collect") + (stages.seconds("train:encoder") if recipe.encoder else 0.0)
+    # Demos another root collected (another seed's share them) cost this root nothing.
+    collect_s = stages.seconds("collect") or 0.0
+    start = collect_s + (stages.seconds("train:encoder") if recipe.encoder else 0.0)
     bc_seconds = stages.seconds(f"train:{bc_dir.name}")
     bc_summary = json.loads((bc_dir / "summary.json").read_text())
     curve = [{**c, "wall_s": round(start + bc_seconds * c["epoch"] / bc_summary["epochs"], 1)}
              for c in closed_loop_checks(bc_dir, bc_summary["steps"] // bc_summary["epochs"])]
-    seconds = {"collect": stages.seconds("collect"), "train": bc_seconds}
+    seconds = {"collect": collect_s, "train": bc_seconds}
     if recipe.encoder:
         seconds["encoder"] = stages.seconds("train:encoder")
     elapsed = start + bc_seconds
@@ -310,7 +312,7 @@ def run(args) -> dict | int:
         print(f"wrote {args.out.with_suffix('.png')} from {args.out}")
         return 0
     args.root.mkdir(parents=True, exist_ok=True)
-    stages = Stages(args.root / STAGES_FILE, progress=False)
+    stages = Stages(args.root / RECIPE_STAGES, progress=False)
     device = resolve_device(args.device)
     kept, kept_from = earlier_arms(args.out)
 

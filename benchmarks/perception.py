@@ -257,6 +257,9 @@ def train_and_evaluate(config: BCConfig, args, stages: Stages, previous: dict | 
     out = run_dir / "eval-perturbations-last"
     suite = stages.evaluate(f"evaluate:{run_dir.name}", out / REPORT, lambda: perturbation_suite(
         run_dir / "checkpoints" / "last.pt", args.boards, out, args.device))["perturbations"]
+    if suite[0]["episodes"] != args.boards:
+        raise SystemExit(f"{out}: evaluated on {suite[0]['episodes']} boards, this run asks for {args.boards}; "
+                         "remove it to evaluate again")
     evaluate_seconds = stages.seconds(f"evaluate:{run_dir.name}")
     return {"run_dir": config.run_dir, "epochs": config.epochs, "encoder_weights": config.encoder_weights,
             "recolour": config.recolour, "checkpoint": "last.pt", "suite": suite,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from robot_rl.artefact_files import DATASET_META
+from robot_rl.artefact_files import DATASET_META, RECIPE_STAGES
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, CollectConfig, EvaluateConfig, FinetuneConfig, PipelineConfig
 from robot_rl.envs import keys
@@ -34,7 +34,7 @@ from robot_rl.pipeline import for_options as pipeline_for_options
 from robot_rl.policy_io import load_actor
 from robot_rl.pretrain import bc, dagger, encoder_pretrain
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.recipe import STAGES_FILE, Recipe
+from robot_rl.recipe import Recipe
 from robot_rl.run_folder import RunFolder
 from robot_rl.run_logs import read_scalar
 
@@ -308,7 +308,7 @@ def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
     when done and timed across invocations (``stages.json`` beside the BC folder); returns the run folder PPO
     starts from and the BC config."""
     demos, bc_dir = preset["demos"], Path(preset["bc"].run_dir)
-    stages = Recipe(bc_dir.parent / STAGES_FILE, progress=False)
+    stages = Recipe(bc_dir.parent / RECIPE_STAGES, progress=False)
     stages.collect("collect-demos", demos.out, lambda: collect_demos(demos, progress=False),
                    done=(Path(demos.out) / DATASET_META).is_file())
     bc_config = replace(preset["bc"], data=demos.out, device=device)

@@ -21,9 +21,11 @@ IMPORTED_DEMOS = "demos"  # a BC run's copy of LeRobot demos it was given
 ENCODER_WEIGHTS = "encoder.pt"  # what pretrain-encoder leaves for pretrain --encoder-weights
 DAGGER_AGGREGATE, DAGGER_ROUNDS = "aggregate", "rounds"  # a DAgger run's dataset and per-round folders and records
 
-# A pipeline root: the recipe it was started with, what its last invocation did.
+# A pipeline root: the recipe it was started with, what it did (where, the table's metrics, seconds per stage), and
+# each stage's seconds part by part (``robot_rl.recipe``; a benchmark's recipe keeps the same file).
 PIPELINE_PRESET = "preset.json"
 PIPELINE_RESULT = "pipeline.json"
+RECIPE_STAGES = "stages.json"
 
 # An evaluation folder.
 REPORT = "report.json"

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from robot_rl import compat, compute
-from robot_rl.artefact_files import PIPELINE_PRESET, PIPELINE_RESULT, REPORT
+from robot_rl.artefact_files import PIPELINE_PRESET, PIPELINE_RESULT, RECIPE_STAGES, REPORT
 from robot_rl.checkpoints import policy_checkpoint
 from robot_rl.configs import (
     BCConfig,
@@ -41,15 +41,15 @@ from robot_rl.locks import exclusive
 from robot_rl.pretrain import bc, dagger, encoder_pretrain
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dataset import META_FILE, DemoDataset
-from robot_rl.recipe import STAGES_FILE, Recipe
+from robot_rl.recipe import Recipe
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
 # Where each stage writes, under the pipeline's root; the stages are linked through these.
 DEMOS, ENCODER, BC, DAGGER, PPO = "demos", "encoder", "bc", "dagger", "ppo"
 EVAL_BC, EVAL_DAGGER, EVAL = "eval-bc", "eval-dagger", "eval"
-# The stages of a recipe, in order, as pipeline.json's seconds name them (a preset without an optional stage has
-# none of its rows).
+# The stages of a recipe, in order, as pipeline.json's seconds name them (a stage that did not run, or whose
+# output was there before any record of it, has no row).
 PIPELINE_STAGES = ("collect-demos", "pretrain-encoder", "pretrain", "evaluate BC", "dagger", "evaluate DAgger",
                    "finetune", "evaluate")
 # Fields that link stages or pick the device: set by the pipeline, not options of a preset.
@@ -183,7 +183,7 @@ def with_checkpoint_kind(preset: Preset, kind: str) -> Preset:
     return preset.updated(**stages)
 
 
-# preset.json: the recipe; pipeline.json: what the last invocation did (where, the table's metrics, seconds per stage).
+# preset.json: the recipe; pipeline.json: where each stage wrote, the table's metrics, each stage's seconds.
 PRESET_FILE, RESULT_FILE = PIPELINE_PRESET, PIPELINE_RESULT
 
 
@@ -251,7 +251,7 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
     data, bc_dir, ppo_dir = root / preset.collect.out, root / preset.pretrain.run_dir, root / preset.finetune.run_dir
     bc_eval_dir, eval_dir = root / EVAL_BC, root / preset.evaluate.out
     _check_preset(root, preset)  # the recipe, not its layout on this machine: a root resumes on another machine
-    recipe = Recipe(root / STAGES_FILE, log, progress)
+    recipe = Recipe(root / RECIPE_STAGES, log, progress)
 
     def evaluate_stage(name: str, label: str, checkpoint: Path, out_dir: Path, options: EvaluateConfig) -> dict:
         return recipe.evaluate(name, out_dir / REPORT, lambda: _evaluate(

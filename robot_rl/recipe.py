@@ -4,9 +4,11 @@ and timed across the invocations that ran it.
 ``robot-rl pipeline`` is one recipe; a benchmark chains its own from the same parts (``Recipe.stage`` for any
 work, ``Recipe.collect`` for a demo dataset, ``Recipe.train`` for a training run folder, ``Recipe.evaluate`` for
 an evaluation folder), so skip-if-done and the seconds a stage cost mean the same everywhere. The seconds live in
-one JSON file beside the outputs (``STAGES_FILE`` in the pipeline's root, a benchmark's work folder): a stage
-stopped by Ctrl-C or SIGTERM and finished by a later invocation costs the sum of its parts, and a stage finished
-in an earlier invocation keeps the seconds measured then instead of the instant its skip takes.
+one JSON file beside the outputs (``artefact_files.RECIPE_STAGES`` in a pipeline's root; a benchmark names its
+own): a stage stopped by Ctrl-C or SIGTERM and finished by a later invocation costs the sum of its parts; a stage
+finished in an earlier invocation keeps the seconds measured then; a stage whose output was there before any
+record of it has no seconds (reusing it is not a measurement); a stage done again because its output was removed
+starts a new record.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from typing import Any
 
 from robot_rl.io import read_json_object, write_json
 from robot_rl.run_folder import RunFolder, ensure_finished, stop_point
-
-STAGES_FILE = "stages.json"
 
 
 class Recipe:
@@ -43,9 +43,9 @@ class Recipe:
         return bool(self.stages.get(name, {}).get("finished"))
 
     def stage(self, name: str, work: Callable[[], Any], done: bool = False) -> Any:
-        """Runs ``work()`` as stage ``name`` and returns its result. A stage whose output was ``done`` before and
-        whose finishing part is on record runs ``work()`` (reusing the output is cheap) without a new part."""
-        if done and self.finished(name):
+        """Runs ``work()`` as stage ``name`` and returns its result. A stage whose output was ``done`` before runs
+        ``work()`` (reusing the output is cheap) without a new part: its seconds stay those on record, if any."""
+        if done:
             return work()
         start, finished = time.perf_counter(), False
         try:
@@ -53,14 +53,24 @@ class Recipe:
             finished = True
             return result
         finally:
-            stage = self.stages.setdefault(name, {"seconds": 0.0, "parts": []})
-            # Another load on the machine slows a stage: its load average is kept beside its seconds.
-            stage["parts"].append({"seconds": round(time.perf_counter() - start, 1), "finished": finished,
-                                   "load_average_1min": round(os.getloadavg()[0], 2),
-                                   "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-            stage["seconds"] = round(sum(part["seconds"] for part in stage["parts"]), 1)
-            stage["finished"] = finished
-            write_json(self.path, self.stages)
+            self._record(name, {"seconds": round(time.perf_counter() - start, 1), "finished": finished,
+                                # Another load on the machine slows a stage: its load average is kept beside it.
+                                "load_average_1min": round(os.getloadavg()[0], 2),
+                                "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+    def _record(self, name: str, part: dict) -> None:
+        """Adds ``part`` to stage ``name``'s record (a new record when the stage had finished: its output was
+        removed and made again) and writes the file, re-read first so that the stages another process recorded
+        meanwhile are kept."""
+        if self.path.is_file():
+            self.stages = {**read_json_object(self.path), name: self.stages.get(name, {})}
+        stage = self.stages.get(name) or {}
+        if stage.get("finished"):
+            stage = {}
+        parts = [*stage.get("parts", []), part]
+        self.stages[name] = {"seconds": round(sum(p["seconds"] for p in parts), 1), "parts": parts,
+                             "finished": part["finished"]}
+        write_json(self.path, self.stages)
 
     def collect(self, name: str, folder: str | os.PathLike, collect: Callable[[], Any], done: bool,
                 label: str | None = None) -> None:
@@ -68,13 +78,8 @@ class Recipe:
         ``collect()`` (which continues a dataset it had begun); a stop asked meanwhile stops the recipe."""
         label = label or name
         self.log(f"{label}: {folder} already holds the demos, skipped" if done else f"{label} -> {folder}")
-
-        def work() -> None:
-            if not done:
-                collect()
-                stop_point(folder, "collect-demos")
-
-        self.stage(name, work, done=done)
+        self.stage(name, collect, done=done)
+        stop_point(folder, "collect-demos")  # (after the record: the part that finished the stage says so)
 
     def train(self, name: str, command: str, run_dir: str | os.PathLike, start: Callable[..., dict],
               resume: Callable[..., dict], make_config: Callable[[], Any], label: str | None = None) -> dict:
@@ -86,13 +91,13 @@ class Recipe:
         self.log(f"{label}: {folder.path} is finished, skipped" if folder.finished else
                  f"{label}: resuming {folder.path}" if folder.started else f"{label} -> {folder.path}")
 
-        def work() -> dict:
-            summary = ensure_finished(folder.path, command, lambda: start(make_config(), progress=self.progress),
-                                      lambda path: resume(path, progress=self.progress))
-            stop_point(folder.path, command)
-            return summary
+        def run() -> dict:
+            return ensure_finished(folder.path, command, lambda: start(make_config(), progress=self.progress),
+                                   lambda path: resume(path, progress=self.progress))
 
-        return self.stage(name, work, done=folder.finished)
+        summary = self.stage(name, run, done=folder.finished)
+        stop_point(folder.path, command)  # (after the record: the part that finished the stage says so)
+        return summary
 
     def evaluate(self, name: str, report: str | os.PathLike, run: Callable[[], Any], label: str | None = None) -> dict:
         """An evaluation as stage ``name``: ``run()`` writes its ``report`` (an evaluation's report.json) unless it

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from robot_rl import pipeline
-from robot_rl.artefact_files import RUN_CONFIG, RUN_SUMMARY
+from robot_rl.artefact_files import RECIPE_STAGES, RUN_CONFIG, RUN_SUMMARY
 from robot_rl.errors import RunStopped
-from robot_rl.recipe import STAGES_FILE, Recipe
+from robot_rl.recipe import Recipe
 
 
 class FakeRun:
@@ -36,7 +36,7 @@ class FakeRun:
 
 
 def test_a_stopped_run_is_resumed_and_costs_both_parts_and_a_finished_one_is_not_timed_again(tmp_path):
-    run, run_dir, record = FakeRun(), tmp_path / "bc", tmp_path / STAGES_FILE
+    run, run_dir, record = FakeRun(), tmp_path / "bc", tmp_path / RECIPE_STAGES
 
     def train(recipe):
         return recipe.train("pretrain", "pretrain", run_dir, run.start, run.resume, lambda: run_dir)
@@ -64,10 +64,23 @@ def test_an_evaluation_whose_report_exists_is_read_back_not_run(tmp_path):
         report.write_text(json.dumps({"metrics": {"success_rate": 0.5}}))
 
     lines = []
-    recipe = Recipe(tmp_path / STAGES_FILE, log=lines.append)
+    recipe = Recipe(tmp_path / RECIPE_STAGES, log=lines.append)
     assert recipe.evaluate("evaluate", report, evaluate)["metrics"] == {"success_rate": 0.5}
     assert recipe.evaluate("evaluate", report, evaluate)["metrics"] == {"success_rate": 0.5}
     assert runs == [1] and lines[-1].endswith("exists, skipped")
+
+
+def test_an_output_reused_without_a_record_has_no_seconds_and_one_made_again_starts_a_new_record(tmp_path):
+    record = tmp_path / RECIPE_STAGES
+    recipe = Recipe(record, log=lambda line: None)
+    assert recipe.stage("collect-demos", lambda: "reused", done=True) == "reused"
+    assert recipe.seconds("collect-demos") is None and not record.exists()  # reusing is not a measurement
+    recipe.stage("evaluate", lambda: time.sleep(0.1))
+    Recipe(record).stage("pretrain", lambda: None)  # another process recording into the same file meanwhile
+    recipe.stage("evaluate", lambda: None)  # its report was removed and is made again
+    stages = Recipe(record).stages
+    assert len(stages["evaluate"]["parts"]) == 1 and stages["evaluate"]["seconds"] < 0.1
+    assert stages["pretrain"]["finished"]
 
 
 def test_the_pipeline_reports_each_stage_at_what_it_cost_over_its_invocations(tmp_path, monkeypatch):
@@ -88,7 +101,7 @@ def test_the_pipeline_reports_each_stage_at_what_it_cost_over_its_invocations(tm
     (tmp_path / "demos").mkdir()
     (tmp_path / "demos" / "meta.json").write_text("{}")  # the demos are done: the next invocation skips them
     result = pipeline.run_pipeline(preset, tmp_path, device="cpu", progress=False, log=lambda line: None)
-    recipe = Recipe(tmp_path / STAGES_FILE)
+    recipe = Recipe(tmp_path / RECIPE_STAGES)
     assert result["seconds"] == {name: recipe.seconds(name) for name in ("collect-demos", "pretrain", "finetune")}
     assert result["seconds"]["collect-demos"] >= 0.05 and len(recipe.stages["collect-demos"]["parts"]) == 1
     assert [part["finished"] for part in recipe.stages["finetune"]["parts"]] == [False, True]
