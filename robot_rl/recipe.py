@@ -78,7 +78,8 @@ class Recipe:
         ``collect()`` (which continues a dataset it had begun); a stop asked meanwhile stops the recipe."""
         label = label or name
         self.log(f"{label}: {folder} already holds the demos, skipped" if done else f"{label} -> {folder}")
-        self.stage(name, collect, done=done)
+        if not done:
+            self.stage(name, collect)
         stop_point(folder, "collect-demos")  # (after the record: the part that finished the stage says so)
 
     def train(self, name: str, command: str, run_dir: str | os.PathLike, start: Callable[..., dict],

@@ -87,7 +87,8 @@ def test_the_pipeline_reports_each_stage_at_what_it_cost_over_its_invocations(tm
     """A pipeline stopped during fine-tuning and run again: pipeline.json's seconds are the recipe's record
     (collection and BC as measured when they ran, fine-tuning's two parts summed), not the instant of a skip."""
     bc_run, ppo_run = FakeRun(), FakeRun()
-    monkeypatch.setattr(pipeline, "collect_demos", lambda config, progress: time.sleep(0.05))
+    collected = []
+    monkeypatch.setattr(pipeline, "collect_demos", lambda config, progress: collected.append(time.sleep(0.05)))
     monkeypatch.setattr(pipeline.DemoDataset, "open", lambda folder: type("Demos", (), {"episodes": range(10**6)}))
     monkeypatch.setattr(pipeline.bc, "pretrain", lambda config, progress: bc_run.start(tmp_path / "bc", progress)
                         and bc_run.resume(tmp_path / "bc", progress))
@@ -103,6 +104,7 @@ def test_the_pipeline_reports_each_stage_at_what_it_cost_over_its_invocations(tm
     result = pipeline.run_pipeline(preset, tmp_path, device="cpu", progress=False, log=lambda line: None)
     recipe = Recipe(tmp_path / RECIPE_STAGES)
     assert result["seconds"] == {name: recipe.seconds(name) for name in ("collect-demos", "pretrain", "finetune")}
+    assert len(collected) == 1  # done demos are not collected again
     assert result["seconds"]["collect-demos"] >= 0.05 and len(recipe.stages["collect-demos"]["parts"]) == 1
     assert [part["finished"] for part in recipe.stages["finetune"]["parts"]] == [False, True]
     assert result["seconds"]["finetune"] >= 0.1
