@@ -122,7 +122,8 @@ class Benchmark:
         ``options(parser)``), sets torch's threads where the script takes ``--threads``, and times ``run(args)``.
         A dict it returns is the payload, written (``write``) to ``--out`` (results/NAME.json without it) with
         those seconds as ``wall_s`` unless the payload has its own; an int is the exit status of a script that
-        wrote its file itself (None: 0)."""
+        wrote its file itself (None: 0). A run stopped by Ctrl-C or SIGTERM (``RunStopped``) ends in one line
+        saying so, with exit status 128 + the signal's number, and writes nothing."""
         parser = self.parser()
         self.add_common(parser)
         if options is not None:
@@ -132,8 +133,14 @@ class Benchmark:
             import torch
 
             torch.set_num_threads(args.threads)
+        from robot_rl.errors import RunStopped
+
         start = time.perf_counter()
-        payload = run(args)
+        try:
+            payload = run(args)
+        except RunStopped as stopped:  # Ctrl-C or SIGTERM: the stage under way checkpointed and its part is recorded
+            print(f"{self.name}: {stopped}; the same command continues it", file=sys.stderr)
+            return 128 + stopped.signum
         if not isinstance(payload, dict):
             return payload or 0
         path = self.write(payload, out=getattr(args, "out", None), wall_s=round(time.perf_counter() - start, 1))

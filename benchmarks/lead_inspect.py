@@ -52,7 +52,6 @@ from results_file import RESULTS_DIR, read_results
 from robot_rl.artefact_files import RECIPE_STAGES
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretrainConfig
 from robot_rl.envs.arms import ARMS as ROBOT_ARMS
-from robot_rl.errors import RunStopped
 from robot_rl.options import resolve_device
 from robot_rl.pipeline import ARM_BC_OPTIONS
 from robot_rl.pipeline import ENCODER_STAGES as PIPELINE_ENCODER_STAGES
@@ -353,8 +352,4 @@ def run(args) -> dict | int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(BENCHMARK.main(run, options))
-    except RunStopped as stopped:  # Ctrl-C or SIGTERM: the stage checkpointed and its part is recorded
-        print(f"lead_inspect: {stopped}; the same command continues it", file=sys.stderr)
-        sys.exit(128 + stopped.signum)
+    sys.exit(BENCHMARK.main(run, options))

@@ -83,6 +83,24 @@ def test_main_takes_the_declared_common_options_runs_and_writes_the_payload(tmp_
         bench.main(lambda args: 0, options, ["--device", "cpu"])  # not declared: not taken
 
 
+def test_a_stopped_run_ends_in_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    import signal
+
+    from robot_rl.errors import RunStopped
+
+    monkeypatch.setattr(harness, "REGISTRY", {})
+    bench = harness.Benchmark("toy", "A toy.\n", (harness.Variant("a", (), "as is"),), common={"out": None})
+    out = tmp_path / "toy.json"
+
+    def stopped(args):
+        raise RunStopped("runs/toy", "pretrain", signal.SIGTERM)
+
+    assert bench.main(stopped, None, ["--out", str(out)]) == 128 + signal.SIGTERM
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["toy: runs/toy: stopped, checkpoint saved; the same command continues it"]
+    assert not out.exists()
+
+
 def test_write_results_puts_the_payload_in_the_schema(tmp_path):
     path = write_results("toy", {"rows": [1], "targets": {"met": True}, "wall_s": {"a": 1.0, "b": 2.5}},
                          out=tmp_path / "toy.json")
