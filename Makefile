@@ -24,9 +24,10 @@ sysdeps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libegl1 libegl-mesa0 libgl1-mesa-dri; \
 	else echo "warning: no EGL/OSMesa library found; install Mesa's libegl1 and libegl-mesa0" >&2; fi
 
-# make demo TASK=lead-inspect: the same pipeline on another task (its DAgger stage where it pays).
+# make demo TASK=lead-inspect: the same pipeline on another task (its DAgger stage where it pays); ENCODER=on|off
+# overrides the pipeline's --encoder auto.
 demo: $(STAMP)
-	$(BIN)/robot-rl pipeline --preset quick $(if $(TASK),--task $(TASK))
+	$(BIN)/robot-rl pipeline --preset quick $(if $(TASK),--task $(TASK)) $(if $(ENCODER),--encoder $(ENCODER))
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -49,7 +49,7 @@ from harness import Benchmark, Variant
 from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics, png_figure
 from results_file import RESULTS_DIR, read_results
 
-from robot_rl.artefact_files import RECIPE_STAGES
+from robot_rl.artefact_files import DATASET_META, RECIPE_STAGES
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretrainConfig
 from robot_rl.envs.arms import ARMS as ROBOT_ARMS
 from robot_rl.options import resolve_device
@@ -57,10 +57,9 @@ from robot_rl.pipeline import ARM_BC_OPTIONS
 from robot_rl.pipeline import ENCODER_STAGES as PIPELINE_ENCODER_STAGES
 from robot_rl.precision import describe
 from robot_rl.pretrain import encoder_pretrain
-from robot_rl.pretrain.bc import pretrain, resume
+from robot_rl.pretrain.bc import BCRun
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.dagger import dagger, final_policy_run
-from robot_rl.pretrain.dagger import resume as resume_dagger
+from robot_rl.pretrain.dagger import DAggerRun, final_policy_run
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.recipe import Recipe as Stages
 from robot_rl.run_logs import read_scalar
@@ -262,22 +261,23 @@ def run_arm(name: str, args, stages: Stages) -> dict | None:
     wanted = name in args.arms or any(RECIPES[a].bc_run == recipe.bc_run for a in args.arms)
     if wanted and recipe.encoder:
         encoder = encoder_config(args)
-        stages.train("train:encoder", "pretrain-encoder", encoder.run_dir, encoder_pretrain.pretrain_encoder,
-                     encoder_pretrain.resume, lambda: encoder)
+        stages.train("train:encoder", encoder_pretrain.EncoderRun, encoder)
     if wanted:
-        stages.train(f"train:{bc_dir.name}", "pretrain", bc_dir, pretrain, resume, lambda: bc_run)
+        stages.train(f"train:{bc_dir.name}", BCRun, bc_run)
     for link in dagger_chain(name) if name in args.arms else ():
-        stages.train(f"train:{link}", "dagger", args.root / link, dagger, resume_dagger,
-                     lambda link=link: dagger_config(args, link, bc_dir))
+        stages.train(f"train:{link}", DAggerRun, dagger_config(args, link, bc_dir))
     run_dir = args.root / name if recipe.dagger else bc_dir
     if not (run_dir / "summary.json").is_file():
         # A DAgger run stopped between rounds (to continue later): its checks so far, from its log.
         return in_progress(run_dir) if recipe.dagger and (run_dir / "logs").is_dir() else None
     summary = json.loads((run_dir / "summary.json").read_text())
     checkpoint = Path(summary["policy"]) if recipe.dagger else bc_dir / "checkpoints" / "last.pt"
-    final = stages.stage(f"evaluate:{name}", lambda: last_on_fresh_boards(run_dir, checkpoint, args.boards,
-                                                                         args.device, args.precision),
-                       done=(run_dir / "eval-fresh-last" / "report.json").is_file())
+    def final_policy():
+        return last_on_fresh_boards(run_dir, checkpoint, args.boards, args.device, args.precision)
+
+    # (an evaluation done before is read back: reusing it is not a measurement)
+    evaluated = (run_dir / "eval-fresh-last" / "report.json").is_file()
+    final = final_policy() if evaluated else stages.stage(f"evaluate:{name}", final_policy)
     # Demos another root collected (another seed's share them) cost this root nothing.
     collect_s = stages.seconds("collect") or 0.0
     start = collect_s + (stages.seconds("train:encoder") if recipe.encoder else 0.0)
@@ -317,7 +317,7 @@ def run(args) -> dict | int:
 
     collect = CollectConfig(out=str(args.data), episodes=args.episodes, difficulty=DIFFICULTY, image_size=IMAGE_SIZE,
                             seed=0, arm=args.robot_arm, task=TASK)
-    stages.stage("collect", lambda: collect_demos(collect), done=(args.data / "meta.json").is_file())
+    stages.collect("collect", args.data, lambda: collect_demos(collect), done=(args.data / DATASET_META).is_file())
     dataset = DemoDataset.open(args.data)
 
     evaluated_before = {name for name, stage in stages.stages.items() if stage.get("finished")}

@@ -238,10 +238,9 @@ def bc_config(data: Path, run_dir: Path, epochs: int, args, **options) -> BCConf
 def timed(stages: Stages, name: str, work, done: bool, earlier_seconds: float | None):
     """Runs ``work()`` as stage ``name``; returns its result and the stage's seconds over every part. A folder
     ``done`` before this file kept stages keeps the ``earlier_seconds`` recorded with it (None if none were)."""
-    if done and not stages.finished(name):
-        return work(), earlier_seconds
-    result = stages.stage(name, work, done)
-    return result, stages.seconds(name)
+    if done:  # reused: what it cost when it ran (this file's record, else the one kept with the folder)
+        return work(), stages.seconds(name) if stages.finished(name) else earlier_seconds
+    return stages.stage(name, work), stages.seconds(name)
 
 
 def train_and_evaluate(config: BCConfig, args, stages: Stages, previous: dict | None,
@@ -522,6 +521,7 @@ def run(args) -> dict:
     # A part run again replaces its entry and its seconds; the file's provenance is this invocation's.
     results, wall = dict(previous.get("metrics") or {}), dict(previous.get("parts") or {})
     results["arms"] = earlier_records(previous, results.get("arms"))
+    results["camera_sweep"] = earlier_records(previous, results.get("camera_sweep"))
     evaluated_before = {name for name in stages.stages if stages.finished(name)}
     for part in (part for part in PARTS if part in args.parts):
         start = time.perf_counter()

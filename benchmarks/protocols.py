@@ -315,15 +315,13 @@ def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
     if "encoder" in preset:
         encoder = replace(preset["encoder"], run_dir=str(bc_dir.parent / "encoder"), device=device,
                           precision=bc_config.precision)
-        stages.train("pretrain-encoder", "pretrain-encoder", encoder.run_dir, encoder_pretrain.pretrain_encoder,
-                     encoder_pretrain.resume, lambda: encoder)
+        stages.train("pretrain-encoder", encoder_pretrain.EncoderRun, encoder)
         bc_config = replace(bc_config, encoder_weights=encoder.run_dir)
-    stages.train("pretrain", "pretrain", bc_dir, bc.pretrain, bc.resume, lambda: bc_config)
+    stages.train("pretrain", bc.BCRun, bc_config)
     if "dagger" in preset:  # PPO then starts from the policy DAgger ends with
         config = replace(preset["dagger"], init=str(bc_dir), run_dir=str(bc_dir.parent / "dagger"), device=device,
                          precision=bc_config.precision)
-        bc_dir = dagger.final_policy_run(stages.train("dagger", "dagger", config.run_dir, dagger.dagger,
-                                                      dagger.resume, lambda: config))
+        bc_dir = dagger.final_policy_run(stages.train("dagger", dagger.DAggerRun, config))
     return bc_dir, bc_config
 
 

@@ -12,6 +12,12 @@ the BC policy and of the fine-tuned one on the same held-out boards. Target: at 
 ``--task lead-inspect`` runs ``make demo TASK=lead-inspect`` instead (the pipeline's DAgger stage included, as
 ``--dagger auto`` decides) and writes ``quick_demo_lead-inspect.json``; the same targets.
 
+``--encoder on`` (variant ``encoder-on``) runs ``make demo ENCODER=on``: the pipeline's encoder pretraining on the
+demos' cell before BC, where ``--encoder auto`` leaves it off (the quick preset's ``pcb-inspect``); writes
+``quick_demo_encoder-on.json``. Rule, fixed before its first run: the encoder pays in that demo when its last
+policy reaches the 80% target and its pipeline takes no more seconds than the committed demo without it
+(``quick_demo.json``) on the same kind of machine (``encoder_pays`` in the file).
+
 ``--against REF`` (variant ``against-previous``) times ``make demo`` of HEAD and of commit REF in one run instead:
 both clones set up first, then ``--repeats`` demos of each in alternation (ABBA...), set-up excluded; writes
 ``quick_demo_against.json`` with each side's median seconds, stages and closing metrics. With ``--task`` both sides
@@ -34,6 +40,8 @@ from pathlib import Path
 
 from harness import RESULTS_DIR, Benchmark, Variant
 from protocols import final_metrics
+from results_file import read_results
+from timing import cpu_model
 
 from robot_rl.configs import PipelineConfig
 from robot_rl.envs.defaults import DEFAULT_TASK
@@ -45,6 +53,7 @@ REPO = Path(__file__).resolve().parent.parent
 BENCHMARK = Benchmark("quick_demo", __doc__, variants=(
     Variant("fresh-clone", (), "make demo in a fresh clone of HEAD, timed"),
     Variant("lead-fresh-clone", ("--task", "lead-inspect"), "make demo TASK=lead-inspect in a fresh clone, timed"),
+    Variant("encoder-on", ("--encoder", "on"), "make demo ENCODER=on in a fresh clone, timed, against quick_demo.json"),
     Variant("against-previous", ("--against", "HEAD~1", "--repeats", "3"),
             "make demo of HEAD against the commit before it, alternated, median of 3 each"),
 ), common={"out": None})
@@ -53,6 +62,8 @@ BENCHMARK = Benchmark("quick_demo", __doc__, variants=(
 def options(parser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
     parser.add_argument("--task", default=DEFAULT_TASK, help="the pipeline's task (make demo TASK=...)")
+    parser.add_argument("--encoder", choices=("auto", "on", "off"), default="auto",
+                        help="the pipeline's --encoder (make demo ENCODER=...)")
     parser.add_argument("--against", default="", help="a commit to time make demo against (see the docstring)")
     parser.add_argument("--repeats", type=_positive_int, default=3, help="with --against: demos of each side")
 
@@ -73,12 +84,16 @@ def results_path(args, stem: str) -> Path:
     fills ``--out`` with ``results/quick_demo.json`` when it is not given, so that value counts as not given."""
     if args.out is not None and Path(args.out) != RESULTS_DIR / "quick_demo.json":
         return Path(args.out)
-    return RESULTS_DIR / (f"{stem}.json" if args.task == DEFAULT_TASK else f"{stem}_{args.task}.json")
+    suffixes = ([] if args.task == DEFAULT_TASK else [args.task]) + ([] if args.encoder == "auto" else
+                                                                     [f"encoder-{args.encoder}"])
+    return RESULTS_DIR / f"{'_'.join([stem, *suffixes])}.json"
 
 
-def make_demo(task: str) -> list[str]:
-    """The README's command for ``task``: ``make demo``, with ``TASK=...`` for another task than the default."""
-    return ["make", "demo"] + ([] if task == DEFAULT_TASK else [f"TASK={task}"])
+def make_demo(task: str, encoder: str = "auto") -> list[str]:
+    """The README's command for ``task``: ``make demo``, with ``TASK=...`` for another task than the default and
+    ``ENCODER=...`` for another encoder choice than auto."""
+    return (["make", "demo"] + ([] if task == DEFAULT_TASK else [f"TASK={task}"])
+            + ([] if encoder == "auto" else [f"ENCODER={encoder}"]))
 
 
 def clean_env() -> dict:
@@ -155,8 +170,24 @@ def run_against(args, root: str) -> int:
     return 0
 
 
+def encoder_pays(result: dict, pipeline_s: float) -> dict:
+    """The encoder-on demo against the committed demo without it (the module docstring's rule)."""
+    path = RESULTS_DIR / "quick_demo.json"
+    baseline = read_results(path) if path.is_file() else None
+    if baseline is None or baseline["task"] != DEFAULT_TASK:
+        return {"against": None, "pays": None}
+    seconds, success = baseline["parts"]["pipeline"], result["metrics"]["success_rate"]
+    # Our 2-core machines differ 3x: seconds compare only on the same CPU model, running the same precision.
+    same_kind = (baseline["machine"].get("cpu") == cpu_model()
+                 and baseline["precision"]["ran"] == describe("auto", "cpu")["ran"])
+    return {"against": {"file": path.name, "commit": baseline["commit"], "pipeline_s": seconds,
+                        "success_rate": baseline["after_ppo"]["success_rate"]},
+            "success_min": 0.8, "same_machine_kind": same_kind,
+            "pays": bool(success >= 0.8 and pipeline_s <= seconds) if same_kind else None}
+
+
 def run(args) -> int:
-    preset, root = for_options(PipelineConfig(task=args.task))  # what make demo TASK=... runs, and where
+    preset, root = for_options(PipelineConfig(task=args.task, encoder=args.encoder))  # what make demo runs, where
     if args.against:
         return run_against(args, root)
     out = results_path(args, "quick_demo")  # another task's demo gets a results file of its own
@@ -167,7 +198,8 @@ def run(args) -> int:
         env = clean_env()
         log = clone.parent / "make-demo.log"
         with open(log, "w") as log_file:
-            done = subprocess.run(make_demo(args.task), cwd=clone, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+            done = subprocess.run(make_demo(args.task, args.encoder), cwd=clone, stdout=log_file,
+                                  stderr=subprocess.STDOUT, env=env)
         total = time.perf_counter() - start
         if done.returncode != 0:
             print(f"quick_demo: make demo failed (exit {done.returncode}); see {log}", file=sys.stderr)
@@ -194,6 +226,7 @@ def run(args) -> int:
                                 and result["metrics"]["episodes"] >= 50),
                     "bf16_pipeline_minutes_goal": 10,
                     "bf16_goal_met": bool(pipeline_s <= 10 * 60) if describe("auto", "cpu")["native_bf16"] else None},
+        **({"encoder_pays": encoder_pays(result, pipeline_s)} if args.encoder == "on" else {}),
     }, out=out, wall_s=round(total, 1), parts={"make_demo": round(total, 1), "setup": round(total - pipeline_s, 1),
                                                   "pipeline": round(pipeline_s, 1), **result["seconds"]})
     print(f"wrote {out}")

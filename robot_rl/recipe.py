@@ -17,10 +17,13 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robot_rl.io import read_json_object, write_json
-from robot_rl.run_folder import RunFolder, ensure_finished, stop_point
+from robot_rl.run_folder import RunFolder, stop_point
+
+if TYPE_CHECKING:
+    from robot_rl.training_run import TrainingRun
 
 
 class Recipe:
@@ -42,11 +45,10 @@ class Recipe:
         """Whether a part of the stage finished it (in this invocation or an earlier one)."""
         return bool(self.stages.get(name, {}).get("finished"))
 
-    def stage(self, name: str, work: Callable[[], Any], done: bool = False) -> Any:
-        """Runs ``work()`` as stage ``name`` and returns its result. A stage whose output was ``done`` before runs
-        ``work()`` (reusing the output is cheap) without a new part: its seconds stay those on record, if any."""
-        if done:
-            return work()
+    def stage(self, name: str, work: Callable[[], Any]) -> Any:
+        """Runs ``work()`` as stage ``name``, recording the part's seconds (also when it raises: a stopped part);
+        returns its result. A caller whose output is already done does not call it (reusing is not a
+        measurement)."""
         start, finished = time.perf_counter(), False
         try:
             result = work()
@@ -82,22 +84,18 @@ class Recipe:
             self.stage(name, collect)
         stop_point(folder, "collect-demos")  # (after the record: the part that finished the stage says so)
 
-    def train(self, name: str, command: str, run_dir: str | os.PathLike, start: Callable[..., dict],
-              resume: Callable[..., dict], make_config: Callable[[], Any], label: str | None = None) -> dict:
-        """A training run folder as stage ``name``: skipped when finished, resumed when interrupted, started
-        (``start(make_config())``) otherwise; returns the run's summary. A run stopped by Ctrl-C or SIGTERM stops
-        the recipe (``RunStopped``) before anything uses it, and so does a stop asked during its last step."""
-        folder = RunFolder(run_dir)
+    def train(self, name: str, run: type[TrainingRun], config: Any, label: str | None = None) -> dict:
+        """The training run folder ``config.run_dir`` of ``run`` (a ``TrainingRun`` class) as stage ``name``:
+        skipped when finished, resumed when interrupted, started from ``config`` otherwise; returns the run's
+        summary. A run stopped by Ctrl-C or SIGTERM stops the recipe (``RunStopped``) before anything uses it, and
+        so does a stop asked during its last step."""
+        folder = RunFolder(config.run_dir)
         label = label or name
         self.log(f"{label}: {folder.path} is finished, skipped" if folder.finished else
                  f"{label}: resuming {folder.path}" if folder.started else f"{label} -> {folder.path}")
-
-        def run() -> dict:
-            return ensure_finished(folder.path, command, lambda: start(make_config(), progress=self.progress),
-                                   lambda path: resume(path, progress=self.progress))
-
-        summary = self.stage(name, run, done=folder.finished)
-        stop_point(folder.path, command)  # (after the record: the part that finished the stage says so)
+        summary = folder.summary() if folder.finished else self.stage(
+            name, lambda: run.ensure_trained(config, progress=self.progress))
+        stop_point(folder.path, run.command)  # (after the record: the part that finished the stage says so)
         return summary
 
     def evaluate(self, name: str, report: str | os.PathLike, run: Callable[[], Any], label: str | None = None) -> dict:
@@ -106,7 +104,7 @@ class Recipe:
         report, label = Path(report), label or name
         if report.is_file():
             self.log(f"{label}: {report} exists, skipped")
-            return self.stage(name, lambda: read_json_object(report), done=True)
+            return read_json_object(report)
 
         def work() -> dict:
             run()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,20 +15,24 @@ from robot_rl import pipeline
 from robot_rl.artefact_files import RECIPE_STAGES, RUN_CONFIG, RUN_SUMMARY
 from robot_rl.errors import RunStopped
 from robot_rl.recipe import Recipe
+from robot_rl.run_folder import ensure_finished
 
 
 class FakeRun:
-    """A training run that stops after its first part (as Ctrl-C would) and finishes when resumed."""
+    """A training run (``TrainingRun``'s commands) that stops after its first part (as Ctrl-C would) and finishes
+    when resumed; or, ``stops=False``, finishes in one part."""
 
-    def __init__(self, seconds: float = 0.05):
-        self.seconds, self.calls = seconds, []
+    command = "pretrain"
+
+    def __init__(self, seconds: float = 0.05, stops: bool = True):
+        self.seconds, self.stops, self.calls = seconds, stops, []
 
     def start(self, config, progress):
         self.calls.append("start")
         time.sleep(self.seconds)
-        config.mkdir(parents=True)
-        (config / RUN_CONFIG).write_text("{}")
-        return {"finished": False}
+        Path(config.run_dir).mkdir(parents=True)
+        (Path(config.run_dir) / RUN_CONFIG).write_text("{}")
+        return self.resume(Path(config.run_dir), progress) if not self.stops else {"finished": False}
 
     def resume(self, path, progress):
         self.calls.append("resume")
@@ -34,12 +40,16 @@ class FakeRun:
         (path / RUN_SUMMARY).write_text(json.dumps({"finished": True}))
         return {"finished": True}
 
+    def ensure_trained(self, config, progress):
+        return ensure_finished(config.run_dir, self.command, lambda: self.start(config, progress),
+                               lambda path: self.resume(path, progress))
+
 
 def test_a_stopped_run_is_resumed_and_costs_both_parts_and_a_finished_one_is_not_timed_again(tmp_path):
     run, run_dir, record = FakeRun(), tmp_path / "bc", tmp_path / RECIPE_STAGES
 
     def train(recipe):
-        return recipe.train("pretrain", "pretrain", run_dir, run.start, run.resume, lambda: run_dir)
+        return recipe.train("pretrain", run, SimpleNamespace(run_dir=run_dir))
 
     with pytest.raises(RunStopped):
         train(Recipe(record, log=lambda line: None))
@@ -73,7 +83,7 @@ def test_an_evaluation_whose_report_exists_is_read_back_not_run(tmp_path):
 def test_an_output_reused_without_a_record_has_no_seconds_and_one_made_again_starts_a_new_record(tmp_path):
     record = tmp_path / RECIPE_STAGES
     recipe = Recipe(record, log=lambda line: None)
-    assert recipe.stage("collect-demos", lambda: "reused", done=True) == "reused"
+    recipe.collect("collect-demos", tmp_path / "demos", lambda: pytest.fail("collected again"), done=True)
     assert recipe.seconds("collect-demos") is None and not record.exists()  # reusing is not a measurement
     recipe.stage("evaluate", lambda: time.sleep(0.1))
     Recipe(record).stage("pretrain", lambda: None)  # another process recording into the same file meanwhile
@@ -86,15 +96,12 @@ def test_an_output_reused_without_a_record_has_no_seconds_and_one_made_again_sta
 def test_the_pipeline_reports_each_stage_at_what_it_cost_over_its_invocations(tmp_path, monkeypatch):
     """A pipeline stopped during fine-tuning and run again: pipeline.json's seconds are the recipe's record
     (collection and BC as measured when they ran, fine-tuning's two parts summed), not the instant of a skip."""
-    bc_run, ppo_run = FakeRun(), FakeRun()
+    bc_run, ppo_run = FakeRun(stops=False), FakeRun()
     collected = []
     monkeypatch.setattr(pipeline, "collect_demos", lambda config, progress: collected.append(time.sleep(0.05)))
     monkeypatch.setattr(pipeline.DemoDataset, "open", lambda folder: type("Demos", (), {"episodes": range(10**6)}))
-    monkeypatch.setattr(pipeline.bc, "pretrain", lambda config, progress: bc_run.start(tmp_path / "bc", progress)
-                        and bc_run.resume(tmp_path / "bc", progress))
-    monkeypatch.setattr(pipeline.trainer, "finetune", lambda config, progress: ppo_run.start(tmp_path / "ppo",
-                                                                                             progress))
-    monkeypatch.setattr(pipeline.trainer, "resume", ppo_run.resume)
+    monkeypatch.setattr(pipeline.bc, "BCRun", bc_run)
+    monkeypatch.setattr(pipeline.trainer, "PPORun", ppo_run)
     monkeypatch.setattr(Recipe, "evaluate", lambda self, name, report, run, label=None: {"metrics": {}})
     preset = pipeline.PRESETS["quick"]
     with pytest.raises(RunStopped):
