@@ -221,6 +221,9 @@ def run(args) -> int:
         "after_bc": final_metrics(result["after_bc"]),
         "after_dagger": final_metrics(result["after_dagger"]) if result.get("after_dagger") else None,
         "after_ppo": final_metrics(result["metrics"]),
+        # Why each stage's policy failed where it did (a pipeline from before failure kinds has none).
+        "failures": {stage: result[key].get("failures") for stage, key in (
+            ("after_bc", "after_bc"), ("after_dagger", "after_dagger"), ("after_ppo", "metrics")) if result.get(key)},
         "targets": {"pipeline_minutes_max": 15, "success_min": 0.8, "boards_min": 50,
                     "met": bool(pipeline_s <= 15 * 60 and result["metrics"]["success_rate"] >= 0.8
                                 and result["metrics"]["episodes"] >= 50),

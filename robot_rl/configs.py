@@ -570,8 +570,9 @@ class PipelineConfig:
                          "policy's check is under 80%% and each round beats every earlier check: none when BC's "
                          "policy already checks at 80%%)", choices=PIPELINE_STAGE_SWITCHES)
     encoder: str = option("auto", "a pretrain-encoder stage before pretrain (the policy's ResNet18 trained on "
-                          "labelled views of the demos' cell, loaded by BC): on, off, or auto (on for the tasks "
-                          "where it measurably pays: lead-inspect)", choices=PIPELINE_STAGE_SWITCHES)
+                          "labelled views of the demos' cell, loaded by BC): on, off, or auto (on: every task labels "
+                          "its own views, and on every built-in task it was measured to pay)",
+                          choices=PIPELINE_STAGE_SWITCHES)
     device: str = option("auto", "auto, cpu, cuda or cuda:N")
     precision: str = option("auto", PRECISION_HELP + " (every stage)", choices=PRECISIONS)
 

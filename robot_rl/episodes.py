@@ -18,6 +18,25 @@ from robot_rl.envs.defaults import DEFAULT_TASK
 from robot_rl.envs.task import Verdict
 from robot_rl.envs.tasks import get_task
 
+# Why an episode failed, one kind per failed episode, in the order they are tested: the physics went unstable; a
+# verdict given away from the inspection view (a guess); a wrong verdict at the view; no verdict although the board
+# was localized at some step (the view found, the answer never given there); no verdict and the board never
+# localized (the view never found). Collisions cost reward without failing an episode: they are counted apart.
+FAILURE_KINDS = ("unstable", "guess", "wrong_verdict", "no_verdict_at_view", "view_never_found")
+
+
+def failure_kind(summary: dict) -> str | None:
+    """The ``FAILURE_KINDS`` entry of an episode summary (None: it succeeded)."""
+    if summary["success"]:
+        return None
+    if summary["unstable"]:
+        return "unstable"
+    if summary["guess"]:
+        return "guess"
+    if summary["verdict"] != "none":
+        return "wrong_verdict"
+    return "no_verdict_at_view" if summary["steps_to_localize"] is not None else "view_never_found"
+
 
 def summarize_episode(rollout: TensorDictBase, task: str = DEFAULT_TASK) -> dict:
     """Metrics of one finished episode of ``task``, from its rollout (batch shape ``[T]``, as ``env.rollout``
@@ -26,7 +45,7 @@ def summarize_episode(rollout: TensorDictBase, task: str = DEFAULT_TASK) -> dict
     Returns episode seed, defect, verdict given (``none`` if the episode ended without one), success (a correct
     verdict while localized), guess (a verdict given while not localized, right or wrong), correct verdict, steps,
     return, steps with a collision, first step localized (1-based, ``None`` if never), timed-out and unstable
-    flags, and the sum of each reward term.
+    flags, the sum of each reward term, and why it failed (``failure``: a ``FAILURE_KINDS`` entry, None on success).
     """
     if rollout.batch_dims != 1:
         raise ValueError(f"summarize_episode expects one episode with batch shape [T], got {tuple(rollout.shape)}")
@@ -34,7 +53,7 @@ def summarize_episode(rollout: TensorDictBase, task: str = DEFAULT_TASK) -> dict
     terminated = bool(nxt.get(keys.TERMINATED)[-1])
     unstable = bool(nxt.get(keys.UNSTABLE).any())
     localized = nxt.get(keys.LOCALIZED).reshape(-1).nonzero()
-    return {
+    summary = {
         "episode_seed": int(rollout.get(keys.EPISODE_SEED)[0]),
         "defect": get_task(task).defect_types[int(rollout.get(keys.DEFECT_TYPE)[0])],
         "verdict": Verdict(int(rollout.get(keys.VERDICT)[-1])).name.lower() if terminated else "none",
@@ -49,6 +68,7 @@ def summarize_episode(rollout: TensorDictBase, task: str = DEFAULT_TASK) -> dict
         "unstable": unstable,
         "reward_terms": {name: float(nxt.get(keys.reward_term(name)).sum()) for name in keys.REWARD_TERM_NAMES},
     }
+    return {**summary, "failure": failure_kind(summary)}
 
 
 def finished_episodes(batch: TensorDictBase, task: str = DEFAULT_TASK) -> list[dict]:
@@ -88,7 +108,8 @@ def aggregate(summaries: Sequence[dict]) -> dict:
     that gave a verdict without having the board localized), verdict accuracy over episodes that gave a verdict
     (guesses included), confusion matrix of verdicts
     (rows: clean/defective board; columns: pass/rework/no verdict), collisions per episode, steps to localize,
-    return and each reward term (means), timed-out and unstable episode counts.
+    return and each reward term (means), timed-out and unstable episode counts, failed episodes by kind
+    (``FAILURE_KINDS``) and success, guesses and failures per defect (``by_defect``).
     """
     n = len(summaries)
     judged = [s for s in summaries if s["verdict"] in ("pass", "rework")]
@@ -117,7 +138,24 @@ def aggregate(summaries: Sequence[dict]) -> dict:
         "timed_out": sum(s["timed_out"] for s in summaries),
         "timed_out_rate": sum(s["timed_out"] for s in summaries) / n if n else None,
         "unstable": sum(s["unstable"] for s in summaries),
+        "failures": failure_counts(summaries),
+        "by_defect": {defect: {"episodes": len(group), "success_rate": sum(s["success"] for s in group) / len(group),
+                               "guesses": sum(s["guess"] for s in group), "failures": failure_counts(group)}
+                      for defect, group in _by_defect(summaries).items()},
     }
+
+
+def failure_counts(summaries: Sequence[dict]) -> dict[str, int]:
+    """Failed episodes of each ``FAILURE_KINDS`` kind (summaries from before the field are classified here)."""
+    kinds = [s["failure"] if "failure" in s else failure_kind(s) for s in summaries]
+    return {kind: kinds.count(kind) for kind in FAILURE_KINDS}
+
+
+def _by_defect(summaries: Sequence[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for s in summaries:
+        groups.setdefault(s["defect"], []).append(s)
+    return dict(sorted(groups.items()))
 
 
 def check_scalars(metrics: dict, names: Sequence[str]) -> dict:

@@ -46,9 +46,14 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
         {"metric": "return", "value": metrics["return"]},
         {"metric": "timed out / unstable", "value": f"{metrics['timed_out']} / {metrics['unstable']}"},
     ]
+    failures = [{"failed episodes": kind.replace("_", " "), "count": count}
+                for kind, count in metrics["failures"].items()]
+    defects = [{"defect": defect, "episodes": row["episodes"], "success": f"{row['success_rate']:.1%}",
+                "guesses": row["guesses"], **{kind.replace("_", " "): n for kind, n in row["failures"].items()}}
+               for defect, row in metrics["by_defect"].items()]
     confusion = [{"board": truth, **counts} for truth, counts in metrics["confusion"].items()]
     terms = [{"reward term": name, "mean per episode": value} for name, value in metrics["reward_terms"].items()]
-    episodes = [{k: s[k] for k in ("episode", "episode_seed", "defect", "verdict", "success", "guess", "steps",
+    episodes = [{k: s[k] for k in ("episode", "episode_seed", "defect", "verdict", "success", "failure", "steps",
                                    "return", "collision_steps", "steps_to_localize")} for s in summaries]
     return "\n\n".join([
         f"# Evaluation of `{info['checkpoint']}`",
@@ -57,7 +62,11 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
         f"randomization {info.get('randomization', 'none')}, arm {info.get('arm', 'ur5e_like')}, "
         f"{'stochastic' if info['stochastic'] else 'deterministic'} policy, board seeds "
         f"{info['seeds'][0]}-{info['seeds'][-1]}.",
-        markdown_table(headline), "## Verdicts (rows: the board; columns: the verdict given)",
+        markdown_table(headline), "## Why episodes failed",
+        "guess: a verdict away from the inspection view; wrong verdict: a wrong one at the view; no verdict at "
+        "view: the board localized at some step, no verdict there; view never found: never localized, no verdict.",
+        markdown_table(failures), "## By defect", markdown_table(defects),
+        "## Verdicts (rows: the board; columns: the verdict given)",
         markdown_table(confusion, ["board", "pass", "rework", "none"]), "## Reward terms", markdown_table(terms),
         "## Episodes", markdown_table(episodes),
     ]) + "\n"

@@ -88,18 +88,19 @@ def test_pipeline_dagger_auto_decides_from_its_checks_on_every_task_unless_told(
     assert (pcb_on.dagger.until_success, pcb_on.dagger.until_flat) == (0.0, False)
 
 
-def test_pipeline_pretrains_the_encoder_where_it_pays_on_the_demos_cell_unless_told(monkeypatch):
+def test_pipeline_pretrains_the_encoder_for_every_task_on_the_demos_cell_unless_told(monkeypatch):
     from robot_rl import pipeline
 
     calls = []
     monkeypatch.setattr(pipeline, "run_pipeline", lambda preset, root, **options: calls.append(preset) or {})
     monkeypatch.setattr(pipeline, "result_table", lambda result: "")
     for argv in (["--task", "lead-inspect"], ["--task", "lead-inspect", "--encoder", "off"], [],
-                 ["--encoder", "on", "--preset", "full", "--arm", "panda"]):
+                 ["--encoder", "on", "--preset", "full", "--arm", "panda"], ["--task", "my_tasks:MyTask"]):
         assert main(["pipeline", *argv]) == 0, argv
-    lead, lead_off, pcb, pcb_on = calls
-    assert lead_off.encoder is None and pcb.encoder is None and "encoder" not in pcb.options()
-    for preset, size in ((lead, "quick"), (pcb_on, "full")):
+    lead, lead_off, pcb, pcb_on, own = calls
+    assert lead_off.encoder is None and "encoder" not in lead_off.options()
+    # auto: every task, a task of one's own included (no list of task names decides it)
+    for preset, size in ((lead, "quick"), (pcb, "quick"), (pcb_on, "full"), (own, "quick")):
         cell = preset.collect
         assert (preset.encoder.views, preset.encoder.epochs) == (pipeline.ENCODER_STAGES[size].views,
                                                                  pipeline.ENCODER_STAGES[size].epochs)

@@ -32,6 +32,8 @@ def test_evaluate_writes_reports_and_playable_videos(bc_run_dir, tmp_path):
     assert 0.0 <= metrics["success_ci95"][0] <= metrics["success_rate"] <= metrics["success_ci95"][1] <= 1.0
     assert "| success rate" in (out / "report.md").read_text()
     assert metrics["guesses"] == sum(e["guess"] for e in report["episodes"])
+    assert sum(metrics["failures"].values()) == sum(not e["success"] for e in report["episodes"])
+    assert "## Why episodes failed" in (out / "report.md").read_text()
     assert not any(e["success"] and e["guess"] for e in report["episodes"])  # success needs the board localized
     failures = [e for e in report["episodes"] if not e["success"]]
     assert len(result["videos"]) == len({0} | {e["episode"] for e in failures})
@@ -63,6 +65,28 @@ def test_a_verdict_without_looking_is_a_guess_and_never_a_success():
     defective = sum(s["defect"] != "none" for s in summaries)
     assert sum(s["correct_verdict"] for s in summaries) == defective  # right by luck on the defective boards
     assert metrics["verdict_accuracy"] == defective / 8
+    assert metrics["failures"] == {"unstable": 0, "guess": 8, "wrong_verdict": 0, "no_verdict_at_view": 0,
+                                   "view_never_found": 0}
+    assert sum(row["episodes"] for row in metrics["by_defect"].values()) == 8
+    assert all(row["guesses"] == row["episodes"] and row["success_rate"] == 0.0
+               for row in metrics["by_defect"].values())
+
+
+def test_each_failed_episode_has_one_kind_in_the_order_the_kinds_are_tested():
+    from robot_rl.episodes import FAILURE_KINDS, failure_counts, failure_kind
+
+    def episode(success=False, unstable=False, guess=False, verdict="none", localized_at=None):
+        return {"success": success, "unstable": unstable, "guess": guess, "verdict": verdict,
+                "steps_to_localize": localized_at}
+
+    episodes = [episode(success=True, verdict="pass", localized_at=3),
+                episode(unstable=True, guess=True, verdict="pass"),  # unstable physics first: nothing else counts
+                episode(guess=True, verdict="rework"),
+                episode(verdict="pass", localized_at=4),  # answered at the view, wrongly
+                episode(localized_at=5),  # found the view, never answered there
+                episode()]  # never found it
+    assert [failure_kind(e) for e in episodes] == [None, *FAILURE_KINDS]
+    assert failure_counts(episodes) == dict.fromkeys(FAILURE_KINDS, 1)
 
 
 def test_a_video_that_cannot_be_encoded_warns_and_keeps_the_metrics(bc_run_dir, tmp_path, monkeypatch):

@@ -358,7 +358,7 @@ class PPORun(TrainingRun):
         metrics, _ = evaluate_policy(self.actor, self.eval_seeds, num_envs=min(8, len(self.eval_seeds)),
                                      device=self.device, **self.env_kwargs)
         self.curve.append({"frames": self.frames, "iteration": self.iteration, **{
-            k: metrics[k] for k in CURVE_METRICS}})
+            k: metrics[k] for k in CURVE_METRICS}, "failures": metrics["failures"]})
         return metrics
 
     def _check(self) -> dict:
