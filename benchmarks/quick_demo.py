@@ -18,6 +18,11 @@ demos' cell before BC, where ``--encoder auto`` leaves it off (the quick preset'
 policy reaches the 80% target and its pipeline takes no more seconds than the committed demo without it
 (``quick_demo.json``) on the same kind of machine (``encoder_pays`` in the file).
 
+``--own-task`` (variant ``own-task``) runs ``make demo TASK=my_tasks:JitteryLightBoards`` with the own-task
+guide's example module (``docs/guides/own-task.md``, its ``my_tasks.py`` block) written into the clone: a task
+written through the task API, with the pipeline's defaults and no option naming it; writes
+``quick_demo_my_tasks-JitteryLightBoards.json``. Target, fixed before its first run: the last policy >= 80%.
+
 ``--against REF`` (variant ``against-previous``) times ``make demo`` of HEAD and of commit REF in one run instead:
 both clones set up first, then ``--repeats`` demos of each in alternation (ABBA...), set-up excluded; writes
 ``quick_demo_against.json`` with each side's median seconds, stages and closing metrics. With ``--task`` both sides
@@ -54,6 +59,7 @@ BENCHMARK = Benchmark("quick_demo", __doc__, variants=(
     Variant("fresh-clone", (), "make demo in a fresh clone of HEAD, timed"),
     Variant("lead-fresh-clone", ("--task", "lead-inspect"), "make demo TASK=lead-inspect in a fresh clone, timed"),
     Variant("encoder-on", ("--encoder", "on"), "make demo ENCODER=on in a fresh clone, timed, against quick_demo.json"),
+    Variant("own-task", ("--own-task",), "make demo on the own-task guide's example task, in a fresh clone, timed"),
     Variant("against-previous", ("--against", "HEAD~1", "--repeats", "3"),
             "make demo of HEAD against the commit before it, alternated, median of 3 each"),
 ), common={"out": None})
@@ -64,6 +70,8 @@ def options(parser) -> None:
     parser.add_argument("--task", default=DEFAULT_TASK, help="the pipeline's task (make demo TASK=...)")
     parser.add_argument("--encoder", choices=("auto", "on", "off"), default="auto",
                         help="the pipeline's --encoder (make demo ENCODER=...)")
+    parser.add_argument("--own-task", action="store_true",
+                        help="the own-task guide's example task (sets --task; see the docstring)")
     parser.add_argument("--against", default="", help="a commit to time make demo against (see the docstring)")
     parser.add_argument("--repeats", type=_positive_int, default=3, help="with --against: demos of each side")
 
@@ -84,7 +92,7 @@ def results_path(args, stem: str) -> Path:
     fills ``--out`` with ``results/quick_demo.json`` when it is not given, so that value counts as not given."""
     if args.out is not None and Path(args.out) != RESULTS_DIR / "quick_demo.json":
         return Path(args.out)
-    suffixes = ([] if args.task == DEFAULT_TASK else [args.task]) + ([] if args.encoder == "auto" else
+    suffixes = ([] if args.task == DEFAULT_TASK else [args.task.replace(":", "-")]) + ([] if args.encoder == "auto" else
                                                                      [f"encoder-{args.encoder}"])
     return RESULTS_DIR / f"{'_'.join([stem, *suffixes])}.json"
 
@@ -186,7 +194,19 @@ def encoder_pays(result: dict, pipeline_s: float) -> dict:
             "pays": bool(success >= 0.8 and pipeline_s <= seconds) if same_kind else None}
 
 
+# The own-task guide's example: its module, as the guide shows it, and the task it defines.
+OWN_TASK_GUIDE, OWN_TASK = REPO / "docs" / "guides" / "own-task.md", "my_tasks:JitteryLightBoards"
+
+
+def own_task_module() -> str:
+    """The guide's ``my_tasks.py`` block (the code block after its ``<!-- example: my_tasks.py -->`` marker)."""
+    after = OWN_TASK_GUIDE.read_text().split("<!-- example: my_tasks.py -->", 1)[1]
+    return after.split("```python\n", 1)[1].split("```", 1)[0]
+
+
 def run(args) -> int:
+    if args.own_task:
+        args.task = OWN_TASK
     preset, root = for_options(PipelineConfig(task=args.task, encoder=args.encoder))  # what make demo runs, where
     if args.against:
         return run_against(args, root)
@@ -194,6 +214,8 @@ def run(args) -> int:
     clone = Path(tempfile.mkdtemp(prefix="robot-rl-quick-demo-")) / "robot_rl"
     try:
         commit = clone_at("HEAD", clone)
+        if args.own_task:  # where the guide says to save it: the folder robot-rl runs in
+            (clone / "my_tasks.py").write_text(own_task_module())
         start = time.perf_counter()
         env = clean_env()
         log = clone.parent / "make-demo.log"
