@@ -158,3 +158,20 @@ def test_the_lead_encoder_preset_is_the_quick_lead_pipeline():
     assert (bench["demos"].task, bench["demos"].episodes) == (lead.collect.task, lead.collect.episodes)
     assert (bench["dagger"].rounds, bench["dagger"].episodes_per_round) == (lead.dagger.rounds,
                                                                              lead.dagger.episodes_per_round)
+
+
+def test_the_demo_benchmark_names_its_files_and_runs_the_own_task_guides_module():
+    import argparse
+
+    import quick_demo
+
+    def name(**options):
+        args = argparse.Namespace(**{"out": None, "task": quick_demo.DEFAULT_TASK, "encoder": "auto", **options})
+        return quick_demo.results_path(args, "quick_demo").name
+
+    assert name() == "quick_demo.json" and name(encoder="on") == "quick_demo_encoder-on.json"
+    assert name(task=quick_demo.OWN_TASK) == "quick_demo_my_tasks-JitteryLightBoards.json"  # no ':' in a file name
+    module, task_class = quick_demo.OWN_TASK.split(":")
+    namespace: dict = {}
+    exec(compile(quick_demo.own_task_module(), f"{module}.py", "exec"), namespace)  # the guide's own example
+    assert namespace[task_class].name == "jittery-light-boards"
