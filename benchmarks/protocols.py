@@ -60,7 +60,9 @@ CPU_PPO = {
 def _few_demo_recipe(demos_out: str, bc_run_dir: str, **collect) -> dict:
     """The few-demo recipe of the pipeline's ``quick`` preset (its demos, BC epochs and batch, and its PPO: 64
     iterations of 1,024 frames, a check every 4), in a benchmark's own folders, with the benchmark's BC checks
-    (every 2 epochs on 50 boards; the pipeline evaluates BC once, after it)."""
+    (every 2 epochs on 50 boards; the pipeline evaluates BC once, after it). Without the encoder stage that
+    ``pipeline --encoder auto`` adds unless a preset here names one: a weak BC start, which is what PPO's lift and
+    the BC-vs-scratch ratio measure."""
     quick = PIPELINE_PRESETS["quick"]
     return {
         "demos": replace(quick.collect, out=demos_out, **collect),
