@@ -144,8 +144,8 @@ def test_a_pipeline_root_records_the_recipe_and_only_its_fine_tuning_is_laid_out
     monkeypatch.setattr(pipeline, "collect_demos", lambda config, progress: None)
     configs = {}
 
-    def train_stage(recipe, name, command, run_dir, start, resume, make_config, label=None):
-        configs[command] = make_config()
+    def train_stage(recipe, name, run, config, label=None):
+        configs[name] = config
         return {}
 
     monkeypatch.setattr(pipeline.Recipe, "train", train_stage)
