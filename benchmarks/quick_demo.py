@@ -13,10 +13,10 @@ the BC policy and of the fine-tuned one on the same held-out boards. Target: at 
 ``--dagger auto`` decides) and writes ``quick_demo_lead-inspect.json``; the same targets.
 
 ``--encoder on`` (variant ``encoder-on``) runs ``make demo ENCODER=on``: the pipeline's encoder pretraining on the
-demos' cell before BC, where ``--encoder auto`` leaves it off (the quick preset's ``pcb-inspect``); writes
-``quick_demo_encoder-on.json``. Rule, fixed before its first run: the encoder pays in that demo when its last
-policy reaches the 80% target and its pipeline takes no more seconds than the committed demo without it
-(``quick_demo.json``) on the same kind of machine (``encoder_pays`` in the file).
+demos' cell before BC; writes ``quick_demo_encoder-on.json``. Rule, fixed before its first run (when ``--encoder
+auto`` still left it out of the ``pcb-inspect`` demo): the encoder pays in that demo when its last policy reaches the
+80% target and its pipeline takes no more seconds than the committed demo without it (``quick_demo.json``) on the
+same kind of machine (``encoder_pays`` in the file; no verdict when the committed demo ran the encoder too).
 
 ``--own-task`` (variant ``own-task``) runs ``make demo TASK=my_tasks:JitteryLightBoards`` with the own-task
 guide's example module (``docs/guides/own-task.md``, its ``my_tasks.py`` block) written into the clone: a task
@@ -182,8 +182,8 @@ def encoder_pays(result: dict, pipeline_s: float) -> dict:
     """The encoder-on demo against the committed demo without it (the module docstring's rule)."""
     path = RESULTS_DIR / "quick_demo.json"
     baseline = read_results(path) if path.is_file() else None
-    if baseline is None or baseline["task"] != DEFAULT_TASK:
-        return {"against": None, "pays": None}
+    if baseline is None or baseline["task"] != DEFAULT_TASK or "encoder" in baseline["preset"]:
+        return {"against": None, "pays": None}  # no committed demo without the encoder to weigh it against
     seconds, success = baseline["parts"]["pipeline"], result["metrics"]["success_rate"]
     # Our 2-core machines differ 3x: seconds compare only on the same CPU model, running the same precision.
     same_kind = (baseline["machine"].get("cpu") == cpu_model()

@@ -146,8 +146,8 @@ def aggregate(summaries: Sequence[dict]) -> dict:
 
 
 def failure_counts(summaries: Sequence[dict]) -> dict[str, int]:
-    """Failed episodes of each ``FAILURE_KINDS`` kind (summaries from before the field are classified here)."""
-    kinds = [s["failure"] if "failure" in s else failure_kind(s) for s in summaries]
+    """Failed episodes of each ``FAILURE_KINDS`` kind."""
+    kinds = [failure_kind(s) for s in summaries]
     return {kind: kinds.count(kind) for kind in FAILURE_KINDS}
 
 
