@@ -1,4 +1,4 @@
-"""Image augmentations of behaviour cloning: random shift (DrQ) and segmentation-aware recolouring.
+"""Image augmentations of behaviour cloning: random shift (DrQ), segmentation-aware recolouring and exposure.
 
 Written here because torchvision's transforms draw one crop per call, not one per image of a batch, and know
 nothing of a frame's segmentation mask.
@@ -61,3 +61,16 @@ def recolour(pixels: torch.Tensor, masks: torch.Tensor, classes: tuple[str, ...]
         colour = torch.rand(batch, 1, 1, 3, device=x.device) * 255
         out = torch.where(region[..., None], (colour * shading[..., None]).clamp(0, 255), out)
     return out
+
+
+def exposure(pixels: torch.Tensor, spread: float) -> torch.Tensor:
+    """Scales each image of ``pixels`` ([B, H, W, C], 0-255, any dtype) by its own factor, drawn log-uniformly in
+    [1 / (1 + spread), 1 + spread], and clips to 0-255: what a brighter or dimmer light, or another exposure, does
+    to a frame, saturated highlights included. Returns float32 images on the input's device (``spread`` 0: as is).
+    """
+    x = pixels.float()
+    if spread <= 0:
+        return x
+    half_width = torch.log1p(torch.tensor(float(spread), device=x.device))
+    log_factor = (torch.rand(x.shape[0], 1, 1, 1, device=x.device) * 2 - 1) * half_width
+    return (x * log_factor.exp()).clamp(0, 255)

@@ -28,7 +28,7 @@ from robot_rl.episodes import check_scalars
 from robot_rl.errors import UsageError
 from robot_rl.policy import PolicyConfig, actor_network, make_actor
 from robot_rl.policy_io import load_actor
-from robot_rl.pretrain.augment import random_shift, recolour
+from robot_rl.pretrain.augment import exposure, random_shift, recolour
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.dataset import META_FILE
 from robot_rl.pretrain.encoder_pretrain import check_encoder_cell
@@ -40,12 +40,14 @@ from robot_rl.training_run import TrainingRun, due, gradient_step, improves
 
 
 def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int, recolour_classes: tuple[str, ...] = (),
-               recolour_prob: float = 0.0) -> TensorDictBase:
+               recolour_prob: float = 0.0, exposure_spread: float = 0.0) -> TensorDictBase:
     batch = batch.select(*BATCH_KEYS, *((keys.SEGMENTATION,) if recolour_classes else ())).to(device,
                                                                                               non_blocking=True)
     if recolour_classes:  # before the shift: the mask is aligned with the stored frame
         masks = batch.pop(keys.SEGMENTATION)
         batch.set(keys.PIXELS, recolour(batch.get(keys.PIXELS), masks, recolour_classes, recolour_prob))
+    if exposure_spread:
+        batch.set(keys.PIXELS, exposure(batch.get(keys.PIXELS), exposure_spread))
     if shift_pad:
         batch.set(keys.PIXELS, random_shift(batch.get(keys.PIXELS), shift_pad))
     return batch
@@ -81,8 +83,9 @@ class BCRun(TrainingRun):
         if config.recolour and not self.dataset.has_masks:
             raise UsageError(f"--recolour {config.recolour}: the demos in {config.data} have no segmentation masks "
                              f"(collect them with collect-demos --masks)")
-        self.recolouring = ({"recolour_classes": config.recolour_classes(), "recolour_prob": config.recolour_prob}
-                            if config.recolour else {})
+        recolouring = ({"recolour_classes": config.recolour_classes(), "recolour_prob": config.recolour_prob}
+                       if config.recolour else {})
+        self.augmentation = {**recolouring, **({"exposure_spread": config.exposure} if config.exposure else {})}
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")
@@ -181,7 +184,7 @@ class BCRun(TrainingRun):
         for _ in bar:
             if self.stop.requested:
                 return None
-            batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad, **self.recolouring)
+            batch = _to_device(self.train_buffer.sample(), self.device, self.config.shift_pad, **self.augmentation)
             losses = self.loss(batch)  # the encoder runs in self.precision, the rest in fp32
             loss = total_loss(losses)
             # What the optimizer steps: the actor and the loss's locator head.

@@ -227,6 +227,9 @@ class BCConfig(ActorArchitecture):
                            "demos collected with --masks)")
     recolour_prob: float = option(0.8, "fraction of training frames --recolour recolours (each class of a frame "
                                   "independently)")
+    exposure: float = option(0.0, "exposure augmentation: each training frame is scaled by a factor drawn "
+                             "log-uniformly in [1/(1+E), 1+E] and clipped to 0-255, as a brighter or dimmer light "
+                             "makes it (0 = off)")
 
     def recolour_classes(self) -> tuple[str, ...]:
         """The classes ``recolour`` names, in the order given."""
@@ -238,6 +241,7 @@ class BCConfig(ActorArchitecture):
             ("recolour", set(self.recolour_classes()) <= set(RECOLOUR_CLASSES), f"'' or a comma-separated list "
              f"from {', '.join(RECOLOUR_CLASSES)}"),
             ("recolour_prob", 0 <= self.recolour_prob <= 1, "in [0, 1]"),
+            ("exposure", 0 <= self.exposure <= 4, "in [0, 4]"),
             ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
             ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
             ("joint_scaling", self.joint_scaling in JOINT_SCALINGS, _one_of(JOINT_SCALINGS)),

@@ -120,6 +120,7 @@ def perturbation_suite(actor, provenance: Provenance, config: EvaluateConfig, ou
         rows.append({"shift": name, "change": describe(setting), "episodes": metrics["episodes"],
                      "success_rate": metrics["success_rate"], "success_ci95": metrics["success_ci95"],
                      "guesses": metrics["guesses"], "collisions_per_episode": metrics["collisions_per_episode"],
+                     "failures": metrics["failures"], "by_defect": metrics["by_defect"],
                      "video": str((folder / videos[0]).relative_to(out_dir)) if videos else None})
     return rows
 
@@ -129,10 +130,17 @@ def perturbation_markdown(rows: list[dict]) -> str:
     table = [{"shift": r["shift"], "change": r["change"],
               "success": f"{r['success_rate']:.0%} ({r['success_ci95'][0]:.0%}-{r['success_ci95'][1]:.0%})",
               "guesses": r["guesses"], "collisions / episode": f"{r['collisions_per_episode']:.2f}",
-              "failure video": r["video"] or "-"} for r in rows]
+              "failed episodes": failure_text(r.get("failures", {})), "failure video": r["video"] or "-"}
+             for r in rows]
     return (f"## Perturbations (the same boards under every shift: {rows[0]['episodes']})\n\n"
             + markdown_table(table, ["shift", "change", "success", "guesses", "collisions / episode",
-                                     "failure video"]))
+                                     "failed episodes", "failure video"]))
+
+
+def failure_text(failures: dict[str, int]) -> str:
+    """'wrong verdict 6, guess 2': the kinds that failed an episode, most first ('-' where none did)."""
+    counted = sorted(((n, kind) for kind, n in failures.items() if n), reverse=True)
+    return ", ".join(f"{kind.replace('_', ' ')} {n}" for n, kind in counted) or "-"
 
 
 def evaluate(config: EvaluateConfig, progress: bool = True, shifts: dict[str, Randomization] | None = None) -> dict:

@@ -258,6 +258,10 @@ def test_the_suite_takes_other_shifts_by_value(bc_run_dir, tmp_path):
     assert suite[1]["change"] == "camera_shift 0.01 m; camera_tilt 5 deg"
     # the same ranges by value and by name: the same draws on the same boards
     assert {k: v for k, v in suite[1].items() if k != "shift"} == {k: v for k, v in suite[2].items() if k != "shift"}
+    for row in suite:  # every failed episode of a shift is counted under one kind, overall and per defect
+        failed = round(row["episodes"] * (1 - row["success_rate"]))
+        assert sum(row["failures"].values()) == failed
+        assert sum(sum(d["failures"].values()) for d in row["by_defect"].values()) == failed
 
 
 def test_a_calibrated_cell_stays_calibrated_under_every_shift_of_the_suite(bc_run_dir, tmp_path):

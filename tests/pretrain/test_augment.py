@@ -1,11 +1,11 @@
-"""Image augmentations of BC: random shift and segmentation-aware recolouring."""
+"""Image augmentations of BC: random shift, segmentation-aware recolouring and exposure."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from robot_rl.pretrain.augment import random_shift
+from robot_rl.pretrain.augment import exposure, random_shift
 
 
 def test_random_shift_moves_each_image_by_at_most_pad_pixels():
@@ -90,3 +90,24 @@ def test_a_given_offset_moves_the_content_by_pad_minus_offset():
     images[0, 5, 7, 0] = 1.0
     shifted = random_shift(images, pad=2, offsets=torch.tensor([[0, 4]]))
     assert shifted[0, 5 + 2 - 0, 7 + 2 - 4, 0] == 1.0 and shifted.sum() == 1.0
+
+
+def test_exposure_scales_each_image_by_one_factor_within_its_range_and_clips():
+    torch.manual_seed(0)
+    images = torch.full((256, 4, 4, 3), 100, dtype=torch.uint8)
+    images[:, 0, 0] = 250  # a highlight that a brighter exposure saturates
+    out = exposure(images, spread=1.0)
+    factors = out[:, 1, 1, 0] / 100
+    assert torch.allclose(out, (images.float() * factors[:, None, None, None]).clamp(0, 255))  # one factor an image
+    assert 0.5 <= factors.min() < 0.6 and 1.8 < factors.max() <= 2.0  # log-uniform in [1/2, 2], both ends drawn
+    assert 0.4 < (factors > 1).float().mean() < 0.6  # as often brighter as dimmer
+    assert out.max() == 255 and (out[:, 0, 0, 0] == 255).any()  # saturation, as a real highlight does
+
+
+def test_exposure_zero_is_the_identity_and_the_option_is_bounded():
+    from robot_rl.configs import BCConfig
+
+    images = torch.randint(0, 255, (4, 8, 8, 3), dtype=torch.uint8)
+    assert torch.equal(exposure(images, 0.0), images.float())
+    with pytest.raises(ValueError, match="exposure"):
+        BCConfig(exposure=-0.5)
