@@ -23,6 +23,8 @@ keeps the parts it does not rerun):
 - ``equal-time``: the baseline recipe trained for as many epochs as fit in the winner's wall time
   (encoder pretraining included), then evaluated the same way: the gain must not be mere compute. The winner is
   the arm with the most shifts at the shift target, then the highest nominal success (``best_arm``).
+- ``failure-kinds``: for the records of ``--arms`` (each seed) evaluated before the suite counted failed episodes by
+  kind, the suite again on the same boards, merged only where success and guesses equal the record's.
 
 Each stage's seconds are summed over the invocations that ran it (``runs/perception-stages.json``), so an arm
 stopped by SIGTERM and finished in a later session is timed whole.
@@ -66,7 +68,7 @@ from robot_rl.recipe import Recipe as Stages
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
-PARTS = ("throughput", "encoder", "arms", "equal-time", "camera-sweep")
+PARTS = ("throughput", "encoder", "arms", "equal-time", "camera-sweep", "failure-kinds")
 TARGET_NOMINAL_SUCCESS = 0.95
 TARGET_SHIFT_SUCCESS = 0.90  # under every shift of the suite, none excluded
 TARGET_THROUGHPUT_RATIO = 0.80  # encoder pretraining images/s over bare ResNet18 training images/s
@@ -103,7 +105,7 @@ BENCHMARK = Benchmark("perception", __doc__, variants=(
     Variant("all", (), "every part (about 14 h on 2 CPU cores)"),
     *(Variant(part, ("--parts", part), f"the {part} part ({time})") for part, time in zip(PARTS, (
         "~10 min", "~25 min: 20,000 views, 8 epochs", "~2.4 h per arm: BC 12 epochs + the suite", "~2.7 h",
-        "~2 min per arm and seed"))),
+        "~2 min per arm and seed", "~3 min per arm and seed"))),
     Variant("mount", ("--parts", "arms", "--arms", "encoder+recolour+mount", "--seeds", "0", "1", "2"),
             "the mount arm's three seeds, its demos and encoder included (~75 min on 2 CPU cores)"),
     Variant("calibrated", ("--parts", "arms", "--arms", CALIBRATED_ARM, "--seeds", "0", "1", "2"),
@@ -347,6 +349,28 @@ def run_camera_sweep(args, where: dict) -> dict:
     return sweeps
 
 
+def add_failure_kinds(args, where: dict, arms: dict) -> None:
+    """Counts the failed episodes of every arm and seed of ``--arms`` and ``--seeds`` by kind under each shift, for
+    records evaluated before the suite counted them: the suite again on the same boards (deterministic), into
+    ``eval-perturbations-failures/``; refused unless every row's success and guesses equal the record's."""
+    for name in args.arms:
+        for seed in args.seeds:
+            key, run_dir = arm_key(name, seed), arm_run_dir(where, name, seed)
+            record = arms.get(key)
+            if record is None:
+                raise SystemExit(f"failure-kinds: no record of {key} (run the arms part first)")
+            if all("failures" in row for row in record["suite"]):
+                continue
+            out = run_dir / "eval-perturbations-failures"
+            rows = perturbation_suite(run_dir / "checkpoints" / record["checkpoint"], args.boards, out, args.device)
+            measured = [(r["shift"], r["success_rate"], r["guesses"]) for r in rows]
+            if measured != [(r["shift"], r["success_rate"], r["guesses"]) for r in record["suite"]]:
+                raise SystemExit(f"failure-kinds: {out} disagrees with the record of {key}; not merged")
+            for row, again in zip(record["suite"], rows):
+                row.update(failures=again["failures"], by_defect=again["by_defect"])
+            record["failures_from"] = str(out / REPORT)
+
+
 def plot_camera_sweep(sweeps: dict, path: Path) -> None:
     """Success against the camera's offset and tilt: a line per arm (seeds pooled) and kind of move."""
     steps = (0.0, *SWEEP_TILTS_DEG)
@@ -544,6 +568,8 @@ def run(args) -> dict:
         elif part == "camera-sweep":
             results.setdefault("camera_sweep", {}).update(run_camera_sweep(args, where))
             plot_camera_sweep(results["camera_sweep"], args.out.with_name(f"{args.out.stem}_camera_sweep.png"))
+        elif part == "failure-kinds":
+            add_failure_kinds(args, where, results["arms"])
         elif part == "arms":
             arms = run_arms(args, where, results, stages)
             results["arms"].update({key: measured_then(arm, results["arms"].get(key), evaluated_before)

@@ -106,3 +106,29 @@ def test_each_camera_arm_is_judged_on_its_own_against_the_mount_targets():
     assert rows[perception.CALIBRATED_ARM]["met"] and rows[perception.CALIBRATED_ARM]["shifted_camera"] == 0.93
     assert not rows[f"{perception.CALIBRATED_ARM}-seed1"]["met"]  # 6 guesses per 100 boards: over the target's 5
     assert calibrated["adoption"]["seeds"] == 2 and not calibrated["met"]
+
+
+def _row(shift, success, guesses, **more):
+    return {"shift": shift, "success_rate": success, "guesses": guesses, "episodes": 100, **more}
+
+
+def test_failure_kinds_merge_only_into_a_record_that_the_new_evaluation_repeats(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    failures = {"guess": 0, "wrong_verdict": 8}
+    again = [_row("none", 1.0, 0, failures={"guess": 0, "wrong_verdict": 0}, by_defect={}),
+             _row("bright_light", 0.92, 0, failures=failures, by_defect={"none": {"failures": failures}})]
+    monkeypatch.setattr(perception, "perturbation_suite", lambda *a, **k: [dict(r) for r in again])
+    where = {perception.CALIBRATED_ARM: tmp_path / "bc"}
+    args = SimpleNamespace(arms=[perception.CALIBRATED_ARM], seeds=[0], boards=100, device="cpu")
+    record = {"checkpoint": "last.pt", "suite": [_row("none", 1.0, 0), _row("bright_light", 0.92, 0)]}
+    arms = {perception.CALIBRATED_ARM: record}
+    perception.add_failure_kinds(args, where, arms)
+    assert record["suite"][1]["failures"] == failures and record["suite"][1]["success_rate"] == 0.92
+    assert record["failures_from"].endswith("eval-perturbations-failures/report.json")
+
+    # a record the evaluation does not repeat is refused whole, never half merged
+    other = {"checkpoint": "last.pt", "suite": [_row("none", 1.0, 0), _row("bright_light", 0.90, 0)]}
+    with pytest.raises(SystemExit, match="disagrees"):
+        perception.add_failure_kinds(args, where, {perception.CALIBRATED_ARM: other})
+    assert not any("failures" in row for row in other["suite"])
