@@ -1,4 +1,4 @@
-"""Image augmentations of behaviour cloning: random shift (DrQ), segmentation-aware recolouring and exposure.
+"""Image augmentations of behaviour cloning: random shift (DrQ), segmentation-aware recolouring, exposure and zoom.
 
 Written here because torchvision's transforms draw one crop per call, not one per image of a batch, and know
 nothing of a frame's segmentation mask.
@@ -74,3 +74,22 @@ def exposure(pixels: torch.Tensor, spread: float) -> torch.Tensor:
     half_width = torch.log1p(torch.tensor(float(spread), device=x.device))
     log_factor = (torch.rand(x.shape[0], 1, 1, 1, device=x.device) * 2 - 1) * half_width
     return (x * log_factor.exp()).clamp(0, 255)
+
+
+def zoom(pixels: torch.Tensor, spread: float) -> torch.Tensor:
+    """Scales each image of ``pixels`` ([B, H, W, C], 0-255, any dtype) about its centre by its own factor, drawn
+    log-uniformly in [1 / (1 + spread), 1 + spread] (bilinear; a zoomed-out image's margin repeats its edge): what
+    another field of view does to a frame (a wider lens shrinks the board towards the centre), while the labels keep
+    what the arm's pose says. Returns float32 images on the input's device (``spread`` 0: as is)."""
+    x = pixels.float()
+    if spread <= 0:
+        return x
+    batch = x.shape[0]
+    half_width = torch.log1p(torch.tensor(float(spread), device=x.device))
+    scale = ((torch.rand(batch, device=x.device) * 2 - 1) * half_width).exp()  # > 1 magnifies
+    theta = torch.zeros(batch, 2, 3, device=x.device)
+    theta[:, 0, 0] = theta[:, 1, 1] = 1 / scale  # output pixel at u reads the input at u / scale
+    images = x.permute(0, 3, 1, 2)
+    grid = F.affine_grid(theta, list(images.shape), align_corners=False)
+    out = F.grid_sample(images, grid, mode="bilinear", padding_mode="border", align_corners=False)
+    return out.permute(0, 2, 3, 1)

@@ -28,7 +28,7 @@ from robot_rl.episodes import check_scalars
 from robot_rl.errors import UsageError
 from robot_rl.policy import PolicyConfig, actor_network, make_actor
 from robot_rl.policy_io import load_actor
-from robot_rl.pretrain.augment import exposure, random_shift, recolour
+from robot_rl.pretrain.augment import exposure, random_shift, recolour, zoom
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
 from robot_rl.pretrain.dataset import META_FILE
 from robot_rl.pretrain.encoder_pretrain import check_encoder_cell
@@ -40,7 +40,7 @@ from robot_rl.training_run import TrainingRun, due, gradient_step, improves
 
 
 def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int, recolour_classes: tuple[str, ...] = (),
-               recolour_prob: float = 0.0, exposure_spread: float = 0.0) -> TensorDictBase:
+               recolour_prob: float = 0.0, exposure_spread: float = 0.0, zoom_spread: float = 0.0) -> TensorDictBase:
     batch = batch.select(*BATCH_KEYS, *((keys.SEGMENTATION,) if recolour_classes else ())).to(device,
                                                                                               non_blocking=True)
     if recolour_classes:  # before the shift: the mask is aligned with the stored frame
@@ -48,6 +48,8 @@ def _to_device(batch: TensorDictBase, device: torch.device, shift_pad: int, reco
         batch.set(keys.PIXELS, recolour(batch.get(keys.PIXELS), masks, recolour_classes, recolour_prob))
     if exposure_spread:
         batch.set(keys.PIXELS, exposure(batch.get(keys.PIXELS), exposure_spread))
+    if zoom_spread:
+        batch.set(keys.PIXELS, zoom(batch.get(keys.PIXELS), zoom_spread))
     if shift_pad:
         batch.set(keys.PIXELS, random_shift(batch.get(keys.PIXELS), shift_pad))
     return batch
@@ -85,7 +87,8 @@ class BCRun(TrainingRun):
                              f"(collect them with collect-demos --masks)")
         recolouring = ({"recolour_classes": config.recolour_classes(), "recolour_prob": config.recolour_prob}
                        if config.recolour else {})
-        self.augmentation = {**recolouring, **({"exposure_spread": config.exposure} if config.exposure else {})}
+        self.augmentation = {**recolouring, **({"exposure_spread": config.exposure} if config.exposure else {}),
+                             **({"zoom_spread": config.zoom} if config.zoom else {})}
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")

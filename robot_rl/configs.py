@@ -230,6 +230,8 @@ class BCConfig(ActorArchitecture):
     exposure: float = option(0.0, "exposure augmentation: each training frame is scaled by a factor drawn "
                              "log-uniformly in [1/(1+E), 1+E] and clipped to 0-255, as a brighter or dimmer light "
                              "makes it (0 = off)")
+    zoom: float = option(0.0, "zoom augmentation: each training frame is scaled about its centre by a factor drawn "
+                         "log-uniformly in [1/(1+Z), 1+Z], as another field of view makes it (0 = off)")
 
     def recolour_classes(self) -> tuple[str, ...]:
         """The classes ``recolour`` names, in the order given."""
@@ -242,6 +244,7 @@ class BCConfig(ActorArchitecture):
              f"from {', '.join(RECOLOUR_CLASSES)}"),
             ("recolour_prob", 0 <= self.recolour_prob <= 1, "in [0, 1]"),
             ("exposure", 0 <= self.exposure <= 4, "in [0, 4]"),
+            ("zoom", 0 <= self.zoom <= 1, "in [0, 1]"),
             ("logger", self.logger in LOGGERS, _one_of(LOGGERS)),
             ("precision", self.precision in PRECISIONS, _one_of(PRECISIONS)),
             ("joint_scaling", self.joint_scaling in JOINT_SCALINGS, _one_of(JOINT_SCALINGS)),

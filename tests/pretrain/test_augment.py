@@ -1,11 +1,11 @@
-"""Image augmentations of BC: random shift, segmentation-aware recolouring and exposure."""
+"""Image augmentations of BC: random shift, segmentation-aware recolouring, exposure and zoom."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from robot_rl.pretrain.augment import exposure, random_shift
+from robot_rl.pretrain.augment import exposure, random_shift, zoom
 
 
 def test_random_shift_moves_each_image_by_at_most_pad_pixels():
@@ -111,3 +111,26 @@ def test_exposure_zero_is_the_identity_and_the_option_is_bounded():
     assert torch.equal(exposure(images, 0.0), images.float())
     with pytest.raises(ValueError, match="exposure"):
         BCConfig(exposure=-0.5)
+
+
+def test_zoom_scales_each_image_about_its_centre_within_its_range():
+    torch.manual_seed(0)
+    images = torch.zeros(200, 41, 41, 3)
+    images[:, 20, 30] = 255  # a bright pixel 10 to the right of the centre pixel (20, 20)
+    out = zoom(images, spread=0.25)
+    assert out.shape == images.shape and out.dtype == torch.float32
+    columns = (out[..., 0].sum(1) * torch.arange(41.0)).sum(-1) / out[..., 0].sum((1, 2))  # centroid per image
+    rows = (out[..., 0].sum(2) * torch.arange(41.0)).sum(-1) / out[..., 0].sum((1, 2))
+    scales = (columns - 20) / 10
+    assert torch.allclose(rows, torch.full_like(rows, 20.0), atol=0.05)  # the move is radial: the row stays
+    assert 0.8 - 0.02 <= scales.min() < 0.85 and 1.2 < scales.max() <= 1.25 + 0.02  # log-uniform in [0.8, 1.25]
+    assert 0.4 < (scales > 1).float().mean() < 0.6  # as often magnified as shrunk
+
+
+def test_zoom_zero_is_the_identity_and_the_option_is_bounded():
+    from robot_rl.configs import BCConfig
+
+    images = torch.randint(0, 255, (4, 8, 8, 3), dtype=torch.uint8)
+    assert torch.equal(zoom(images, 0.0), images.float())
+    with pytest.raises(ValueError, match="zoom"):
+        BCConfig(zoom=1.5)
