@@ -20,6 +20,7 @@ prints them. ``python benchmarks/harness.py --list`` lists every script's varian
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -123,7 +124,11 @@ class Benchmark:
         A dict it returns is the payload, written (``write``) to ``--out`` (results/NAME.json without it) with
         those seconds as ``wall_s`` unless the payload has its own; an int is the exit status of a script that
         wrote its file itself (None: 0). A run stopped by Ctrl-C or SIGTERM (``RunStopped``) ends in one line
-        saying so, with exit status 128 + the signal's number, and writes nothing."""
+        saying so, with exit status 128 + the signal's number, and writes nothing. The results file has one writer:
+        the run holds its lock (``robot_rl.locks``) from the start, since a script reads the file's earlier parts
+        then, so a second invocation writing the same file is refused in one line (exit 2) instead of dropping
+        the first one's parts when it writes (a script that writes its own files holds its default file's lock:
+        one invocation of it at a time)."""
         parser = self.parser()
         self.add_common(parser)
         if options is not None:
@@ -133,17 +138,25 @@ class Benchmark:
             import torch
 
             torch.set_num_threads(args.threads)
-        from robot_rl.errors import RunStopped
+        from robot_rl.errors import RunStopped, UsageError
+        from robot_rl.locks import exclusive
 
+        out = Path(getattr(args, "out", None) or RESULTS_DIR / f"{self.name}.json")
         start = time.perf_counter()
-        try:
-            payload = run(args)
-        except RunStopped as stopped:  # Ctrl-C or SIGTERM: the stage under way checkpointed and its part is recorded
-            print(f"{self.name}: {stopped}; the same command continues it", file=sys.stderr)
-            return 128 + stopped.signum
-        if not isinstance(payload, dict):
-            return payload or 0
-        path = self.write(payload, out=getattr(args, "out", None), wall_s=round(time.perf_counter() - start, 1))
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(exclusive(out, "results file", advice="wait for it to end"))
+            except UsageError as refused:
+                print(f"{self.name}: {refused}", file=sys.stderr)
+                return 2
+            try:
+                payload = run(args)
+            except RunStopped as stopped:  # Ctrl-C or SIGTERM: the stage under way checkpointed, its part recorded
+                print(f"{self.name}: {stopped}; the same command continues it", file=sys.stderr)
+                return 128 + stopped.signum
+            if not isinstance(payload, dict):
+                return payload or 0
+            path = self.write(payload, out=getattr(args, "out", None), wall_s=round(time.perf_counter() - start, 1))
         print(f"wrote {path}")
         return 0
 

@@ -51,14 +51,15 @@ def lock_file(folder: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def exclusive(folder: str | os.PathLike, what: str = "folder") -> Iterator[None]:
+def exclusive(folder: str | os.PathLike, what: str = "folder",
+              advice: str = "wait for it to end, or use --wait-lock") -> Iterator[None]:
     """Holds ``folder``'s lock within ``with`` (``what`` names the folder's kind in the refusal: "dataset", "run
-    folder"). Raises UsageError naming the holder's pid when another process holds it (unless waiting), or naming
-    the folder when its parent cannot be written."""
+    folder"; ``advice`` ends it). Raises UsageError naming the holder's pid when another process holds it (unless
+    waiting), or naming the folder when its parent cannot be written."""
     path = lock_file(folder)
     fd = _open(path, Path(folder))
     try:
-        _acquire(fd, path, Path(folder), what)
+        _acquire(fd, path, Path(folder), what, advice)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
@@ -100,7 +101,8 @@ def _open(path: Path, folder: Path) -> int:
         raise
 
 
-def _acquire(fd: int, path: Path, folder: Path, what: str) -> None:
+def _acquire(fd: int, path: Path, folder: Path, what: str,
+             advice: str = "wait for it to end, or use --wait-lock") -> None:
     if _WAIT.get():
         fcntl.flock(fd, fcntl.LOCK_EX)
         return
@@ -109,8 +111,8 @@ def _acquire(fd: int, path: Path, folder: Path, what: str) -> None:
     except BlockingIOError:
         pid = _holder_pid(path)
         who = f"pid {pid}" if pid is not None else "another process"
-        raise UsageError(f"{folder}: {what} in use by another robot-rl process ({who}; lock {path}); wait for it "
-                         f"to end, or use --wait-lock") from None
+        raise UsageError(f"{folder}: {what} in use by another robot-rl process ({who}; lock {path}); {advice}"
+                         ) from None
 
 
 def _holder_pid(path: Path, patience: float = 1.0) -> int | None:

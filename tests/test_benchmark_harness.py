@@ -65,6 +65,7 @@ def test_a_variant_is_its_options_then_the_ones_given(monkeypatch):
 
 def test_main_takes_the_declared_common_options_runs_and_writes_the_payload(tmp_path, monkeypatch):
     monkeypatch.setattr(harness, "REGISTRY", {})
+    monkeypatch.setattr(harness, "RESULTS_DIR", tmp_path)  # the default file's lock lands beside it
     bench = harness.Benchmark("toy", "A toy.\n", (harness.Variant("a", ("--n", "3"), "three"),),
                               common={"boards": 7, "out": None})
 
@@ -175,3 +176,19 @@ def test_the_demo_benchmark_names_its_files_and_runs_the_own_task_guides_module(
     namespace: dict = {}
     exec(compile(quick_demo.own_task_module(), f"{module}.py", "exec"), namespace)  # the guide's own example
     assert namespace[task_class].name == "jittery-light-boards"
+
+
+def test_a_second_writer_of_one_results_file_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    from robot_rl.locks import exclusive
+
+    monkeypatch.setattr(harness, "REGISTRY", {})
+    bench = harness.Benchmark("toy", "A toy.\n", (harness.Variant("a", (), "as is"),), common={"out": None})
+    out = tmp_path / "toy.json"
+    out.write_text("{}")  # the first writer's file, as it was when the second started
+    ran = []
+    with exclusive(out, "results file"):  # the first invocation, still running
+        assert bench.main(lambda args: ran.append(1) or {"n": 1}, None, ["--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"toy: {out}: results file in use") and "pid" in lines[0]
+    assert not ran and out.read_text() == "{}"
+    assert bench.main(lambda args: {"n": 1}, None, ["--out", str(out)]) == 0  # once the first has ended
