@@ -658,9 +658,9 @@ def earlier_part(out: Path, name: str) -> tuple[dict | list | None, dict | None]
 
 
 def write_report(args, stops: dict | None, probes: list[dict] | None, parts: dict) -> int:
-    from results_file import _STARTED_FROM
+    from results_file import STARTED_FROM
 
-    now = {"date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "commit": _STARTED_FROM.get("commit")}
+    now = {"date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "commit": STARTED_FROM.get("commit")}
     measured = {"stops": now if stops is not None else None, "probes": now if probes is not None else None}
     if stops is None:
         stops, measured["stops"] = earlier_part(args.out, "stops")

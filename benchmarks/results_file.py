@@ -30,7 +30,7 @@ SCHEMA_KEYS = ("benchmark", "date", "commit", "argv", "machine", "wall_s", "part
 OVERRIDABLE = ("benchmark", "date", "commit", "argv", "machine", "uncommitted_changes")
 _STARTED = time.perf_counter()  # imported at a script's start: its wall time runs from here
 # The code a run measures is the code it started from: a commit made while it runs must not be stamped on it.
-_STARTED_FROM = {key: value for key, value in provenance().items() if key in ("commit", "uncommitted_changes")}
+STARTED_FROM = {key: value for key, value in provenance().items() if key in ("commit", "uncommitted_changes")}
 
 
 def total_seconds(parts: dict) -> float:
@@ -55,7 +55,7 @@ def write_results(name: str, payload: dict, out: str | os.PathLike | None = None
         parts, wall_s = wall_s, total_seconds(wall_s)
     if wall_s is None:
         wall_s = round(time.perf_counter() - _STARTED, 1)
-    record = {"benchmark": name, **provenance(), **_STARTED_FROM, "machine": describe_machine(), "wall_s": wall_s,
+    record = {"benchmark": name, **provenance(), **STARTED_FROM, "machine": describe_machine(), "wall_s": wall_s,
               "parts": parts, "targets": targets}
     record.update(own)
     record.update(notes or {})

@@ -116,7 +116,7 @@ def test_a_results_file_names_the_commit_its_run_started_from(tmp_path, monkeypa
     import results_file
     import timing
 
-    started_from = results_file._STARTED_FROM["commit"]
+    started_from = results_file.STARTED_FROM["commit"]
     monkeypatch.setattr(timing, "provenance", lambda: {"date": "2026-12-03T18:00:00+00:00", "commit": "f" * 40,
                                                        "uncommitted_changes": True, "argv": ["toy"]})
     monkeypatch.setattr(results_file, "provenance", timing.provenance)  # a commit made while the run ran
