@@ -215,27 +215,32 @@ def cli_reference() -> str:
            "hold.", ""]
     for name, command in sub.choices.items():
         out += [f"## `robot-rl {name}`", "", (helps.get(name) or command.description or "").rstrip(".") + ".", ""]
+        ablations = []
         for group in command._action_groups:
-            # Deprecated names are hidden from --help (argparse.SUPPRESS), and from here.
+            # Deprecated names are hidden from --help (argparse.SUPPRESS), and from here; ablation switches too,
+            # listed after the groups.
             actions = [a for a in group._group_actions
                        if a.option_strings and a.dest != "help" and a.help != argparse.SUPPRESS]
+            ablations += [a for a in group._group_actions if hasattr(a, "ablation_help")]
             if not actions:
                 continue
             if group.title not in ("options", "optional arguments"):
                 out += [f"**{group.title}**", ""]
-            rows = []
-            for action in actions:
-                flags = ", ".join(f"`{flag}`" for flag in action.option_strings)
-                default = action.default
-                choices = action.choices or (action.metavar[1:-1].split(",")
-                                             if str(action.metavar).startswith("{") else None)
-                # argparse's help strings escape a percent sign as %%; --help prints one.
-                help_text = ((action.help or "").replace("%%", "%")
-                             + (f" (choices: {', '.join(map(str, choices))})" if choices else ""))
-                rows.append({"option": flags, "default": _default_text(default),
-                             "meaning": help_text.replace("%(default)s", str(default))})
-            out += [table(rows), ""]
+            out += [table([_option_row(action, action.help) for action in actions]), ""]
+        if ablations:
+            out += ["**ablation switches** (accepted, not in `--help`: each turns a part of the design off, for "
+                    "the benchmark that measures it)", "",
+                    table([_option_row(action, action.ablation_help) for action in ablations]), ""]
     return "\n".join(out)
+
+
+def _option_row(action: argparse.Action, help_text: str | None) -> dict:
+    """An option as a CLI reference row: its flags, its default, its help (with its choices)."""
+    choices = action.choices or (action.metavar[1:-1].split(",") if str(action.metavar).startswith("{") else None)
+    # argparse's help strings escape a percent sign as %%; --help prints one.
+    text = (help_text or "").replace("%%", "%") + (f" (choices: {', '.join(map(str, choices))})" if choices else "")
+    return {"option": ", ".join(f"`{flag}`" for flag in action.option_strings),
+            "default": _default_text(action.default), "meaning": text.replace("%(default)s", str(action.default))}
 
 
 def _default_text(default) -> str:
@@ -341,7 +346,7 @@ def _command_action(command: str, flag: str) -> argparse.Action:
     if parser is None:
         raise ValueError(f"no command robot-rl {command}")
     action = parser._option_string_actions.get(flag)
-    if action is None or action.help == argparse.SUPPRESS:
+    if action is None or (action.help == argparse.SUPPRESS and not hasattr(action, "ablation_help")):
         raise ValueError(f"robot-rl {command} has no option {flag}")
     return action
 

@@ -368,20 +368,22 @@ class FinetuneConfig:
     grad_clip: float = option(1.0, "max gradient norm (actor and critic separately)")
     critic_warmup: int = option(2, "first iterations update only the critic (actor frozen)")
     anchor_weight: float = option(0.0, "weight of KL(pretrained || current) at the first actor update (0 = off: an "
-                                  "anchor to an imperfect BC policy caps the lift, README 'Fine-tuning design')")
-    anchor_decay: float = option(0.95, "per-iteration decay of the anchor weight (DAPG's 0.95^k)")
+                                  "anchor to an imperfect BC policy caps the lift, README 'Fine-tuning design')",
+                                  ablation=True)
+    anchor_decay: float = option(0.95, "per-iteration decay of the anchor weight (DAPG's 0.95^k)", ablation=True)
     anchor_floor: float = option(0.0, "the anchor weight never decays below this (0 = decays away; no anchor with "
-                                 "--anchor-weight 0)")
+                                 "--anchor-weight 0)", ablation=True)
     target_kl: float = option(0.02, "stop an iteration's PPO epochs at the first minibatch whose approximate KL to "
                               "the collecting policy exceeds 1.5 x this (0 = off)")
     answer_temperature: float = option(0.25, "temperature of the verdict's answer-now decision while fine-tuning "
                                        "(1 = BC's 3-way softmax; < 1 answers where the policy is sure)")
     continue_floor: float = option(0.05, "while fine-tuning, the verdict continues with at least this probability "
                                    "on every step, so an answer given too early is still questioned (0 = off)")
-    anchor_pose_only: bool = option(False, "anchor the pose head only, leaving the verdicts free")
-    mask_verdict_pose: bool = option(True, "leave the pose's log-prob out of the ratio on steps that give a verdict")
+    anchor_pose_only: bool = option(False, "anchor the pose head only, leaving the verdicts free", ablation=True)
+    mask_verdict_pose: bool = option(True, "leave the pose's log-prob out of the ratio on steps that give a verdict",
+                                     ablation=True)
     verdict_ce_weight: float = option(1.0, "weight of the verdict cross-entropy whose labels the verdict reward "
-                                      "reveals (0 = off)")
+                                      "reveals (0 = off)", ablation=True)
     continue_prob: float = option(0.0, "--from-scratch: initial probability of 'continue' (verdict head bias), so "
                                   "early episodes last long enough to explore; 0 = leave the head as initialized")
     pose_min_scale: float = option(0.1, "lower bound of the pose TanhNormal's scale while fine-tuning (pre-tanh); "

@@ -22,6 +22,7 @@ import dataclasses
 import math
 import os
 import sys
+import textwrap
 import typing
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -31,10 +32,14 @@ from robot_rl.errors import UsageError
 
 
 def option(default: Any, help: str, *, choices: tuple[str, ...] = (), flag: str = "",  # noqa: A002 - argparse's name
-           old_flags: tuple[str, ...] = ()) -> Any:
+           old_flags: tuple[str, ...] = (), ablation: bool = False) -> Any:
     """A dataclass field with its command-line help; ``flag`` names its option (default: the field's name),
-    ``old_flags`` its deprecated names, ``choices`` the values ``--help`` lists."""
-    metadata = {"help": help, "choices": tuple(choices), "flag": flag, "old_flags": tuple(old_flags)}
+    ``old_flags`` its deprecated names, ``choices`` the values ``--help`` lists. An ``ablation`` switch turns a
+    part of the design off (or back to a measured-worse setting) for the benchmark that measures it: accepted on the
+    command line and stored like any option, but left out of ``--help`` (its epilog names it; the CLI reference
+    lists it with its help)."""
+    metadata = {"help": help, "choices": tuple(choices), "flag": flag, "old_flags": tuple(old_flags),
+                "ablation": ablation}
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -156,23 +161,35 @@ def add_options(parser: argparse.ArgumentParser, config_cls: type, groups: dict[
     order.insert(min(1, len(order)), main_group)
     sections = {title: parser.add_argument_group(title)
                 for title in order if any(titles.get(f.name, main_group) == title for f in fields)}
+    switches: list[str] = []
     for field in fields:
         section = sections[titles.get(field.name, main_group)]
         kind = hints[field.name]
         base = ([t for t in typing.get_args(kind) if t is not type(None)] or [kind])[0]
         help_text, flag = field.metadata.get("help", ""), flag_of(field)
         choices = field.metadata.get("choices", ())
+        ablation = field.metadata.get("ablation", False)
+        shown = argparse.SUPPRESS if ablation else help_text
         if base is bool:
             if field.metadata.get("old_flags"):
                 raise TypeError(f"{config_cls.__name__}.{field.name}: a --x/--no-x option keeps its name")
-            section.add_argument(flag, dest=field.name, action=_StoreBool, default=field.default, help=help_text)
+            action = section.add_argument(flag, dest=field.name, action=_StoreBool, default=field.default, help=shown)
+        else:
+            metavar = "{" + ",".join(choices) + "}" if choices else flag[2:].replace("-", "_").upper()
+            action = section.add_argument(flag, dest=field.name, action=_Store, type=base, default=field.default,
+                                          help=shown, metavar=metavar)
+        if ablation:
+            action.ablation_help = help_text  # for the CLI reference, which lists what --help leaves out
+            switches.append(flag)
+        if base is bool:
             continue
-        metavar = "{" + ",".join(choices) + "}" if choices else flag[2:].replace("-", "_").upper()
-        section.add_argument(flag, dest=field.name, action=_Store, type=base, default=field.default,
-                             help=help_text, metavar=metavar)
         for old in field.metadata.get("old_flags", ()):
             parser.add_argument("--" + old, dest=field.name, action=_Renamed, new_flag=flag, type=base,
                                 default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    if switches:
+        named = textwrap.fill(f"ablation switches of the design, accepted but not listed above: "
+                              f"{', '.join(switches)} (docs/reference/cli.md)", 100)
+        parser.epilog = "\n\n".join(text for text in (parser.epilog, named) if text)
 
 
 def config_from_args(config_cls: type, args: argparse.Namespace, **overrides) -> Any:

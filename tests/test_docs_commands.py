@@ -45,10 +45,15 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 PARSER = build_parser()
 COMMANDS = subcommands(PARSER)
-# Every option name of every command (deprecated names apart), and the deprecated ones.
-OPTIONS = {name: {s for a in command._actions if a.help != argparse.SUPPRESS for s in a.option_strings}
+# Every option name of every command (deprecated names apart; ablation switches, out of --help, included), and the
+# deprecated ones.
+def _current(action: argparse.Action) -> bool:
+    return action.help != argparse.SUPPRESS or hasattr(action, "ablation_help")
+
+
+OPTIONS = {name: {s for a in command._actions if _current(a) for s in a.option_strings}
            for name, command in COMMANDS.items()}
-DEPRECATED = {name: {s for a in command._actions if a.help == argparse.SUPPRESS for s in a.option_strings}
+DEPRECATED = {name: {s for a in command._actions if not _current(a) for s in a.option_strings}
               for name, command in COMMANDS.items()}
 # The benchmark scripts' options, which the docs name beside `python benchmarks/NAME.py`: each script's own, and
 # the harness's (its --list and --variant, and the shared options a script may take: harness.COMMON).
