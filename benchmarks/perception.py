@@ -382,8 +382,7 @@ def add_failure_kinds(args, where: dict, arms: dict) -> None:
             if not _same_outcomes(rows, record["suite"]):
                 print(f"failure-kinds: {report} disagrees with the record of {key}; not merged", file=sys.stderr)
                 continue
-            for row, again in zip(record["suite"], rows):
-                row.update(failures=again["failures"], by_defect=again["by_defect"])
+            record["suite"] = _with_failure_kinds(record["suite"], rows)
             record["failures_from"] = {"report": str(report), "date": provenance()["date"], **STARTED_FROM}
 
 
@@ -401,9 +400,14 @@ def keep_failure_kinds(record: dict, earlier: dict | None) -> dict:
     if (not earlier or "failures_from" not in earlier or any("failures" in row for row in record["suite"])
             or not _same_outcomes(record["suite"], earlier["suite"])):
         return record
-    suite = [{**row, "failures": old["failures"], "by_defect": old["by_defect"]}
-             for row, old in zip(record["suite"], earlier["suite"])]
-    return {**record, "suite": suite, "failures_from": earlier["failures_from"]}
+    return {**record, "suite": _with_failure_kinds(record["suite"], earlier["suite"]),
+            "failures_from": earlier["failures_from"]}
+
+
+def _with_failure_kinds(suite: list[dict], counted: list[dict]) -> list[dict]:
+    """``suite``'s rows with the failure kinds of ``counted``'s rows (the same shifts, in order)."""
+    return [{**row, "failures": other["failures"], "by_defect": other["by_defect"]}
+            for row, other in zip(suite, counted)]
 
 
 def plot_camera_sweep(sweeps: dict, path: Path) -> None:

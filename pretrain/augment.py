@@ -71,9 +71,7 @@ def exposure(pixels: torch.Tensor, spread: float) -> torch.Tensor:
     x = pixels.float()
     if spread <= 0:
         return x
-    half_width = torch.log1p(torch.tensor(float(spread), device=x.device))
-    log_factor = (torch.rand(x.shape[0], 1, 1, 1, device=x.device) * 2 - 1) * half_width
-    return (x * log_factor.exp()).clamp(0, 255)
+    return (x * _log_uniform(x.shape[0], spread, x.device)[:, None, None, None]).clamp(0, 255)
 
 
 def zoom(pixels: torch.Tensor, spread: float) -> torch.Tensor:
@@ -85,11 +83,16 @@ def zoom(pixels: torch.Tensor, spread: float) -> torch.Tensor:
     if spread <= 0:
         return x
     batch = x.shape[0]
-    half_width = torch.log1p(torch.tensor(float(spread), device=x.device))
-    scale = ((torch.rand(batch, device=x.device) * 2 - 1) * half_width).exp()  # > 1 magnifies
+    scale = _log_uniform(batch, spread, x.device)  # > 1 magnifies
     theta = torch.zeros(batch, 2, 3, device=x.device)
     theta[:, 0, 0] = theta[:, 1, 1] = 1 / scale  # output pixel at u reads the input at u / scale
     images = x.permute(0, 3, 1, 2)
     grid = F.affine_grid(theta, list(images.shape), align_corners=False)
     out = F.grid_sample(images, grid, mode="bilinear", padding_mode="border", align_corners=False)
     return out.permute(0, 2, 3, 1)
+
+
+def _log_uniform(count: int, spread: float, device: torch.device) -> torch.Tensor:
+    """``count`` factors drawn log-uniformly in [1 / (1 + spread), 1 + spread]: as often above 1 as below."""
+    half_width = torch.log1p(torch.tensor(float(spread), device=device))
+    return ((torch.rand(count, device=device) * 2 - 1) * half_width).exp()

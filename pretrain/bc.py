@@ -87,8 +87,7 @@ class BCRun(TrainingRun):
                              f"(collect them with collect-demos --masks)")
         recolouring = ({"recolour_classes": config.recolour_classes(), "recolour_prob": config.recolour_prob}
                        if config.recolour else {})
-        self.augmentation = {**recolouring, **({"exposure_spread": config.exposure} if config.exposure else {}),
-                             **({"zoom_spread": config.zoom} if config.zoom else {})}
+        self.augmentation = {**recolouring, "exposure_spread": config.exposure, "zoom_spread": config.zoom}
         train, val = self.dataset.split(config.val_fraction)
         if train.shape[0] < config.batch_size:
             raise UsageError(f"--batch-size {config.batch_size} is larger than the {train.shape[0]} training frames")

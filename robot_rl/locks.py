@@ -30,6 +30,7 @@ from pathlib import Path
 from robot_rl.errors import UsageError
 
 _WAIT = contextvars.ContextVar("robot_rl_wait_for_locks", default=False)
+WAIT_ADVICE = "wait for it to end, or use --wait-lock"  # how a refusal ends, for a command that has --wait-lock
 # Errors of creating the lock file that mean "this folder cannot be written here", said in one line.
 _UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENAMETOOLONG, errno.ENOTDIR}
 
@@ -51,8 +52,7 @@ def lock_file(folder: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def exclusive(folder: str | os.PathLike, what: str = "folder",
-              advice: str = "wait for it to end, or use --wait-lock") -> Iterator[None]:
+def exclusive(folder: str | os.PathLike, what: str = "folder", advice: str = WAIT_ADVICE) -> Iterator[None]:
     """Holds ``folder``'s lock within ``with`` (``what`` names the folder's kind in the refusal: "dataset", "run
     folder"; ``advice`` ends it). Raises UsageError naming the holder's pid when another process holds it (unless
     waiting), or naming the folder when its parent cannot be written."""
@@ -101,8 +101,7 @@ def _open(path: Path, folder: Path) -> int:
         raise
 
 
-def _acquire(fd: int, path: Path, folder: Path, what: str,
-             advice: str = "wait for it to end, or use --wait-lock") -> None:
+def _acquire(fd: int, path: Path, folder: Path, what: str, advice: str = WAIT_ADVICE) -> None:
     if _WAIT.get():
         fcntl.flock(fd, fcntl.LOCK_EX)
         return

@@ -181,8 +181,6 @@ def add_options(parser: argparse.ArgumentParser, config_cls: type, groups: dict[
         if ablation:
             action.ablation_help = help_text  # for the CLI reference, which lists what --help leaves out
             switches.append(flag)
-        if base is bool:
-            continue
         for old in field.metadata.get("old_flags", ()):
             parser.add_argument("--" + old, dest=field.name, action=_Renamed, new_flag=flag, type=base,
                                 default=argparse.SUPPRESS, help=argparse.SUPPRESS)
