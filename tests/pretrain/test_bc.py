@@ -150,8 +150,8 @@ def test_a_nan_in_a_batch_stops_bc_with_exit_1_and_its_last_checkpoint_intact(de
     saved = (run_dir / "checkpoints" / "last.pt").read_bytes()
     original = bc._to_device
 
-    def poisoned(batch, device, shift_pad):
-        batch = original(batch, device, shift_pad)
+    def poisoned(batch, device, shift_pad, **augmentation):
+        batch = original(batch, device, shift_pad, **augmentation)
         batch.set(keys.JOINT_STATE, batch.get(keys.JOINT_STATE) * float("nan"))
         return batch
 
