@@ -16,7 +16,7 @@ from robot_rl.options import option, validate
 # robot_rl.envs.randomization.RANDOMIZATIONS (a test checks); importing the env package here would make
 # `robot-rl --help` load MuJoCo.
 DIFFICULTY_NAMES = ("easy", "default", "hard")
-RANDOMIZATION_NAMES = ("none", "default", "wide", "surfaces", "strong", "mount", "calibrated")
+RANDOMIZATION_NAMES = ("none", "default", "wide", "surfaces", "strong", "mount", "calibrated", "lights")
 RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
                       "default, wide (default plus tables of any colour, four solder masks, marks, twice the camera "
                       "mount range), surfaces (wide with default's camera mount), strong, mount (surfaces with "
