@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
 .PHONY: demo test test-slow docs docs-render bench-list bench bench-quality bench-bc-vs-scratch bench-arms-tasks \
-	bench-diagnostics bench-reliability bench-test-suite bench-perception bench-gpu gpu-bundle lint sysdeps clean
+	bench-rl-budgets bench-diagnostics bench-reliability bench-test-suite bench-perception bench-gpu gpu-bundle lint \
+	sysdeps clean
 
 $(STAMP): pyproject.toml
 	@$(MAKE) --no-print-directory sysdeps
@@ -101,6 +102,14 @@ bench-diagnostics: $(STAMP)
 bench-reliability: $(STAMP)
 	$(BIN)/python benchmarks/kill_resume.py --variant all
 	$(BIN)/python benchmarks/promises.py --variant all
+
+# The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch
+# (about 2.3 hours per seed and arm on 2 CPU cores, 12 runs; a stopped run resumes where it was).
+bench-rl-budgets: $(STAMP)
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-bc
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-bc
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-scratch
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-scratch
 
 # How long `make test` takes on a fresh clone of HEAD (run it alone: about 15 minutes on 2 CPU cores).
 bench-test-suite: $(STAMP)

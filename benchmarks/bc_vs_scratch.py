@@ -54,6 +54,7 @@ from protocols import (
     prepare_bc,
     run_ppo,
     scratch_budget,
+    where_it_stops,
     with_precision,
 )
 from results_file import read_results
@@ -79,6 +80,13 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the quick pipeline's lead start (pretrained encoder, BC, 2 DAgger rounds), then PPO; 3 seeds"),
     Variant("lead-encoder-residual-bc", ("--preset", "lead-encoder-residual", "--arms", "bc"),
             "that start, PPO on a bounded residual of the frozen policy's pose; 3 seeds"),
+    Variant("few-1m-bc", ("--preset", "few-1m", "--arms", "bc"),
+            "the demo's start to 1,048,576 frames, 3 seeds (about 2.3 h per seed on 2 CPU cores; resumes in parts)"),
+    Variant("few-1m-scratch", ("--preset", "few-1m", "--arms", "scratch"), "then scratch, at least as many frames"),
+    Variant("lead-encoder-1m-bc", ("--preset", "lead-encoder-1m", "--arms", "bc"),
+            "the lead task's quick-pipeline start to 1,048,576 frames, 3 seeds (about 2.3 h per seed on 2 CPU cores)"),
+    Variant("lead-encoder-1m-scratch", ("--preset", "lead-encoder-1m", "--arms", "scratch"),
+            "then scratch, at least as many frames"),
     Variant("gpu", ("--preset", "gpu"), "224x224, larger budgets, for a CUDA machine"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device"),
            "precision": ("auto", "the encoder's precision (fp32 or bf16: folders and results file of their own)")})
@@ -90,10 +98,11 @@ def _point(curve_point: dict) -> dict:
 
 def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]], start_fresh: dict, seeds,
               threshold: float, budgets: dict, demo_frames: int, warmup_frames: int,
-              run_frames: dict[str, dict[str, int]] | None = None) -> dict:
+              run_frames: dict[str, dict[str, int]] | None = None, check_boards: int = 50) -> dict:
     """The results JSON's top level: ratio (or its censored bound), threshold, per seed the last and best policy
-    on fresh boards and frames-to-tau per arm, and the targets of issue 18 (fixed before the run) checked. An arm
-    missing from ``curves`` (not run yet) leaves the ratio and its targets out."""
+    on fresh boards and frames-to-tau per arm, where each arm's curve stops rising and its failures there, and the
+    targets of issue 18 (fixed before the run) checked. An arm missing from ``curves`` (not run yet) leaves the
+    ratio and its targets out."""
     arms = {}
     for arm, runs in curves.items():
         reached = [frames_to_threshold(c, threshold) for c in runs]
@@ -107,6 +116,7 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
             "largest_fall_below_best_after_tau": {
                 str(s): largest_fall_after(c, r if r is not None else warmup_frames)
                 for s, c, r in zip(seeds, runs, reached)},
+            "stops_rising": where_it_stops(runs, check_boards),
             "budget_frames": budgets[arm],
             "run_frames": (run_frames or {}).get(arm, {str(s): budgets[arm] for s in seeds}),
         }
@@ -242,7 +252,7 @@ def run(args) -> int:
 
     result = summarize(curves, fresh, start_fresh, seeds, threshold, budgets,
                        DemoDataset.open(demos.out).frames, reference.critic_warmup * reference.frames_per_batch,
-                       run_frames)
+                       run_frames, reference.eval_episodes)
     rows = [{"arm": "PPO from few-demo BC" if arm == "bc" else "PPO from scratch", "seed": seed,
              "check start": f"{c[0]['success_rate']:.0%}", "check end": f"{c[-1]['success_rate']:.0%}",
              "last.pt, fresh boards": ci_cell(f["last"]["rate"], f["last"]["ci95"]),
@@ -252,6 +262,12 @@ def run(args) -> int:
              "budget": run_frames[arm][str(seed)], "minutes": round((seconds[arm][str(seed)] or 0) / 60, 1)}
             for arm, runs in curves.items() for seed, c, f in zip(seeds, runs, fresh[arm])]
     print(markdown_table(rows))
+    for arm, record in result["arms"].items():
+        stop = record["stops_rising"]
+        where = (f"stops rising at {stop['stops_rising_at_frames']:,} frames" if stop["stops_rising_at_frames"]
+                 is not None else "no rise")
+        print(f"{arm}: checks {stop['start']:.0%} -> {stop['level']:.0%} (last quarter), {where}; failures per 100 "
+              f"in the last quarter: {stop['failures_per_100_last_quarter']}")
     if result.get("ratio") is not None:
         print(f"\nratio (scratch / BC+PPO median frames to tau): {result['ratio']:.1f}x")
     elif result.get("ratio_lower_bound") is not None:

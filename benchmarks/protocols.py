@@ -123,6 +123,23 @@ PRESETS["lead-encoder-residual"] = {**PRESETS["lead-encoder"], "ppo_root": "runs
                                     "ppo": {**PRESETS["lead-encoder"]["ppo"], "residual_scale": 0.1}}
 
 
+def with_budget(preset: str, name: str, frames: int, check_every: int) -> dict:
+    """``preset``'s start (its demos, encoder, BC and DAgger folders, reused) and PPO at a budget of ``frames``,
+    a check every ``check_every`` iterations (a 50-board check costs about 9 s on 2 cores: at the quick recipe's
+    every 4, a million frames would spend half an hour per seed checking), in PPO folders of its own
+    (``runs/bench-NAME``). Scratch's budget is at least the same (``scratch_budget``)."""
+    base = PRESETS[preset]
+    return {**base, "bc_frames": frames, "ppo_root": f"runs/bench-{name}",
+            "ppo": {**base["ppo"], "eval_every": check_every, "checkpoint_every": check_every}}
+
+
+# The budgets RL needs: 16x the quick recipe's 65,536 frames (published fine-tuning of image policies runs 1-24
+# million), from the demo's start and from the lead task's quick-pipeline start; about 2.3 h per seed on 2 cores.
+MILLION_FRAMES = 1_048_576
+PRESETS["few-1m"] = with_budget("few", "few-1m", MILLION_FRAMES, 16)
+PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILLION_FRAMES, 16)
+
+
 def threshold_rule(start: float) -> float:
     """tau: the BC start plus half its distance to 100%."""
     return start + (1.0 - start) / 2
@@ -133,6 +150,42 @@ def frames_to_threshold(curve: list[dict], threshold: float) -> int | None:
     two do): one 50-board check has a +-13-point interval, so one lucky check is not convergence."""
     reached = [point["success_rate"] >= threshold - 1e-9 for point in curve]
     return next((curve[i]["frames"] for i in range(len(curve) - 1) if reached[i] and reached[i + 1]), None)
+
+
+# Where a curve stops rising (rule fixed before the first million-frame run): the seeds' mean check success,
+# smoothed over this many consecutive checks; its level is the mean over the last quarter of the checks; it stops
+# rising at the first check whose smoothed mean reaches the start plus this share of the rise; a rise under
+# NO_RISE points is none.
+STOP_SMOOTHING, STOP_SHARE, NO_RISE = 3, 0.9, 0.05
+
+
+def where_it_stops(runs: list[list[dict]], check_boards: int) -> dict:
+    """Where an arm's curves (one per seed, the same checks of ``check_boards`` boards) stop rising (``STOP_*``),
+    and why: the failed episodes of each kind per 100 at the first check and over the last quarter's checks,
+    summed over the seeds (None where the curves predate failure counts)."""
+    length = min(len(curve) for curve in runs)
+    mean = [statistics.mean(curve[i]["success_rate"] for curve in runs) for i in range(length)]
+    smooth = [statistics.mean(mean[max(0, i - STOP_SMOOTHING + 1):i + 1]) for i in range(length)]
+    tail = max(1, length // 4)
+    start, level = mean[0], statistics.mean(mean[-tail:])
+    rise = level - start
+    stop = (next(i for i in range(length) if smooth[i] >= start + STOP_SHARE * rise - 1e-9)
+            if rise >= NO_RISE - 1e-9 else None)
+
+    def failures_per_100(points: list[dict]) -> dict | None:
+        if any("failures" not in point for point in points):
+            return None
+        episodes = check_boards * len(points)
+        kinds = {kind for point in points for kind in point["failures"]}
+        return {kind: round(100 * sum(point["failures"].get(kind, 0) for point in points) / episodes, 1)
+                for kind in sorted(kinds)}
+
+    return {"start": round(start, 4), "level": round(level, 4), "rise": round(rise, 4),
+            "stops_rising_at_frames": runs[0][stop]["frames"] if stop is not None else None,
+            "last_quarter_from_frames": runs[0][length - tail]["frames"],
+            "failures_per_100_at_start": failures_per_100([curve[0] for curve in runs]),
+            "failures_per_100_last_quarter": failures_per_100([point for curve in runs
+                                                               for point in curve[length - tail:length]])}
 
 
 def largest_fall_after(curve: list[dict], frames: int) -> float:
@@ -148,14 +201,15 @@ def largest_fall_after(curve: list[dict], frames: int) -> float:
 def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision: str = "auto") -> dict:
     """A policy checkpoint (or run folder) on ``boards`` boards no run has seen (not the check boards): success
     with its Wilson interval, guesses (and how many came after the board had been localized), timeouts, verdict
-    accuracy."""
+    accuracy, failed episodes by kind and by defect."""
     device = resolve_device(device)
     actor, provenance, _ = load_actor(checkpoint, device, precision=precision)
     metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()), num_envs=8,
                                         device=device, **provenance.env_kwargs())
     return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
             "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],
-            "verdict_accuracy": metrics["verdict_accuracy"],
+            "verdict_accuracy": metrics["verdict_accuracy"], "failures": metrics["failures"],
+            "by_defect": metrics["by_defect"],
             # Guesses given after the board had been localized: the policy was there and left before answering.
             "guesses_after_localizing": sum(e["guess"] and e["steps_to_localize"] is not None for e in episodes)}
 
