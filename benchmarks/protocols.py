@@ -134,7 +134,8 @@ def with_budget(preset: str, name: str, frames: int, check_every: int) -> dict:
 
 
 # The budgets RL needs: 16x the quick recipe's 65,536 frames (published fine-tuning of image policies runs 1-24
-# million), from the demo's start and from the lead task's quick-pipeline start; about 2.3 h per seed on 2 cores.
+# million), from the demo's start and from the lead task's quick-pipeline start; about 2 h per seed on 2 cores
+# (the demo's PPO made about 200 frames/s there between its checks).
 MILLION_FRAMES = 1_048_576
 PRESETS["few-1m"] = with_budget("few", "few-1m", MILLION_FRAMES, 16)
 PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILLION_FRAMES, 16)
