@@ -54,7 +54,7 @@ VARIANTS = {"direct collector": ({}, None),
 # Where a direct iteration's time goes: (label, "file:function" in the profile; the outermost call counts).
 PROFILE_PARTS = (("env step (all of it)", "torchrl_env.py:_step"), ("  of which physics", "scene.py:step"),
                  ("  of which IK", "ik.py:solve"), ("  of which rendering", "rendering.py:render"),
-                 ("policy forward: encoder", "encoder.py:forward"), ("GAE + PPO update", "learner.py:update"))
+                 ("policy forward: encoder", "encoder.py:forward"), ("GAE + PPO update", "trainer.py:update"))
 
 BENCHMARK = Benchmark("ppo_throughput", __doc__, variants=(
     Variant("few", (), "PPO frames/s at the few preset against the env and policy bound, fp32 and bf16"),

@@ -170,11 +170,11 @@ def _loaded_paths(monkeypatch, module) -> list[str]:
 
 
 def _taken_by_finetune(folder, kind, tmp_path, monkeypatch):
-    from robot_rl.finetune import trainer
+    from robot_rl.finetune import models, trainer
 
-    loaded = _loaded_paths(monkeypatch, trainer)
+    loaded = _loaded_paths(monkeypatch, models)
     # The run itself is the trainer's test; here only where it starts from: its starting point, resolved.
-    monkeypatch.setattr(trainer, "finetune", lambda config: trainer.starting_point(config) and
+    monkeypatch.setattr(trainer, "finetune", lambda config: models.starting_point(config) and
                         {"finished": True, "curve": []})
     assert main(["finetune", "--policy", str(folder), "--checkpoint-kind", kind, "--out",
                  str(tmp_path / f"ppo-{kind}")]) == 0

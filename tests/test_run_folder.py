@@ -81,7 +81,7 @@ def test_the_actor_architecture_has_one_home():
     from dataclasses import fields
 
     from robot_rl.configs import ActorArchitecture, BCConfig, FinetuneConfig
-    from robot_rl.finetune.trainer import starting_point
+    from robot_rl.finetune.models import starting_point
     from robot_rl.policy import PolicyConfig
 
     home = ActorArchitecture().architecture()

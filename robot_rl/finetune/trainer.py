@@ -1,17 +1,17 @@
 """``robot-rl finetune``: PPO on the inspection task, from a behaviour-cloning checkpoint or from scratch.
 
-One screen of structure, like TorchRL's PPO recipes: ``PPORun.build`` creates the models (the actor from its
-starting point, the critic), the collector, the loss with its advantage and optimizers (``learner.py``) and the
-logger; ``PPORun.train`` is the loop (collect, update, push the weights, log, check, checkpoint). What lets PPO lift
-an imperfect behaviour-cloned policy without collapsing it (README, "Fine-tuning design" and "Fine-tuning that lifts
-and stays up", has the measurements):
+The algorithm in one file, read top to bottom like TorchRL's PPO recipes: ``PPORun.build`` creates the models (the
+actor from its starting point and the critic: ``models.py``), the collector (``collection.py``), the learner and
+the logger; ``PPORun.train`` is the loop (collect, update, push the weights, log, check, checkpoint); ``PPOLearner``
+is one update (GAE, then epochs of minibatches through the clipped loss of ``loss.py``, the actor's epochs stopped
+by a KL target). What lets PPO lift an imperfect behaviour-cloned policy without collapsing it (README,
+"Fine-tuning design" and "Fine-tuning that lifts and stays up", has the measurements):
 
-- small, bounded policy steps: actor lr 3e-5 and a per-iteration KL target that stops the actor's epochs
-  (``learner.py``);
+- small, bounded policy steps: actor lr 3e-5 and a per-iteration KL target that stops the actor's epochs;
 - the factored verdict (``policy.factored_verdict_logits``): sampled episodes answer where the deterministic
   policy would, instead of ending early by chance;
 - a frozen image encoder by default (``encoder_lr 0``): the BC features stay intact, PPO trains the heads on
-  features cached at collection, and 2 CPU cores can afford the frames;
+  features cached at collection (``models.py``), and 2 CPU cores can afford the frames;
 - an asymmetric critic that reads the privileged task state (``critic.py``), warmed up alone for the first
   ``critic_warmup`` iterations, so the first policy gradients use advantages from a critic that knows the task;
 - less pose noise than BC's scale floor (``pose_min_scale``), so sampled episodes succeed more often;
@@ -26,168 +26,35 @@ lifecycle (run folder, resume, checkpoint on Ctrl-C, summary) is ``robot_rl.trai
 
 from __future__ import annotations
 
-import copy
-import functools
+import contextlib
 import time
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
-from typing import NamedTuple
+from dataclasses import asdict
 
 import torch
 from tensordict import TensorDictBase
+from torchrl.data import LazyTensorStorage, SamplerWithoutReplacement, TensorDictReplayBuffer
 from torchrl.modules import ProbabilisticActor, ValueOperator
+from torchrl.objectives.value import GAE
 from tqdm import tqdm
 
 from robot_rl import keys
-from robot_rl.checkpoints import load_checkpoint, policy_checkpoint, rng_state, set_rng_state
+from robot_rl.checkpoints import rng_state, set_rng_state
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
-from robot_rl.compute import ComputeContext
 from robot_rl.configs import FinetuneConfig
-from robot_rl.encoder import calibrate_batchnorm, encoder_precision, set_encoder_precision
-from robot_rl.envs import make_env
-from robot_rl.envs.tasks import get_task
+from robot_rl.encoder import encoder_precision
 from robot_rl.episodes import aggregate, check_scalars, finished_episodes
-from robot_rl.errors import CollectionFailed, TrainingDiverged, UsageError
+from robot_rl.errors import CollectionFailed, TrainingDiverged
 from robot_rl.finetune import distributed
 from robot_rl.finetune.collection import make_collector, push_weights
-from robot_rl.finetune.critic import make_privileged_critic
-from robot_rl.finetune.learner import PPOLearner
-from robot_rl.finetune.loss import FinetunePPOLoss
-from robot_rl.policy import (
-    PolicyConfig,
-    actor_network,
-    feature_writing_actor,
-    heads_actor,
-    load_pretrained_weights,
-    make_actor,
-    rewrap_actor,
-    set_continue_probability,
-)
-from robot_rl.policy_io import checkpoint_policy_config
-from robot_rl.provenance import Provenance
+from robot_rl.finetune.loss import FinetunePPOLoss, anchor_parameters
+from robot_rl.finetune.models import env_options, make_models, starting_point, training_views
 from robot_rl.run_logs import RunLogger
-from robot_rl.training_run import TrainingRun, due, improves
+from robot_rl.training_run import TrainingRun, due, gradient_step, improves
 
 # What each closed-loop check records in the learning curve (and the logs, as eval/<name>).
 CURVE_METRICS = ("success_rate", "success_ci95", "guess_rate", "verdict_accuracy", "collisions_per_episode",
                  "episode_length", "timed_out_rate")
-__all__ = ["CollectionFailed", "FinetunePPOLoss", "PPORun", "TrainingDiverged", "finetune", "resume"]
-
-
-def load_pretrained(run_dir: str | Path, checkpoint_kind: str = "last") -> dict:
-    """The checkpoint a behaviour-cloning run folder (or file) means under ``checkpoints.policy_checkpoint``'s rule."""
-    path = policy_checkpoint(run_dir, checkpoint_kind)
-    if not path.is_file():
-        missing = (f"no {path.relative_to(run_dir)} (not a pretrain run folder?)" if Path(run_dir).is_dir()
-                   else "no such run folder or checkpoint")
-        raise UsageError(f"--policy {run_dir}: {missing}")
-    state = load_checkpoint(path)
-    if state.get("kind") != "bc":
-        raise UsageError(f"{path}: not a behaviour-cloning checkpoint (kind={state.get('kind')!r})")
-    return state
-
-
-class StartingPoint(NamedTuple):
-    """Where a run starts: the env it trains on, the actor's architecture and the BC checkpoint (None: scratch)."""
-
-    provenance: Provenance
-    policy_config: PolicyConfig
-    pretrained: dict | None
-
-
-def starting_point(config: FinetuneConfig) -> StartingPoint:
-    """The BC run's env, architecture and checkpoint, or fresh ones for --from-scratch. Env options given next to
-    --policy must agree with the BC run's."""
-    pretrained_state = load_pretrained(config.init, config.checkpoint_kind) if config.init else None
-    options = {name: getattr(config, name) for name in ("task", "difficulty", "image_size", "randomization", "arm")}
-    if pretrained_state is not None:
-        source = f"--policy {config.init}"
-        provenance = Provenance.of_checkpoint(pretrained_state, source).inherit(f"the BC run {config.init}",
-                                                                                **options)
-        provenance = provenance.verified(source, trust_code=config.trust_code or config.task == provenance.task)
-        policy_config = checkpoint_policy_config(pretrained_state, source)
-    else:
-        provenance = Provenance.new(**options)
-        policy_config = PolicyConfig()  # the architecture defaults, as BC's
-    if config.pose_min_scale:
-        # Less pose noise than BC's floor: sampled episodes then succeed about as often as the deterministic
-        # policy, so PPO sees successes to reinforce. The deterministic policy (tanh of the mean) is unchanged.
-        policy_config = replace(policy_config, min_scale=config.pose_min_scale)
-    # The same for the verdict: answer where the policy is sure, not by chance on any step (policy.py).
-    policy_config = replace(policy_config, answer_temperature=config.answer_temperature,
-                            continue_floor=config.continue_floor, residual_scale=config.residual_scale)
-    return StartingPoint(provenance, policy_config, pretrained_state)
-
-
-def env_options(config: FinetuneConfig, provenance: Provenance) -> dict:
-    """``make_env``'s options for the run's collection and checks: the starting point's env, fine-tuning's reward."""
-    return provenance.env_kwargs(reward_weights={"shaping": config.shaping, "guess": -config.guess_penalty},
-                                 shaping_gamma=config.gamma)
-
-
-def make_models(config: FinetuneConfig, start: StartingPoint, env_kwargs: dict, compute: ComputeContext
-                ) -> tuple[ProbabilisticActor, ProbabilisticActor | None, ValueOperator]:
-    """(actor, its frozen start copy or None from scratch, privileged critic), on the context's device with its
-    encoder precision (and compiled when it says so), in eval mode:
-    BatchNorm uses fixed statistics, so the policy that collected a batch is the policy whose log-probs the loss
-    evaluates, whatever minibatch it sits in (gradients still flow)."""
-    device, precision = compute.torch_device, compute.precision
-    proof = start.provenance.proof_env()
-    actor = make_actor(proof.observation_spec, proof.full_action_spec, start.policy_config)
-    pretrained = None
-    if start.pretrained is not None:
-        load_pretrained_weights(actor, start.pretrained["actor"])
-        pretrained = copy.deepcopy(actor).requires_grad_(False).eval().to(device)
-    else:
-        # A network trained from scratch has no BatchNorm statistics yet: take them from random-action frames.
-        env = make_env(num_envs=8, parallel=False, seed=config.seed + 10_007, **env_kwargs)
-        frames = env.rollout(16, break_when_any_done=False).reshape(-1)
-        calibrate_batchnorm(actor_network(actor).encoder, frames.get(keys.PIXELS), frames.get(keys.JOINT_STATE))
-        if config.continue_prob:
-            set_continue_probability(actor, config.continue_prob)
-    critic = make_privileged_critic(proof.observation_spec, config.critic_hidden,
-                                    get_task(start.provenance.task).inspection_offset)
-    actor.to(device).eval()
-    critic.to(device).eval()
-    for policy in (actor, pretrained):
-        if policy is not None:
-            set_encoder_precision(policy, precision)
-    network = actor_network(actor)
-    if config.frozen_encoder:
-        network.encoder.requires_grad_(False)
-    if compute.compile:  # in place (nn.Module.compile): the state dict keeps its keys, checkpoints load anywhere
-        network.encoder.compile()
-    return actor, pretrained, critic
-
-
-@dataclass
-class TrainingViews:
-    """The networks as collection and the loss see them. With a frozen encoder the collector writes the
-    encoder's features and the loss trains the heads on them. With several learners the loss runs DDP-wrapped
-    copies of the trained networks (same parameters); everything else (collection, advantages, evaluation,
-    checkpoints) the plain ones."""
-
-    collection_policy: ProbabilisticActor
-    loss_actor: ProbabilisticActor
-    loss_critic: ValueOperator
-    actor_groups: list[dict]  # the actor's optimizer groups: heads at lr, the encoder at encoder_lr when trained
-    anchor_actor: ProbabilisticActor | None  # the frozen start policy reading what loss_actor reads, or None
-
-
-def training_views(config: FinetuneConfig, actor: ProbabilisticActor, critic: ValueOperator,
-                   pretrained: ProbabilisticActor | None, dist: distributed.Distributed | None) -> TrainingViews:
-    """What collects and what the loss trains (see ``TrainingViews``)."""
-    network, wrap = actor_network(actor), functools.partial(distributed.wrap, dist)
-    heads = [{"params": list(network.heads.parameters()), "lr": config.lr}]
-    if config.frozen_encoder:
-        anchor = heads_actor(pretrained) if pretrained is not None else None
-        collection_policy, loss_actor = feature_writing_actor(actor), heads_actor(actor, wrap(network.heads))
-        return TrainingViews(collection_policy, loss_actor, distributed.wrap_critic(dist, critic), heads, anchor)
-    loss_actor = rewrap_actor(actor, wrap(network)) if dist is not None else actor
-    # The image anchor runs a ResNet over the batch: only worth it while its weight counts.
-    anchor = pretrained if config.anchor_weight else None
-    groups = heads + [{"params": list(network.encoder.parameters()), "lr": config.encoder_lr}]
-    return TrainingViews(actor, loss_actor, distributed.wrap_critic(dist, critic), groups, anchor)
+__all__ = ["CollectionFailed", "FinetunePPOLoss", "PPOLearner", "PPORun", "TrainingDiverged", "finetune", "resume"]
 
 
 def episode_metrics(batch: TensorDictBase, task: str) -> dict:
@@ -387,6 +254,160 @@ class PPORun(TrainingRun):
         finally:
             if self.dist is not None:
                 self.dist.close()
+
+
+# -- one PPO update ---------------------------------------------------------------------------------------------
+ANCHOR_OFF_BELOW = 1e-3  # anchor weights below this are treated as zero
+
+
+class PPOLearner:
+    """PPO on batches of ``[envs, T]`` (or flat) frames: apart from the run (envs, collectors, checks,
+    checkpoints), so the same update runs on any TensorDict env with the composite action (the tests' toy env).
+
+    Args:
+        config: the fine-tuning options (lrs, clip, epochs, minibatch, loss terms); ``config.frozen_encoder`` says
+            that the loss actor reads the features cached at collection (``keys.FEATURES``), not pixels.
+        loss_actor: the actor the loss evaluates (features-reading with a frozen encoder).
+        critic: the value network (the privileged critic in the trainer).
+        actor_parameter_groups: the actor's optimizer groups (heads at ``lr``, encoder at ``encoder_lr``).
+        anchor_actor: the frozen start policy, reading what ``loss_actor`` reads; None = no anchor, no KL log.
+        autocast: run GAE and the losses under bf16 autocast on ``device`` (the heads stay fp32 regardless).
+        check_finite: ``fn(tensor) -> bool``, agreed across ranks when several learners run.
+        mean_over_ranks: ``fn(scalar) -> mean over ranks`` when several learners run (the KL stop agrees), or None.
+    """
+
+    def __init__(self, config: FinetuneConfig, loss_actor: ProbabilisticActor, critic: ValueOperator,
+                 actor_parameter_groups: list[dict], anchor_actor: ProbabilisticActor | None = None,
+                 device: torch.device | str = "cpu", autocast: bool = False, check_finite=None,
+                 mean_over_ranks=None):
+        self.config, self.device, self.anchor_actor = config, torch.device(device), anchor_actor
+        self.autocast, self.mean_over_ranks = autocast, mean_over_ranks
+        self.cached_features = config.frozen_encoder
+        self.check_finite = check_finite  # None: gradient_step's own (every element finite)
+        # vmap (GAE's default for evaluating root and next states together) cannot run channels-last convolutions.
+        self.advantage = GAE(gamma=config.gamma, lmbda=config.gae_lambda, value_network=critic, average_gae=False,
+                             deactivate_vmap=True)
+        self.loss = FinetunePPOLoss(
+            loss_actor, critic, clip_epsilon=config.clip_epsilon, entropy_coeff=config.entropy_coeff,
+            critic_coeff=config.critic_coeff, clip_value=config.clip_value or None, normalize_advantage=True,
+            mask_verdict_pose=config.mask_verdict_pose, verdict_ce_weight=config.verdict_ce_weight,
+            anchor_verdict=not config.anchor_pose_only,
+            functional=False)  # the networks run as modules, so a DDP wrapper sees every forward
+        self.buffer = TensorDictReplayBuffer(
+            storage=LazyTensorStorage(config.frames_per_batch, device=self.device),
+            sampler=SamplerWithoutReplacement(drop_last=True), batch_size=config.minibatch_size)
+        self.actor_parameters = [p for group in actor_parameter_groups for p in group["params"]]
+        self.critic_parameters = list(critic.parameters())
+        # Separate optimizers, so the critic warm-up cannot move the actor.
+        self.actor_optimizer = torch.optim.Adam(actor_parameter_groups)
+        self.critic_optimizer = torch.optim.Adam(self.critic_parameters, lr=config.critic_lr)
+        # Optional linear annealing over each optimizer's own updates (the actor's start after the warm-up).
+        actor_updates = max(1, config.iterations - config.critic_warmup)
+        self.actor_scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.actor_optimizer, lambda it: max(0.0, 1.0 - it / actor_updates) if config.anneal_lr else 1.0)
+        self.critic_scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.critic_optimizer, lambda it: max(0.0, 1.0 - it / config.iterations) if config.anneal_lr else 1.0)
+
+    # -- state ------------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"actor_optimizer": self.actor_optimizer.state_dict(),
+                "critic_optimizer": self.critic_optimizer.state_dict(),
+                "actor_scheduler": self.actor_scheduler.state_dict(),
+                "critic_scheduler": self.critic_scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, value in state.items():
+            getattr(self, name).load_state_dict(value)
+
+    def anchor_weight(self, iteration: int) -> float:
+        """The KL anchor's weight at ``iteration`` (decays from the first actor update on, down to its floor)."""
+        if self.anchor_actor is None or not self.config.anchor_weight:
+            return 0.0
+        updates_done = max(0, iteration - self.config.critic_warmup)
+        weight = max(self.config.anchor_weight * self.config.anchor_decay**updates_done, self.config.anchor_floor)
+        return weight if weight >= ANCHOR_OFF_BELOW else 0.0
+
+    def _autocast(self):
+        if not self.autocast:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    # -- the update -------------------------------------------------------------------------------------------
+    def prepare(self, batch: TensorDictBase, iteration: int) -> TensorDictBase:
+        """Advantages and value targets on ``batch`` (in place), then the flat frames the minibatches come from,
+        with the start policy's parameters where an anchor or its KL is wanted."""
+        with torch.no_grad(), self._autocast():
+            self.advantage(batch)
+        flat = batch.exclude((keys.NEXT, keys.PIXELS)).reshape(-1)
+        if self.cached_features:
+            flat = flat.exclude(keys.PIXELS)  # the loss reads the cached features
+        warmup = iteration < self.config.critic_warmup
+        # On cached features the start policy costs two small matrix products, so its KL is logged even once the
+        # anchor has decayed away; on pixels it costs a ResNet pass over the batch, only worth it while it counts.
+        wanted = self.cached_features or self.anchor_weight(iteration) > 0
+        if self.anchor_actor is not None and not warmup and wanted:
+            flat.update(anchor_parameters(self.anchor_actor, flat))
+            flat.set(keys.ANCHOR_WEIGHT, torch.full(flat.shape, self.anchor_weight(iteration), device=flat.device))
+        return flat
+
+    def update(self, batch: TensorDictBase, iteration: int) -> dict:
+        """GAE, then ``ppo_epochs`` passes of minibatch updates (the actor's stopped early by ``target_kl``); returns
+        the mean of each logged quantity."""
+        config = self.config
+        warmup = iteration < config.critic_warmup
+        flat = self.prepare(batch, iteration)
+        self.buffer.empty()
+        self.buffer.extend(flat)
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        planned = config.ppo_epochs * (flat.shape[0] // config.minibatch_size)
+        actor_steps, actor_stopped = 0, warmup
+        for _ in range(planned):
+            minibatch = self.buffer.sample()
+            with self._autocast():
+                if actor_stopped:  # value-only update: the actor is neither run nor stepped
+                    critic_loss, _, explained = self.loss.loss_critic(minibatch)
+                    out = {"loss_critic": critic_loss.mean(), "explained_variance": explained}
+                else:
+                    out = dict(self.loss(minibatch).items())
+                    if self._kl_exceeded(out["kl_approx"]):
+                        # The policy has moved as far from the collecting one as this iteration may: this and the
+                        # remaining minibatches train the critic only.
+                        actor_stopped = True
+                        out = {"loss_critic": out["loss_critic"], "explained_variance": out["explained_variance"]}
+            if not actor_stopped:
+                actor_total = sum(v for k, v in out.items() if k.startswith("loss_") and k != "loss_critic")
+                out["grad_norm_actor"] = gradient_step(actor_total, self.actor_optimizer, self.actor_parameters,
+                                                       self.config.grad_clip, "actor", check_finite=self.check_finite)
+                actor_steps += 1
+            out["grad_norm_critic"] = gradient_step(out["loss_critic"], self.critic_optimizer, self.critic_parameters,
+                                                    self.config.grad_clip, "critic", check_finite=self.check_finite)
+            for name, value in out.items():
+                if value is not None and not isinstance(value, TensorDictBase):
+                    sums[name] = sums.get(name, 0.0) + float(torch.as_tensor(value, dtype=torch.float32).detach()
+                                                             .float().mean())
+                    counts[name] = counts.get(name, 0) + 1
+        if not warmup:
+            self.actor_scheduler.step()
+        self.critic_scheduler.step()
+        metrics = {f"train/{k}": v / counts[k] for k, v in sums.items()}
+        metrics.update({"train/anchor_weight": self.anchor_weight(iteration) if not warmup else 0.0,
+                        "train/critic_warmup": float(warmup),
+                        "train/lr_actor": self.actor_scheduler.get_last_lr()[0]})
+        if not warmup:  # the share of planned actor steps taken (< 1: the KL target stopped the epochs)
+            metrics["train/actor_update_fraction"] = actor_steps / max(planned, 1)
+        return metrics
+
+    def _kl_exceeded(self, kl_approx: torch.Tensor) -> bool:
+        """True once a minibatch's approximate KL to the collecting policy passes 1.5 x ``target_kl`` (the rule of
+        Stable-Baselines3's ``target_kl``; TorchRL's PPO losses have no such stop). Every learner rank decides
+        on the mean over ranks, so all stop at the same step."""
+        if not self.config.target_kl:
+            return False
+        kl = kl_approx.detach().float().mean()
+        if self.mean_over_ranks is not None:
+            kl = self.mean_over_ranks(kl)
+        return bool(kl > 1.5 * self.config.target_kl)
 
 
 # The commands: a new run (or the same command again after a kill), --resume, and the finished run for scripts.

@@ -11,7 +11,7 @@ import pytest
 from robot_rl.configs import FinetuneConfig
 from robot_rl.envs.task import POSE_DIM, Verdict
 from robot_rl.envs.tasks import TASKS, build_task
-from robot_rl.finetune.trainer import env_options
+from robot_rl.finetune.models import env_options
 from robot_rl.provenance import Provenance
 
 BOARDS = range(6)

@@ -19,7 +19,7 @@ from torchrl.modules import ValueOperator
 
 from robot_rl import keys
 from robot_rl.configs import FinetuneConfig
-from robot_rl.finetune.learner import PPOLearner
+from robot_rl.finetune.trainer import PPOLearner
 from robot_rl.policy import PolicyConfig, make_feature_actor
 
 FEATURES = 8

@@ -12,8 +12,8 @@ from torchrl.collectors import Collector
 from robot_rl import keys
 from robot_rl.envs.torchrl_env import InspectionEnv
 from robot_rl.finetune.critic import make_privileged_critic
-from robot_rl.finetune.learner import PPOLearner
 from robot_rl.finetune.loss import anchor_parameters, verdict_targets
+from robot_rl.finetune.trainer import PPOLearner
 from robot_rl.policy import PolicyConfig, make_actor, set_continue_probability
 
 from .test_learning import ToyInspectionEnv, toy_config, toy_models

@@ -12,8 +12,8 @@ from torch.distributions import Categorical
 from torchrl.collectors import Collector
 
 from robot_rl import keys
-from robot_rl.finetune import learner as learner_module
-from robot_rl.finetune.learner import PPOLearner
+from robot_rl.finetune import trainer
+from robot_rl.finetune.trainer import PPOLearner
 from robot_rl.policy import PolicyConfig, factored_verdict_logits, make_feature_actor
 from robot_rl.training_run import gradient_step
 
@@ -66,7 +66,7 @@ def _update(target_kl: float) -> tuple[dict, dict]:
         steps[what] += 1
         return gradient_step(loss, optimizer, parameters, grad_clip, what, **kwargs)
 
-    with patch.object(learner_module, "gradient_step", counting_step):
+    with patch.object(trainer, "gradient_step", counting_step):
         return learner.update(batch, iteration=0), steps
 
 
