@@ -104,7 +104,7 @@ bench-reliability: $(STAMP)
 	$(BIN)/python benchmarks/promises.py --variant all
 
 # The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch
-# (about 2 hours per seed and arm on 2 CPU cores, 12 runs; a stopped run resumes where it was).
+# (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; 12 runs; a stopped run resumes where it was).
 bench-rl-budgets: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-bc

@@ -86,7 +86,7 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
     Variant("lead-encoder-1m-bc", ("--preset", "lead-encoder-1m", "--arms", "bc"),
             "the lead task's quick-pipeline start to 1,048,576 frames, 3 seeds (about 2 h per seed on 2 CPU cores)"),
     Variant("lead-encoder-1m-scratch", ("--preset", "lead-encoder-1m", "--arms", "scratch"),
-            "then scratch, at least as many frames"),
+            "then scratch, at least as many frames (up to 3x)"),
     Variant("gpu", ("--preset", "gpu"), "224x224, larger budgets, for a CUDA machine"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device"),
            "precision": ("auto", "the encoder's precision (fp32 or bf16: folders and results file of their own)")})
@@ -100,9 +100,9 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
               threshold: float, budgets: dict, demo_frames: int, warmup_frames: int,
               run_frames: dict[str, dict[str, int]] | None = None, check_boards: int = 50) -> dict:
     """The results JSON's top level: ratio (or its censored bound), threshold, per seed the last and best policy
-    on fresh boards and frames-to-tau per arm, where each arm's curve stops rising and its failures there, and the
-    targets of issue 18 (fixed before the run) checked. An arm missing from ``curves`` (not run yet) leaves the
-    ratio and its targets out."""
+    on fresh boards and frames-to-tau per arm, where each arm's curve stops rising and its failures by kind at its
+    start and over its last quarter, and the targets of issue 18 (fixed before the run) checked. An arm missing
+    from ``curves`` (not run yet) leaves the ratio and its targets out."""
     arms = {}
     for arm, runs in curves.items():
         reached = [frames_to_threshold(c, threshold) for c in runs]
@@ -264,10 +264,11 @@ def run(args) -> int:
     print(markdown_table(rows))
     for arm, record in result["arms"].items():
         stop = record["stops_rising"]
-        where = (f"stops rising at {stop['stops_rising_at_frames']:,} frames" if stop["stops_rising_at_frames"]
-                 is not None else "no rise")
+        where = (f"stops rising at {stop['stops_rising_at_frames']:,} frames"
+                 if stop["stops_rising_at_frames"] is not None
+                 else "still rising at the end" if stop["still_rising_at_end"] else "no rise")
         print(f"{arm}: checks {stop['start']:.0%} -> {stop['level']:.0%} (last quarter), {where}; failures per 100 "
-              f"in the last quarter: {stop['failures_per_100_last_quarter']}")
+              f"in the last quarter: {stop['failures_per_100_last_quarter'] or 'not counted'}")
     if result.get("ratio") is not None:
         print(f"\nratio (scratch / BC+PPO median frames to tau): {result['ratio']:.1f}x")
     elif result.get("ratio_lower_bound") is not None:

@@ -101,9 +101,9 @@ EXPOSURE_ARM = "encoder+recolour+calibrated+exposure"
 # view puts there (its direction stays right); its error is logged (locate_error_cm).
 ZOOM_ARM = "encoder+recolour+calibrated+zoom"
 # The sim-side lever for the light shifts (fixed before it ran): both image-space levers fixed the shift they
-# imitate and cost the rest, so the calibrated arm's demos and its encoder's views are drawn under the `lights`
-# randomization instead (the calibrated cell with light intensity x0.3-2.0, which contains the suite's dim and
-# bright light), BC's recipe unchanged. The camera's geometry (wide_lens) stays a separate lever.
+# imitate and cost the rest, so this arm's own demos and encoder views are drawn under the `lights` randomization
+# (the calibrated cell with light intensity x0.3-2.0, which contains the suite's dim and bright light), BC's recipe
+# as the calibrated arm's. The camera's geometry (wide_lens) stays a separate lever.
 LIGHTS_ARM = "encoder+recolour+calibrated+lights"
 ARM_BC_OPTIONS = {EXPOSURE_ARM: {"exposure": 1.0}, ZOOM_ARM: {"zoom": 0.25}}
 # The arms that change the camera's cell, each judged against MOUNT_TARGETS on its own, under its verdict's name.

@@ -135,7 +135,7 @@ def with_budget(preset: str, name: str, frames: int, check_every: int) -> dict:
 
 # The budgets RL needs: 16x the quick recipe's 65,536 frames (published fine-tuning of image policies runs 1-24
 # million), from the demo's start and from the lead task's quick-pipeline start; about 2 h per seed on 2 cores
-# (the demo's PPO made about 200 frames/s there between its checks).
+# (the demo's PPO made about 200 frames/s there between its checks), scratch up to 3x that (``scratch_budget``).
 MILLION_FRAMES = 1_048_576
 PRESETS["few-1m"] = with_budget("few", "few-1m", MILLION_FRAMES, 16)
 PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILLION_FRAMES, 16)
@@ -154,24 +154,25 @@ def frames_to_threshold(curve: list[dict], threshold: float) -> int | None:
 
 
 # Where a curve stops rising (rule fixed before the first million-frame run): the seeds' mean check success,
-# smoothed over this many consecutive checks; its level is the mean over the last quarter of the checks; it stops
-# rising at the first check whose smoothed mean reaches the start plus this share of the rise; a rise under
-# NO_RISE points is none.
+# smoothed over this many consecutive checks (the check and the ones before it); its level is the mean over the
+# last quarter of the checks; it stops rising at the first check whose smoothed mean reaches the start plus this
+# share of the rise (never reached: it was still rising when the budget ended); a rise under NO_RISE is none.
 STOP_SMOOTHING, STOP_SHARE, NO_RISE = 3, 0.9, 0.05
 
 
 def where_it_stops(runs: list[list[dict]], check_boards: int) -> dict:
     """Where an arm's curves (one per seed, the same checks of ``check_boards`` boards) stop rising (``STOP_*``),
     and why: the failed episodes of each kind per 100 at the first check and over the last quarter's checks,
-    summed over the seeds (None where the curves predate failure counts)."""
+    summed over the seeds (None where the curves predate failure counts). Curves of different lengths (a seed
+    kept from a run with another budget) are read up to the shortest."""
     length = min(len(curve) for curve in runs)
     mean = [statistics.mean(curve[i]["success_rate"] for curve in runs) for i in range(length)]
     smooth = [statistics.mean(mean[max(0, i - STOP_SMOOTHING + 1):i + 1]) for i in range(length)]
     tail = max(1, length // 4)
     start, level = mean[0], statistics.mean(mean[-tail:])
     rise = level - start
-    stop = (next(i for i in range(length) if smooth[i] >= start + STOP_SHARE * rise - 1e-9)
-            if rise >= NO_RISE - 1e-9 else None)
+    rose = rise >= NO_RISE - 1e-9
+    stop = next((i for i in range(length) if smooth[i] >= start + STOP_SHARE * rise - 1e-9), None) if rose else None
 
     def failures_per_100(points: list[dict]) -> dict | None:
         if any("failures" not in point for point in points):
@@ -183,6 +184,7 @@ def where_it_stops(runs: list[list[dict]], check_boards: int) -> dict:
 
     return {"start": round(start, 4), "level": round(level, 4), "rise": round(rise, 4),
             "stops_rising_at_frames": runs[0][stop]["frames"] if stop is not None else None,
+            "still_rising_at_end": rose and stop is None,
             "last_quarter_from_frames": runs[0][length - tail]["frames"],
             "failures_per_100_at_start": failures_per_100([curve[0] for curve in runs]),
             "failures_per_100_last_quarter": failures_per_100([point for curve in runs
@@ -351,12 +353,13 @@ def run_bc_variant(preset: dict, seed: int, runs: Path, bc_dir: Path, device: st
 
 
 def with_precision(preset: dict, precision: str) -> dict:
-    """``preset`` with BC and PPO in ``precision``, under a root folder of its own (``runs/NAME-PRECISION``); the
-    demos are the preset's."""
+    """``preset`` with BC and PPO in ``precision``, under a root folder of its own (``runs/NAME-PRECISION``, and
+    ``PPO_ROOT-PRECISION`` for a preset whose PPO runs have their own); the demos are the preset's."""
     bc_dir = Path(preset["bc"].run_dir)
     bc_dir = bc_dir.parent.with_name(f"{bc_dir.parent.name}-{precision}") / bc_dir.name
+    own_ppo_root = {"ppo_root": f"{preset['ppo_root']}-{precision}"} if preset.get("ppo_root") else {}
     return {**preset, "bc": replace(preset["bc"], run_dir=str(bc_dir), precision=precision),
-            "ppo": {**preset["ppo"], "precision": precision}}
+            "ppo": {**preset["ppo"], "precision": precision}, **own_ppo_root}
 
 
 def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:

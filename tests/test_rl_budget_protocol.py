@@ -53,3 +53,22 @@ def test_a_flat_curve_has_no_rise_and_old_curves_no_failure_counts():
 
 def test_a_falling_curve_has_no_rise():
     assert where_it_stops([_curve([0.6, 0.5, 0.4, 0.3])], check_boards=50)["stops_rising_at_frames"] is None
+
+
+@pytest.mark.parametrize("rates", [[0.2, 0.2, 0.2, 0.8], [0.3, 0.9], [0.2] * 8 + [0.9], [0.0] * 12 + [1, 0, 0, 1]])
+def test_a_curve_that_jumps_at_its_end_is_still_rising_not_an_error(rates):
+    stop = where_it_stops([_curve(rates)], check_boards=50)
+    assert stop["stops_rising_at_frames"] is None and stop["still_rising_at_end"]
+
+
+def test_seeds_of_different_lengths_are_read_up_to_the_shortest():
+    stop = where_it_stops([_curve([0.2, 0.5, 0.7, 0.8, 0.8]), _curve([0.2, 0.5, 0.7])], check_boards=50)
+    assert stop["last_quarter_from_frames"] == 2 * 4096 and stop["level"] == pytest.approx(0.7)
+
+
+def test_a_precision_of_its_own_moves_a_budget_presets_ppo_runs_too():
+    from protocols import with_precision
+
+    bf16 = with_precision(PRESETS["few-1m"], "bf16")
+    assert bf16["ppo_root"] == "runs/bench-few-1m-bf16" and bf16["ppo"]["precision"] == "bf16"
+    assert "ppo_root" not in with_precision(PRESETS["few"], "bf16")

@@ -7,8 +7,9 @@ each frame's encoder output under ``keys.FEATURES`` and the loss trains the acto
 so every PPO epoch costs a few small matrix products instead of a ResNet forward and backward per frame (end-to-end
 PPO with an image critic ran ~20 frames/s on 2 cores; collection-bound PPO on cached features runs several times
 faster, see ``benchmarks/ppo_throughput.py``). TorchRL has no such option: its losses always re-run the actor on
-observations. The encoder stays in the collection policy, on the learner's device, rather than in an env transform:
-a transform runs where the envs step (CPU workers), which is what a GPU run must avoid.
+observations. The encoder stays in the collection policy, on the collection policy's device (the learner's, or the
+workers' own copies with the process and Ray collectors), rather than in an env transform: a transform runs where
+the envs step (CPU worker processes), which is what a GPU run must avoid.
 """
 
 from __future__ import annotations
