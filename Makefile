@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
 .PHONY: demo test test-slow docs docs-render bench-list bench bench-quality bench-bc-vs-scratch bench-arms-tasks \
-	bench-rl-budgets bench-diagnostics bench-reliability bench-test-suite bench-perception bench-gpu gpu-bundle lint \
+	bench-rl-budgets bench-reliability bench-test-suite bench-perception bench-gpu gpu-bundle lint \
 	sysdeps clean
 
 $(STAMP): pyproject.toml
@@ -55,21 +55,17 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/collector_scaling.py --variant all
 	$(BIN)/python benchmarks/export_latency.py --variant fresh-weights
 
-# What the README says BC and the demo achieve: the demo from a fresh clone, the BC recipe, the BC-loss ablation.
+# What the README says BC and the demo achieve: the demo from a fresh clone, the BC recipe, its robustness.
 bench-quality: $(STAMP)
 	$(BIN)/python benchmarks/quick_demo.py --variant fresh-clone
 	$(BIN)/python benchmarks/bc_quality.py --variant recipe
-	$(BIN)/python benchmarks/bc_loss_ablation.py --variant all
 	$(BIN)/python benchmarks/robustness.py --variant none-default
 
 bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-scratch
-	$(BIN)/python benchmarks/finetune_stability.py --variant start
-	$(BIN)/python benchmarks/finetune_stability.py --variant ppo
 	$(BIN)/python benchmarks/ppo_throughput.py --variant few
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant cpu
-	$(BIN)/python benchmarks/few_demo_bc.py --variant all
 	$(BIN)/python benchmarks/finetune_ablation.py --variant all
 
 # Arms, tasks and formats: the experts per arm and task, BC on them, PPO on the lead task, LeRobot's own loader.
@@ -77,6 +73,8 @@ bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/arms.py --variant pcb-inspect
 	$(BIN)/python benchmarks/arms.py --variant lead-inspect
 	$(BIN)/python benchmarks/bc_quality.py --variant panda
+	$(BIN)/python benchmarks/bc_quality.py --variant panda-velocities
+	$(BIN)/python benchmarks/demo_decisions.py --variant ur5e-panda
 	$(BIN)/python benchmarks/bc_quality.py --variant lead-inspect
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-few-bc
 	$(BIN)/python benchmarks/lead_inspect.py --variant all
@@ -87,14 +85,6 @@ bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/lead_inspect.py --variant panda
 	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone
 	$(BIN)/python benchmarks/lerobot_validation.py --variant all
-
-# Why a policy fails where it does: which shifts geometry rules out (robustness reads it), where the experts wait
-# in the demos, what the verdict heads say at rest (the runs of bench-quality and bench-arms-tasks, and one more).
-bench-diagnostics: $(STAMP)
-	$(BIN)/python benchmarks/shifted_camera.py --variant shifted-camera
-	$(BIN)/python benchmarks/demo_decisions.py --variant ur5e-panda
-	$(BIN)/python benchmarks/bc_quality.py --variant panda-velocities
-	$(BIN)/python benchmarks/verdict_probe.py --variant ur5e-panda
 
 # kill -9, Ctrl-C, SIGTERM, two writers, bad inputs and a full disk against every command (about 30 minutes); then
 # Ctrl-C and SIGTERM at random moments of dagger, pipeline and collect-demos, and over 200 hostile inputs (about

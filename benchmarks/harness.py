@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +36,31 @@ LIBRARIES = ("harness", "protocols", "results_file", "timing")
 # Scripts that maintain the results and docs rather than measure (each has its own command line).
 TOOLS = ("render_docs",)
 REGISTRY: dict[str, Benchmark] = {}
+
+
+@dataclass(frozen=True)
+class Retired:
+    """A benchmark whose question is answered: its results files stay, and the docs render from them as from any
+    other; its script is in git at ``commit`` (a rerun starts from a checkout of that commit: the script imports
+    the library and the helpers of its day). ``why`` says in one line what it answered."""
+
+    commit: str
+    why: str
+
+
+# Kept out of the working tree so that the lab holds what is still measured; listed by ``--list``.
+RETIRED = {
+    "bc_loss_ablation": Retired("649e1ff", "which BC loss terms and inputs the policy needs: each measured, the "
+                                           "recipe adopted them"),
+    "few_demo_bc": Retired("649e1ff", "which (demos, difficulty, epochs) leaves room for RL: chose the few-demo "
+                                      "start that bc_vs_scratch's presets use"),
+    "finetune_stability": Retired("649e1ff", "fine-tuning that lifts fast and stays up: its design is PPO's default "
+                                             "now; bc_vs_scratch measures fine-tuning"),
+    "shifted_camera": Retired("649e1ff", "whether any policy can pass shifted_camera: yes, by geometry; the "
+                                         "camera work goes on in perception"),
+    "verdict_probe": Retired("649e1ff", "what a BC verdict head says at the board: why the Panda's policy never "
+                                        "answered, which its timing loss fixed"),
+}
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it
 # takes in ``Benchmark.common`` with its default (or ``(default, help)``); ``out``'s None is results/NAME.json.
@@ -185,6 +211,16 @@ class Benchmark:
         return write_results(self.name, payload, out=out, notes=notes, **kwargs)
 
 
+def retired_source(name: str) -> str:
+    """The last version of retired script ``name``, from git (its commit in ``RETIRED``)."""
+    path = f"benchmarks/{name}.py"
+    shown = subprocess.run(["git", "show", f"{RETIRED[name].commit}:{path}"], cwd=HERE.parent, capture_output=True,
+                           text=True)
+    if shown.returncode != 0:
+        raise FileNotFoundError(f"{path} at commit {RETIRED[name].commit}: {shown.stderr.strip()}")
+    return shown.stdout
+
+
 def script_names() -> list[str]:
     """Every benchmark script of this folder, by module name."""
     return sorted(p.stem for p in HERE.glob("*.py") if p.stem not in LIBRARIES + TOOLS)
@@ -206,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for benchmark in load_all().values():
         print(f"{benchmark.name}: {benchmark.about}\n{benchmark.listing()}\n")
+    for name, retired in RETIRED.items():
+        print(f"{name} (retired; its script is in commit {retired.commit}): {retired.why}")
     return 0
 
 

@@ -1,8 +1,7 @@
 """The protocols the benchmarks share, in one importable module: the PPO presets (demos, BC, PPO and seeds of
 each comparison), the threshold rule and frames-to-threshold, the fresh-board evaluations, the helpers that
 prepare and run one arm, and the table cell and PNG figure the scripts report with. ``bc_vs_scratch.py`` defines
-the BC-vs-scratch protocol over them; ``finetune_ablation``, ``finetune_stability``, ``ppo_throughput`` and
-``few_demo_bc`` reuse its presets and runs.
+the BC-vs-scratch protocol over them; ``finetune_ablation`` and ``ppo_throughput`` reuse its presets and runs.
 
 The ``few`` preset (and the lead task's two) is the recipe of the pipeline's ``quick`` preset
 (``robot_rl.pipeline.PRESETS``), built from it: one recipe, one place for its numbers.
@@ -77,7 +76,7 @@ def _few_demo_recipe(demos_out: str, bc_run_dir: str, **collect) -> dict:
 PRESETS = {
     "cpu": {
         # The few-demo setting of the old BC loss (README, "A few-demo BC policy"): 400 demos on easy boards,
-        # 6 epochs left BC in a partly working state; benchmarks/few_demo_bc.py measures it beside two others.
+        # 6 epochs left BC in a partly working state (results/few_demo_bc.json, beside two others).
         "demos": CollectConfig(out="data/bench-cpu-demos", episodes=400, difficulty="easy", image_size=84),
         "bc": BCConfig(run_dir="runs/bench-cpu/bc", epochs=6, batch_size=64, eval_every=2, eval_episodes=50),
         **CPU_PPO,

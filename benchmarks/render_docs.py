@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import jinja2
+from harness import RETIRED
 from results_file import read_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +74,9 @@ def provenance_line(name: str, data: dict) -> str:
     date = (data.get("date") or "date not recorded")[:10]
     commit = (data.get("commit") or "commit not recorded")[:7]
     note = " (date and commit: the git commit that added the file)" if data.get("provenance_source") else ""
+    retired = RETIRED.get(data.get("benchmark"))
+    if retired is not None:
+        note += f"; the script is retired, its last version in commit {retired.commit}"
     return (f"`benchmarks/results/{name}.json`: {machine_text(data.get('machine'))}; {date}; commit {commit}; "
             f"{wall_text(data)}{note}")
 
@@ -439,7 +443,7 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
     env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, table=table, metrics_row=metrics_row,
                        bc_checks_table=bc_checks_table, suite_table=suite_table, lead_inspect_rows=lead_inspect_rows,
                        perception_rows=perception_rows, option_default=option_default, preset_value=preset_value,
-                       recipe_changes=recipe_changes,
+                       recipe_changes=recipe_changes, retired=RETIRED,
                        prov=lambda name: provenance_line(name, results[name]),
                        cmd=lambda name: command_text(results[name]), machine=machine_text)
     return env

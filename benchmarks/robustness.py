@@ -42,8 +42,8 @@ ARMS = {"none": ("none", "data/demos", "runs/bc-quality", None),
         "wide-12-epochs": ("wide", "data/demos-wide", "runs/bc-wide-12-epochs", 12),
         # Added after the wide arm missed: wide's surfaces, default's camera mount range (one change at a time).
         "surfaces-12-epochs": ("surfaces", "data/demos-surfaces", "runs/bc-surfaces-12-epochs", 12)}
-# Shifts that no policy centring the board in its image can pass, by geometry alone (benchmarks/shifted_camera.py,
-# measured without any policy): reported, and left out of the targets.
+# Shifts that no policy centring the board in its image can pass, by geometry alone (the retired shifted_camera
+# benchmark, measured without any policy): reported, and left out of the targets.
 GEOMETRY = Path(__file__).parent / "results" / "shifted_camera.json"
 
 BENCHMARK = Benchmark("robustness", __doc__, variants=(

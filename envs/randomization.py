@@ -216,9 +216,9 @@ STRONG = Randomization(
 )
 # Default's light, finish and noise ranges, and the surfaces of any cell: the table over the whole hue circle and a
 # wide brightness range, four solder-mask colours, up to five distractor marks around the board. The camera mount
-# varies twice as much as in default (strong's range): benchmarks/shifted_camera.py measured that a policy
-# centring the board in its image can still localize under the 10 mm, 5 deg shift, so the views of such mounts
-# belong in training (the shift itself stays outside).
+# varies twice as much as in default (strong's range): benchmarks/results/shifted_camera.json records that a
+# policy centring the board in its image can still localize under the 10 mm, 5 deg shift, so the views of such
+# mounts belong in training (the shift itself stays outside).
 WIDE = replace(
     DEFAULT, name="wide", table_colour=grey(1.0, 1.0), table_hsv=((0.0, 1.0), (0.0, 0.75), (0.12, 0.85)),
     board_masks=("green", "blue", "black", "red"), table_marks=(0, 5), camera_shift=(0.0, 0.008),

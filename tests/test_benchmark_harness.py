@@ -192,3 +192,19 @@ def test_a_second_writer_of_one_results_file_is_refused_in_one_line(tmp_path, mo
     assert len(lines) == 1 and lines[0].startswith(f"toy: {out}: results file in use") and "pid" in lines[0]
     assert not ran and out.read_text() == "{}"
     assert bench.main(lambda args: {"n": 1}, None, ["--out", str(out)]) == 0  # once the first has ended
+
+
+def test_every_results_file_was_written_by_a_live_script_or_a_retired_one_whose_last_version_git_holds(declared):
+    writers = {json.loads(path.read_text())["benchmark"] for path in (BENCHMARKS / "results").glob("*.json")}
+    assert writers <= set(declared) | set(harness.RETIRED), "a results file no script (live or retired) wrote"
+    for name, retired in harness.RETIRED.items():
+        assert not (BENCHMARKS / f"{name}.py").exists(), f"{name} is retired but still in benchmarks/"
+        assert f'Benchmark("{name}"' in harness.retired_source(name), f"{name} at {retired.commit}"
+        assert retired.why and name not in declared
+
+
+def test_harness_list_names_the_retired_scripts_with_their_commit(capsys):
+    harness.main(["--list"])
+    printed = capsys.readouterr().out
+    for name, retired in harness.RETIRED.items():
+        assert f"{name} (retired; its script is in commit {retired.commit})" in printed

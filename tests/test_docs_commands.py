@@ -61,6 +61,9 @@ HARNESS_OPTIONS = {*ADD_ARGUMENT.findall((ROOT / "benchmarks" / "harness.py").re
                    *(f"--{name}" for name in harness.COMMON)}
 BENCHMARK_OPTIONS = {path.stem: set(ADD_ARGUMENT.findall(path.read_text())) | HARNESS_OPTIONS
                      for path in (ROOT / "benchmarks").glob("*.py")}
+# A retired script's commands, which the pages of its results still show, are checked against its last version.
+BENCHMARK_OPTIONS.update({name: set(ADD_ARGUMENT.findall(harness.retired_source(name))) | HARNESS_OPTIONS
+                          for name in harness.RETIRED})
 
 
 # -- finding the commands ---------------------------------------------------------------------------------------
