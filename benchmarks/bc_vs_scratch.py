@@ -43,6 +43,7 @@ from protocols import (
     RESULTS,
     bc_curves_of_preset,
     bc_start,
+    budget_targets,
     ci_cell,
     frames_to_threshold,
     fresh_board_success,
@@ -254,6 +255,8 @@ def run(args) -> int:
     result = summarize(curves, fresh, start_fresh, seeds, threshold, budgets,
                        DemoDataset.open(demos.out).frames, reference.critic_warmup * reference.frames_per_batch,
                        run_frames, reference.eval_episodes)
+    if "targets" in result and "budget_targets" in preset:  # a budget preset's own, beside issue 18's
+        result["targets"].update(budget_targets(preset["budget_targets"], start_fresh, result["final_success"]))
     rows = [{"arm": "PPO from few-demo BC" if arm == "bc" else "PPO from scratch", "seed": seed,
              "check start": f"{c[0]['success_rate']:.0%}", "check end": f"{c[-1]['success_rate']:.0%}",
              "last.pt, fresh boards": ci_cell(f["last"]["rate"], f["last"]["ci95"]),

@@ -122,13 +122,14 @@ PRESETS["lead-encoder-residual"] = {**PRESETS["lead-encoder"], "ppo_root": "runs
                                     "ppo": {**PRESETS["lead-encoder"]["ppo"], "residual_scale": 0.1}}
 
 
-def with_budget(preset: str, name: str, frames: int, check_every: int) -> dict:
+def with_budget(preset: str, name: str, frames: int, check_every: int, targets: dict) -> dict:
     """``preset``'s start (its demos, encoder, BC and DAgger folders, reused) and PPO at a budget of ``frames``,
     a check every ``check_every`` iterations (a 50-board check costs about 9 s on 2 cores: at the quick recipe's
     every 4, a million frames would spend half an hour per seed checking), in PPO folders of its own
-    (``runs/bench-NAME``). Scratch's budget is at least the same (``scratch_budget``)."""
+    (``runs/bench-NAME``). Scratch's budget is at least the same (``scratch_budget``). ``targets``: what the BC
+    arm's last policy must reach on the fresh boards at this budget on every seed (``budget_targets``)."""
     base = PRESETS[preset]
-    return {**base, "bc_frames": frames, "ppo_root": f"runs/bench-{name}",
+    return {**base, "bc_frames": frames, "ppo_root": f"runs/bench-{name}", "budget_targets": targets,
             "ppo": {**base["ppo"], "eval_every": check_every, "checkpoint_every": check_every}}
 
 
@@ -136,8 +137,27 @@ def with_budget(preset: str, name: str, frames: int, check_every: int) -> dict:
 # million), from the demo's start and from the lead task's quick-pipeline start; about 2 h per seed on 2 cores
 # (the demo's PPO made about 200 frames/s there between its checks), scratch up to 3x that (``scratch_budget``).
 MILLION_FRAMES = 1_048_576
-PRESETS["few-1m"] = with_budget("few", "few-1m", MILLION_FRAMES, 16)
-PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILLION_FRAMES, 16)
+# Their targets, fixed before the first million-frame run (last policy, 100 fresh boards, every seed).
+PRESETS["few-1m"] = with_budget("few", "few-1m", MILLION_FRAMES, 16, {"success_min": 0.90})
+PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILLION_FRAMES, 16,
+                                         {"success_min": 0.80, "lift_points_min": 30, "guesses_per_100_max": 10})
+
+
+def budget_targets(targets: dict, start: dict, final: dict[str, dict]) -> dict[str, bool]:
+    """A budget preset's ``targets`` checked on every seed's last policy (``final``: seed -> its fresh-board
+    record) against the BC start on the same boards (``start``): success at least ``success_min``, at least
+    ``lift_points_min`` points above the start, at most ``guesses_per_100_max`` guesses per 100 episodes."""
+    checked = {}
+    if "success_min" in targets:
+        checked[f"last_policy_at_least_{round(100 * targets['success_min'])}_percent_every_seed"] = all(
+            f["rate"] >= targets["success_min"] - 1e-9 for f in final.values())
+    if "lift_points_min" in targets:
+        checked[f"last_policy_{targets['lift_points_min']}_points_above_start_every_seed"] = all(
+            100 * (f["rate"] - start["rate"]) >= targets["lift_points_min"] - 1e-9 for f in final.values())
+    if "guesses_per_100_max" in targets:
+        checked[f"at_most_{targets['guesses_per_100_max']}_guesses_per_100_every_seed"] = all(
+            100 * f["guesses"] / f["boards"] <= targets["guesses_per_100_max"] + 1e-9 for f in final.values())
+    return checked
 
 
 def threshold_rule(start: float) -> float:

@@ -247,3 +247,40 @@ def test_the_ppo_guide_names_every_default_that_differs_from_the_recipe(monkeypa
     assert ("`finetune`'s own defaults differ from it in `--shaping` (0, the recipe 1), `--ppo-epochs` (4, the "
             "recipe 8): give the recipe's values") in recipe
     assert "robot-rl finetune --policy runs/bc --out runs/ppo --shaping 1 --ppo-epochs 8\n" in commands
+
+
+def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_targets():
+    import bc_vs_scratch
+    from protocols import PRESETS, budget_targets
+
+    frames = 16_384
+    rates = [0.48, 0.6, 0.7, 0.8, 0.86, 0.88, 0.9, 0.88, 0.9]
+    curve = [{"frames": i * frames, "success_rate": rate, "success_ci95": [rate - 0.1, rate + 0.1], "guess_rate": 0.1,
+              "failures": {"guess": 5, "wrong_verdict": 2}} for i, rate in enumerate(rates)]
+    last = {"rate": 0.91, "ci95": [0.84, 0.95], "boards": 100, "guesses": 3, "failures": {"guess": 3, "unstable": 0,
+            "wrong_verdict": 6}, "by_defect": {"rotated": {"episodes": 10, "success_rate": 0.7}}}
+    start = {"rate": 0.66, "ci95": [0.56, 0.74], "boards": 100, "guesses": 20}
+    budget = len(rates) * frames
+    summary = bc_vs_scratch.summarize({"bc": [curve]}, {"bc": [{"last": last, "best": last}]}, start, (0,), 0.74,
+                                      {"bc": budget}, 5000, 2048)
+    summary["targets"].update(budget_targets(PRESETS["few-1m"]["budget_targets"], start, summary["final_success"]))
+    results = render_docs.load_results()
+    results["bc_vs_scratch_few-1m"] = {
+        **summary, "benchmark": "bc_vs_scratch", "date": "2026-12-06T00:00:00+00:00", "commit": "0" * 40,
+        "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "few-1m-bc", "--seeds", "0"], "wall_s": 5000.0,
+        "machine": {"cpu": "Intel Xeon", "logical_cpus": 2}, "seeds": [0], "precision": {"ran": "bf16"},
+        "bc_start_metrics": {"episodes": 50}, "ppo_config": {"eval_every": 16, "frames_per_batch": 1024},
+        "table": [{"arm": "PPO from few-demo BC", "seed": 0, "last.pt, fresh boards": "91% (84-95%)"}]}
+    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    assert "## PPO to a million frames from the demo's start (the few preset)" in page
+    assert "to 147,456 frames, a check on the 50 check boards every 16,384 frames; 1 of 3 seeds" in page
+    # level .89 over the last two checks; the 3-check means reach .48 + .9 * .41 = .849 at the seventh check
+    # (.88; the sixth's is .847)
+    assert "it stops rising at **98,304 frames**" in page
+    assert "| guess | 10.0 | 10.0 |" in page and "| wrong verdict | 4.0 | 4.0 |" in page
+    assert "| 0 | 91% (84%-95%) | 3 | guess 3, wrong verdict 6 | rotated 7/10 |" in page
+    assert "| last policy at least 90 percent every seed | met |" in page
+    assert "| last policy 40 points above start every seed | **missed** |" in page
+    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    assert ("| PPO to 147,456 frames from the demo's start (1 of 3 seeds) | 66% -> 91% (3 guesses) on 100 fresh "
+            "boards; checks stop rising at 98,304 frames") in readme

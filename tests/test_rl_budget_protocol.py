@@ -72,3 +72,22 @@ def test_a_precision_of_its_own_moves_a_budget_presets_ppo_runs_too():
     bf16 = with_precision(PRESETS["few-1m"], "bf16")
     assert bf16["ppo_root"] == "runs/bench-few-1m-bf16" and bf16["ppo"]["precision"] == "bf16"
     assert "ppo_root" not in with_precision(PRESETS["few"], "bf16")
+
+
+def test_budget_targets_check_every_seeds_last_policy_against_the_start_on_the_same_boards():
+    from protocols import budget_targets
+
+    def fresh(rate: float, guesses: int) -> dict:
+        return {"rate": rate, "guesses": guesses, "boards": 100}
+
+    lead = PRESETS["lead-encoder-1m"]["budget_targets"]
+    start = fresh(0.5, 40)
+    met = budget_targets(lead, start, {"0": fresh(0.8, 10), "1": fresh(0.85, 3)})
+    assert met == {"last_policy_at_least_80_percent_every_seed": True,
+                   "last_policy_30_points_above_start_every_seed": True,
+                   "at_most_10_guesses_per_100_every_seed": True}
+    # one seed short on each count: 79%, +29 points, 11 guesses
+    missed = budget_targets(lead, start, {"0": fresh(0.9, 0), "1": fresh(0.79, 11)})
+    assert not any(missed.values())
+    assert budget_targets(PRESETS["few-1m"]["budget_targets"], start, {"0": fresh(0.9, 30)}) == {
+        "last_policy_at_least_90_percent_every_seed": True}
