@@ -64,6 +64,8 @@ bench-quality: $(STAMP)
 bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-scratch
+	$(BIN)/python benchmarks/finetune_stability.py --variant start
+	$(BIN)/python benchmarks/finetune_stability.py --variant ppo
 	$(BIN)/python benchmarks/ppo_throughput.py --variant few
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant cpu
 	$(BIN)/python benchmarks/finetune_ablation.py --variant all

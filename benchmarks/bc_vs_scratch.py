@@ -16,7 +16,8 @@ The protocol (issues 10 and 18), fixed in this file before any run:
 - the final success of a run is its **last** policy (last.pt) on ``--fresh-boards`` boards no run has seen, with
   best.pt beside it; the lift is measured against the BC policy on the same fresh boards.
 Targets (issue 18): every seed's last policy >= 80% and >= 40 points above the start, its interval above the
-start's; no check more than 10 points below the running best after tau; ratio (or censored bound) >= 3.
+start's; no check more than 10 points below the running best after tau; ratio (or censored bound) >= 3. A budget
+preset (``few-1m``, ``lead-encoder-1m``) checks its own before them (``protocols.budget_targets``).
 
 Finished runs are reused (a killed benchmark resumes where it stopped), and ``--arms`` runs the benchmark in parts
 (the BC arm first; scratch's budget follows from it). Writes ``benchmarks/results/bc_vs_scratch_<preset>.json``
@@ -255,8 +256,9 @@ def run(args) -> int:
     result = summarize(curves, fresh, start_fresh, seeds, threshold, budgets,
                        DemoDataset.open(demos.out).frames, reference.critic_warmup * reference.frames_per_batch,
                        run_frames, reference.eval_episodes)
-    if "targets" in result and "budget_targets" in preset:  # a budget preset's own, beside issue 18's
-        result["targets"].update(budget_targets(preset["budget_targets"], start_fresh, result["final_success"]))
+    if "targets" in result and "budget_targets" in preset:  # a budget preset's own first, then the protocol's
+        result["targets"] = {**budget_targets(preset["budget_targets"], start_fresh, result["final_success"]),
+                             **result["targets"]}
     rows = [{"arm": "PPO from few-demo BC" if arm == "bc" else "PPO from scratch", "seed": seed,
              "check start": f"{c[0]['success_rate']:.0%}", "check end": f"{c[-1]['success_rate']:.0%}",
              "last.pt, fresh boards": ci_cell(f["last"]["rate"], f["last"]["ci95"]),

@@ -50,16 +50,16 @@ class Retired:
 
 # Kept out of the working tree so that the lab holds what is still measured; listed by ``--list``.
 RETIRED = {
-    "bc_loss_ablation": Retired("649e1ff", "which BC loss terms and inputs the policy needs: each measured, the "
-                                           "recipe adopted them"),
-    "few_demo_bc": Retired("649e1ff", "which (demos, difficulty, epochs) leaves room for RL: chose the few-demo "
-                                      "start that bc_vs_scratch's presets use"),
-    "finetune_stability": Retired("649e1ff", "fine-tuning that lifts fast and stays up: its design is PPO's default "
-                                             "now; bc_vs_scratch measures fine-tuning"),
-    "shifted_camera": Retired("649e1ff", "whether any policy can pass shifted_camera: yes, by geometry; the "
-                                         "camera work goes on in perception"),
-    "verdict_probe": Retired("649e1ff", "what a BC verdict head says at the board: why the Panda's policy never "
-                                        "answered, which its timing loss fixed"),
+    "bc_loss_ablation": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "which BC loss terms and inputs a "
+                                "1,000-demo policy needs, one seed each: the recipe kept the deterministic-pose term "
+                                "and the locator, and reads joint angles only"),
+    "few_demo_bc": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "which (demos, difficulty, epochs) left room "
+                           "for RL under the old BC loss: set the cpu preset's start (superseded: the history page)"),
+    "shifted_camera": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "whether any policy can pass "
+                              "shifted_camera (yes, by geometry; robustness reads that file) and where a trained "
+                              "policy's failures under it come from (the calibrated cell followed)"),
+    "verdict_probe": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "what a BC verdict head says at the board: "
+                             "why the Panda's policy never answered, which its timing loss fixed"),
 }
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     for benchmark in load_all().values():
         print(f"{benchmark.name}: {benchmark.about}\n{benchmark.listing()}\n")
     for name, retired in RETIRED.items():
-        print(f"{name} (retired; its script is in commit {retired.commit}): {retired.why}")
+        print(f"{name} (retired; its script is in commit {retired.commit[:7]}): {retired.why}")
     return 0
 
 

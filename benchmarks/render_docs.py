@@ -76,7 +76,7 @@ def provenance_line(name: str, data: dict) -> str:
     note = " (date and commit: the git commit that added the file)" if data.get("provenance_source") else ""
     retired = RETIRED.get(data.get("benchmark"))
     if retired is not None:
-        note += f"; the script is retired, its last version in commit {retired.commit}"
+        note += f"; the script is retired, its last version in commit {retired.commit[:7]}"
     return (f"`benchmarks/results/{name}.json`: {machine_text(data.get('machine'))}; {date}; commit {commit}; "
             f"{wall_text(data)}{note}")
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness import Benchmark, Variant
 from protocols import perturbation_suite, suite_rows
+from results_file import read_results
 
 from robot_rl.configs import BCConfig, CollectConfig
 from robot_rl.pretrain.bc import ensure_trained
@@ -58,8 +59,9 @@ BENCHMARK = Benchmark("robustness", __doc__, variants=(
 ), common={"boards": (100, "boards per check and per shift"), "device": "auto", "out": None})
 
 
-def unpassable_shifts() -> list[str]:
-    return json.loads(GEOMETRY.read_text())["unpassable_shifts"] if GEOMETRY.is_file() else []
+def unpassable_shifts(geometry: Path = GEOMETRY) -> list[str]:
+    """The shifts the geometry measurement found no policy can pass (none without its results file)."""
+    return read_results(geometry)["unpassable_shifts"] if geometry.is_file() else []
 
 
 def train_arm(randomization: str, data: str, run_dir: str, epochs: int, args) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import re
 import shlex
@@ -61,9 +62,15 @@ HARNESS_OPTIONS = {*ADD_ARGUMENT.findall((ROOT / "benchmarks" / "harness.py").re
                    *(f"--{name}" for name in harness.COMMON)}
 BENCHMARK_OPTIONS = {path.stem: set(ADD_ARGUMENT.findall(path.read_text())) | HARNESS_OPTIONS
                      for path in (ROOT / "benchmarks").glob("*.py")}
-# A retired script's commands, which the pages of its results still show, are checked against its last version.
-BENCHMARK_OPTIONS.update({name: set(ADD_ARGUMENT.findall(harness.retired_source(name))) | HARNESS_OPTIONS
-                          for name in harness.RETIRED})
+
+
+@functools.cache
+def benchmark_options(script: str) -> set[str]:
+    """The options of benchmark ``script``; a retired script's (whose commands the pages of its results still
+    show) from its last version in git, which a clone without that history cannot check (the error says so)."""
+    if script in harness.RETIRED:
+        return set(ADD_ARGUMENT.findall(harness.retired_source(script))) | HARNESS_OPTIONS
+    return BENCHMARK_OPTIONS.get(script, set())
 
 
 # -- finding the commands ---------------------------------------------------------------------------------------
@@ -194,7 +201,7 @@ def other_programs_options(text: str) -> set[str]:
         script = next((Path(w).stem for w in words if w.startswith("benchmarks/") and w.endswith(".py")), None)
         found = set(OPTION.findall(span))
         if script is not None:
-            unknown = found - BENCHMARK_OPTIONS.get(script, set())
+            unknown = found - benchmark_options(script)
             assert not unknown, f"`{span}`: benchmarks/{script}.py has no option {', '.join(sorted(unknown))}"
         options |= found
     return options

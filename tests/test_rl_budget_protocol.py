@@ -83,11 +83,11 @@ def test_budget_targets_check_every_seeds_last_policy_against_the_start_on_the_s
     lead = PRESETS["lead-encoder-1m"]["budget_targets"]
     start = fresh(0.5, 40)
     met = budget_targets(lead, start, {"0": fresh(0.8, 10), "1": fresh(0.85, 3)})
-    assert met == {"last_policy_at_least_80_percent_every_seed": True,
-                   "last_policy_30_points_above_start_every_seed": True,
-                   "at_most_10_guesses_per_100_every_seed": True}
+    assert met == {"last_policy_at_least_80_percent_every_seed_at_this_budget": True,
+                   "last_policy_30_points_above_start_every_seed_at_this_budget": True,
+                   "at_most_10_guesses_per_100_every_seed_at_this_budget": True}
     # one seed short on each count: 79%, +29 points, 11 guesses
     missed = budget_targets(lead, start, {"0": fresh(0.9, 0), "1": fresh(0.79, 11)})
     assert not any(missed.values())
     assert budget_targets(PRESETS["few-1m"]["budget_targets"], start, {"0": fresh(0.9, 30)}) == {
-        "last_policy_at_least_90_percent_every_seed": True}
+        "last_policy_at_least_90_percent_every_seed_at_this_budget": True}
