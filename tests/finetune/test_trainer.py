@@ -155,3 +155,20 @@ def test_resume_refuses_a_run_dir_with_another_config(tmp_path, capsys):
 def test_bad_options_exit_2(tmp_path, capsys, args, message):
     assert main(["finetune", "--out", str(tmp_path / "ppo"), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("encoder_lr", [0.0, 1e-3])
+def test_the_encoder_learns_only_with_an_encoder_learning_rate_and_the_heads_learn_either_way(tmp_path, encoder_lr):
+    from robot_rl.policy import actor_network
+
+    run = trainer.PPORun(tiny(tmp_path / "ppo", encoder_lr=encoder_lr))
+    try:
+        network = actor_network(run.actor)
+        encoder = {k: v.clone() for k, v in network.encoder.state_dict().items()}
+        heads = {k: v.clone() for k, v in network.heads.state_dict().items()}
+        run.run(progress=False, until=3)  # one critic warm-up iteration, then two actor updates
+        moved = [k for k, v in network.encoder.state_dict().items() if not torch.equal(v, encoder[k])]
+        assert bool(moved) == (encoder_lr > 0), moved[:3]
+        assert any(not torch.equal(v, heads[k]) for k, v in network.heads.state_dict().items())
+    finally:
+        run.close()
