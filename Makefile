@@ -100,6 +100,7 @@ bench-reliability: $(STAMP)
 bench-rl-budgets: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-bc
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-e2e-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-scratch
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-scratch
 

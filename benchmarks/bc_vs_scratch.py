@@ -90,6 +90,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the lead task's quick-pipeline start to 1,048,576 frames, 3 seeds (about 2 h per seed on 2 CPU cores)"),
     Variant("lead-encoder-1m-scratch", ("--preset", "lead-encoder-1m", "--arms", "scratch"),
             "then scratch, at least as many frames (up to 3x)"),
+    Variant("few-e2e-bc", ("--preset", "few-e2e", "--arms", "bc"),
+            "the demo's start, PPO training the encoder too (--encoder-lr 1e-5), 65,536 frames, 3 seeds"),
     Variant("gpu", ("--preset", "gpu"), "224x224, larger budgets, for a CUDA machine"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device"),
            "precision": ("auto", "the encoder's precision (fp32 or bf16: folders and results file of their own)")})

@@ -269,8 +269,10 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
         **summary, "benchmark": "bc_vs_scratch", "date": "2026-12-06T00:00:00+00:00", "commit": "0" * 40,
         "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "few-1m-bc", "--seeds", "0"], "wall_s": 5000.0,
         "machine": {"cpu": "Intel Xeon", "logical_cpus": 2}, "seeds": [0], "precision": {"ran": "bf16"},
-        "bc_start_metrics": {"episodes": 50}, "ppo_config": {"eval_every": 16, "frames_per_batch": 1024, "encoder_lr": 0.0},
-        "table": [{"arm": "PPO from few-demo BC", "seed": 0, "last.pt, fresh boards": "91% (84-95%)"}]}
+        "bc_start_metrics": {"episodes": 50},
+        "ppo_config": {"eval_every": 16, "frames_per_batch": 1024, "encoder_lr": 0.0},
+        "table": [{"arm": "PPO from few-demo BC", "seed": 0, "last.pt, fresh boards": "91% (84-95%)"}],
+        "curves": {"bc": [curve]}}
     page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
     assert "## PPO to a million frames from the demo's start (the few preset)" in page
     assert "to 147,456 frames, a check on the 50 check boards every 16,384 frames; 1 of 3 seeds" in page
@@ -285,6 +287,14 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
     assert "on 1 of 3 seeds so far" in page and "--variant few-1m-scratch" in page
     assert "| last policy at least 90 percent every seed at this budget | met |" in page
     assert "| last policy 40 points above start every seed | **missed** |" in page
+    # the end-to-end run beside the frozen one, over the same frames (here the same curve, its budget 65,536)
+    e2e = dict(results["bc_vs_scratch_few-1m"], arms={"bc": dict(summary["arms"]["bc"], budget_frames=4 * frames)})
+    results["bc_vs_scratch_few-e2e"] = e2e
+    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    assert "## PPO training the encoder too, from the demo's start" in page
+    # checks at 16,384-65,536 frames: .6 .7 .8 .86 (mean 74%), 2 wrong verdicts and 5 guesses of 50 boards each
+    assert ("| frozen (the million-frame run) | 4 | 74% | 4.0 | 10.0 | 91% (84%-95%) after 147,456 frames |"
+            in page)
     readme = render_docs.environment(results).get_template("readme/results.md").render()
     assert ("| PPO to 147,456 frames from the demo's start (1 of 3 seeds) | 66% -> 91% (3 guesses) on 100 fresh "
             "boards; checks stop rising at 98,304 frames") in readme
