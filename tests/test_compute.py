@@ -50,10 +50,12 @@ def test_the_context_of_a_config_follows_its_collector():
     assert (direct.worker_device, direct.worker_precision, direct.envs_per_worker) == ("cpu", "bf16", 4)
     process = compute.of_config(FinetuneConfig(from_scratch=True, device="cpu", precision="fp32", collector="process",
                                                workers=2, worker_device="cpu"))
-    # The workers' copies follow their own device's rule, not the learner's explicit fp32.
-    assert process.worker_device == "cpu"
-    assert process.worker_precision == resolve_precision("auto", torch.device("cpu"))
-    assert process.precision == "fp32"
+    # The workers' copies resolve the asked precision on their own device: an explicit fp32 stays fp32 there (on a
+    # CPU with native bf16 too), and auto follows that device's rule.
+    assert (process.worker_device, process.worker_precision, process.precision) == ("cpu", "fp32", "fp32")
+    auto = compute.of_config(FinetuneConfig(from_scratch=True, device="cpu", collector="process", workers=2,
+                                            worker_device="cpu"))
+    assert auto.worker_precision == resolve_precision("auto", torch.device("cpu"))
 
 
 def test_a_device_this_machine_lacks_is_refused_in_one_line(monkeypatch):

@@ -103,7 +103,8 @@ class PPORun(TrainingRun):
         if self.is_main:  # the envs and workers start now: tens of seconds on a small machine
             tqdm.write(f"finetune: starting {config.num_envs} envs ({config.collector} collector), learner on "
                        f"{self.device.type}, {self.precision}")
-        # Worker processes take the policy as it is when they start: in the precision of their own device.
+        # Worker processes take the policy as it is when they start: in the asked precision, resolved on their own
+        # device.
         with encoder_precision(self.collection_policy, self.compute.worker_precision):
             self.collector, self.env = make_collector(config, self.collection_policy, self.env_kwargs, self.compute,
                                                       self.seed, pre_collect_hook=self._seed_iteration)
