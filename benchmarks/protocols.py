@@ -123,15 +123,16 @@ PRESETS["lead-encoder-residual"] = {**PRESETS["lead-encoder"], "ppo_root": "runs
                                     "ppo": {**PRESETS["lead-encoder"]["ppo"], "residual_scale": 0.1}}
 
 
-def with_budget(preset: str, name: str, frames: int, check_every: int, targets: dict) -> dict:
+def with_budget(preset: str, name: str, frames: int, check_every: int, targets: dict, **ppo) -> dict:
     """``preset``'s start (its demos, encoder, BC and DAgger folders, reused) and PPO at a budget of ``frames``,
     a check every ``check_every`` iterations (a 50-board check costs about 9 s on 2 cores: at the quick recipe's
     every 4, a million frames would spend half an hour per seed checking), in PPO folders of its own
     (``runs/bench-NAME``). Scratch's budget is at least the same (``scratch_budget``). ``targets``: what the BC
-    arm's last policy must reach on the fresh boards at this budget on every seed (``budget_targets``)."""
+    arm's last policy must reach on the fresh boards at this budget on every seed (``budget_targets``); ``ppo``:
+    PPO options changed besides."""
     base = PRESETS[preset]
     return {**base, "bc_frames": frames, "ppo_root": f"runs/bench-{name}", "budget_targets": targets,
-            "ppo": {**base["ppo"], "eval_every": check_every, "checkpoint_every": check_every}}
+            "ppo": {**base["ppo"], "eval_every": check_every, "checkpoint_every": check_every, **ppo}}
 
 
 # The budgets RL needs: 16x the quick recipe's 65,536 frames (published fine-tuning of image policies runs 1-24
@@ -148,8 +149,7 @@ PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILL
 # the million-frame run's checks stopped rising at 65,536 frames on wrong verdicts with the encoder frozen. Its
 # target, fixed before it ran: the issue's >= 90% for this start. About 1.35x a frozen iteration's seconds on 2 cores.
 PRESETS["few-e2e"] = with_budget("few", "few-e2e", PRESETS["few"]["bc_frames"], PRESETS["few"]["ppo"]["eval_every"],
-                                 {"success_min": 0.90})
-PRESETS["few-e2e"]["ppo"]["encoder_lr"] = 1e-5
+                                 {"success_min": 0.90}, encoder_lr=1e-5)
 
 
 def budget_targets(targets: dict, start: dict, final: dict[str, dict]) -> dict[str, bool]:
