@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from robot_rl.errors import UsageError
@@ -45,7 +47,13 @@ def test_wandb_offline_run_holds_the_scalar(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     run = _log_one(tmp_path, "wandb")
     (record,) = run.glob("wandb/offline-run-*/run-*.wandb")  # wandb 0.31 has no Python reader of its log:
-    data = record.read_bytes()  # the history record carries the key and the value's JSON as text
+    # the history record carries the key and the value's JSON as text; wandb's service process may still be writing
+    # it when the run has finished, so the file is read again for a bounded while.
+    deadline = time.monotonic() + 30
+    data = record.read_bytes()
+    while not (b"eval/success_rate" in data and b"0.75" in data) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        data = record.read_bytes()
     assert b"eval/success_rate" in data and b"0.75" in data
 
 
