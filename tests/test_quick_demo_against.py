@@ -1,5 +1,6 @@
 """benchmarks/quick_demo.py ``--against REF``: both sides run the asked task's ``make demo`` and the results go to
-a file of their own; ``--repeats`` below 1 is refused. No clone and no demo runs: ``clone_at``, ``timed_demo`` and
+a file of their own; ``--repeats`` below 1 is refused; without ``--against``, ``--repeats`` demos in one clone, the
+median run speaking for them and the targets holding only for every run. No clone and no demo runs: ``clone_at``, ``timed_demo`` and
 the set-up's ``make`` are stand-ins."""
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def stand_ins(tmp_path, monkeypatch):
 
     demos = []
 
-    def timed_demo(clone, root, log, task):
+    def timed_demo(clone, root, log, task, encoder="auto"):
         demos.append((clone.name, root, task))
         return {"wall_s": 10.0 if clone.name == "head" else 12.0, "result": _pipeline_result()}
 
@@ -106,3 +107,26 @@ def test_timed_demo_passes_the_task_to_make_and_names_a_missing_result(tmp_path,
     with pytest.raises(quick_demo.NoResult, match=f"make demo in {tmp_path} wrote no runs/pipeline-quick/"):
         quick_demo.timed_demo(tmp_path, "runs/pipeline-quick", tmp_path / "log", DEFAULT_TASK)
     assert commands[-1] == ["make", "demo"]
+
+
+def test_repeats_in_one_clone_keep_every_run_and_the_median_speaks_for_them(stand_ins, tmp_path, monkeypatch):
+    seconds, successes = iter([700.0, 500.0, 600.0]), iter([0.9, 0.78, 0.96])
+
+    def timed_demo(clone, root, log, task, encoder="auto"):
+        stand_ins.append((clone.name, root, task))
+        metrics = {**METRICS, "success_rate": next(successes), "episodes": 50}
+        return {"wall_s": 1.0, "result": {"seconds": {"finetune": next(seconds)}, "after_bc": METRICS,
+                                          "metrics": metrics}}
+
+    monkeypatch.setattr(quick_demo, "timed_demo", timed_demo)
+    monkeypatch.setattr(quick_demo, "set_up", lambda clone: 30.0)
+    monkeypatch.setattr(quick_demo, "result_table", lambda result: "")
+    assert _main(["--repeats", "3"]) == 0
+    assert len(stand_ins) == 3
+    written = json.loads((tmp_path / "results" / "quick_demo.json").read_text())
+    assert [run["pipeline_s"] for run in written["metrics"]["runs"]] == [700.0, 500.0, 600.0]
+    assert written["metrics"]["after_ppo"]["success_rate"] == 0.96  # the 600 s run: the median
+    assert written["parts"]["pipeline"] == 600.0 and written["parts"]["setup"] == 30.0
+    # 10 minutes met by the median, but one run under 80%: neither target holds.
+    assert written["targets"]["met"] is False
+    assert written["targets"]["bf16_goal_met"] in (False, None)
