@@ -6,7 +6,8 @@ each with a fresh appearance under a randomization preset) are rendered once int
 policy's own) learn, through small heads, what the simulator knows of every view: where the inspection target is
 in the image and whether it is in view, the camera's distance and tilt, the way to the inspection point, whether
 the view is localized, the defect (on localized views) and every pixel's class. The heads are thrown away;
-``encoder.pt`` (trunk + keypoints, plain tensors) is what ``pretrain --encoder-weights RUN_DIR`` loads.
+``encoder.pt`` (trunk + keypoints, plain tensors, with the record of the cell its views came from) is what
+``pretrain --encoder-weights RUN_DIR`` loads.
 
 Cached rather than rendered by workers while the learner trains: on the 2-core machine this was built on, the
 learner already uses both cores, rendering a view costs about as much as a training step spends on it, and a
@@ -31,7 +32,14 @@ from tqdm import tqdm
 
 from robot_rl.checkpoints import CONFIG_FILE, load_config, rng_state, set_rng_state
 from robot_rl.configs import EncoderPretrainConfig
-from robot_rl.encoder import ENCODER_WEIGHTS_FILE, ImageEncoder, encoder_state_dict, encoder_weights_path
+from robot_rl.encoder import (
+    ENCODER_WEIGHTS_FILE,
+    ImageEncoder,
+    encoder_state_dict,
+    encoder_weights_file,
+    encoder_weights_path,
+    read_encoder_weights,
+)
 from robot_rl.envs.perception import SEGMENTATION_CLASSES
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
@@ -280,8 +288,10 @@ class EncoderRun(TrainingRun):
 
     def finish(self) -> None:
         """``encoder.pt``, before summary.json: a finished folder always holds its weights."""
+        config = self.config
+        cell = Provenance.new(config.task, config.difficulty, config.image_size, config.randomization, config.arm)
         with atomic_path(self.run_dir / ENCODER_WEIGHTS_FILE) as tmp:
-            torch.save(encoder_state_dict(self.model.encoder), tmp)
+            torch.save(encoder_weights_file(encoder_state_dict(self.model.encoder), cell), tmp)
 
     def summary(self) -> dict:
         meta = self.cache.meta
@@ -292,14 +302,14 @@ class EncoderRun(TrainingRun):
 
 def check_encoder_cell(weights: str, demos: Provenance) -> None:
     """Refuses encoder weights that a pretrain-encoder run learnt on views of another task or arm than ``demos``'
-    (such a trunk saw other parts through another wrist). The run folder, or its ``encoder.pt``, records the cell
-    in the run's config; weights that record none (a plain ResNet18 state dict, e.g. ImageNet's) load as they are.
-    """
+    (such a trunk saw other parts through another wrist). ``encoder.pt`` records its cell; one written before it
+    did is read from its run folder's config; weights that record none (a plain ResNet18 state dict, e.g.
+    ImageNet's) load as they are."""
     path = encoder_weights_path(weights)
-    if path.name != ENCODER_WEIGHTS_FILE or not (path.parent / CONFIG_FILE).is_file():
-        return  # a weights file of its own (e.g. ImageNet's): it records no cell
-    cell = Provenance.of_options(asdict(load_config(path.parent / CONFIG_FILE, EncoderPretrainConfig)))
-    if not cell.same_cell(demos):
+    _, cell = read_encoder_weights(path)
+    if cell is None and path.name == ENCODER_WEIGHTS_FILE and (path.parent / CONFIG_FILE).is_file():
+        cell = Provenance.of_options(asdict(load_config(path.parent / CONFIG_FILE, EncoderPretrainConfig)))
+    if cell is not None and not cell.same_cell(demos):
         raise UsageError(f"--encoder-weights {weights}: pretrained on views of {cell.task} with the {cell.arm} arm, "
                          f"the demos are {demos.task} with {demos.arm}; pretrain an encoder on the demos' cell "
                          f"(robot-rl pretrain-encoder --task {demos.task} --arm {demos.arm})")

@@ -18,6 +18,7 @@ from robot_rl.artefact_files import ENCODER_WEIGHTS as ENCODER_WEIGHTS_FILE
 from robot_rl.checkpoints import read_tensor_file
 from robot_rl.errors import UsageError
 from robot_rl.precision import autocast
+from robot_rl.provenance import Provenance
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -40,16 +41,39 @@ def encoder_weights_path(path: str | Path) -> Path:
     return path
 
 
-def load_resnet_weights(resnet: nn.Module, path: str | Path, keypoints: nn.Module | None = None) -> None:
-    """Loads local encoder weights into ``resnet`` (and ``keypoints``): a ResNet18 state dict (plain tensors only:
-    torch's ``weights_only``; ``fc.*`` may be missing), optionally with the keypoint layer under ``keypoints.``
-    (what pretrain-encoder writes; ``path`` may be its run folder). Anything else is a one-line WeightsError naming
-    the file."""
+# What pretrain-encoder's encoder.pt says it is: the weights with the cell their views came from, as a policy
+# checkpoint records its env, so the file carries its provenance wherever it is copied.
+ENCODER_WEIGHTS_KIND = "encoder-weights"
+
+
+def encoder_weights_file(state_dict: dict[str, torch.Tensor], provenance: Provenance) -> dict:
+    """``encoder.pt``'s content: ``state_dict`` (``encoder_state_dict``) with the record of the cell it learnt."""
+    return {"kind": ENCODER_WEIGHTS_KIND, "env": provenance.record(), "state_dict": state_dict}
+
+
+def read_encoder_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Provenance | None]:
+    """The encoder weights at ``path`` (a file or a pretrain-encoder run folder) and the cell they record: a
+    pretrain-encoder ``encoder.pt``, or a plain state dict of tensors (an older ``encoder.pt``, ImageNet's ResNet18),
+    which records none. Read with torch's ``weights_only``; anything else is a one-line error naming the file."""
     path = encoder_weights_path(path)
     state = read_tensor_file(path, "tensor file", WeightsError)
+    provenance = None
+    if isinstance(state, dict) and state.get("kind") == ENCODER_WEIGHTS_KIND:
+        provenance = Provenance.from_record(state.get("env"), path)
+        state = state.get("state_dict")
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
                                               for k, v in state.items()):
         raise WeightsError(f"{path}: not a ResNet18 state dict (holds a {type(state).__name__})")
+    return state, provenance
+
+
+def load_resnet_weights(resnet: nn.Module, path: str | Path, keypoints: nn.Module | None = None) -> None:
+    """Loads local encoder weights into ``resnet`` (and ``keypoints``): a ResNet18 state dict (``fc.*`` may be
+    missing), optionally with the keypoint layer under ``keypoints.``, alone or in a pretrain-encoder ``encoder.pt``
+    (``path`` may be its run folder): ``read_encoder_weights``. Weights of another shape are a one-line WeightsError
+    naming the file."""
+    path = encoder_weights_path(path)
+    state, _ = read_encoder_weights(path)
     keypoint_state = {k[len(KEYPOINTS_PREFIX):]: v for k, v in state.items() if k.startswith(KEYPOINTS_PREFIX)}
     state = {k: v for k, v in state.items() if not k.startswith(KEYPOINTS_PREFIX)}
     expected = resnet.state_dict()

@@ -216,11 +216,14 @@ def describe_dagger(run_dir: Path, config: dict) -> Lines:
 
 def describe_checkpoint(path: Path) -> Lines:
     """A checkpoint file, read as ``evaluate`` reads one: a policy's (BC, PPO) with its recorded env, or an encoder
-    run's."""
+    run's; or encoder weights (``describe_encoder_weights``)."""
     from robot_rl.checkpoints import load_checkpoint
+    from robot_rl.encoder import ENCODER_WEIGHTS_FILE, ENCODER_WEIGHTS_KIND
 
     state = load_checkpoint(path)
     kind = state.get("kind")
+    if kind == ENCODER_WEIGHTS_KIND or (kind is None and path.name == ENCODER_WEIGHTS_FILE):
+        return describe_encoder_weights(path)
     if kind not in ("bc", "ppo", "encoder"):
         raise UsageError(f"{path}: not a robot_rl checkpoint (kind {kind!r})")
     env = _env_lines(Provenance.of_checkpoint(state, path)) if kind != "encoder" else []
@@ -229,6 +232,20 @@ def describe_checkpoint(path: Path) -> Lines:
     stage = {"bc": "pretrain", "ppo": "finetune", "encoder": "pretrain-encoder"}[kind]
     return [("stage", f"checkpoint ({stage})"), *env, ("progress", progress),
             ("evaluate takes" if kind != "encoder" else "resumed by", str(path))]
+
+
+def describe_encoder_weights(path: Path) -> Lines:
+    """Encoder weights (pretrain-encoder's ``encoder.pt``), read as ``pretrain --encoder-weights`` reads them: the
+    cell they record, and their keypoint count."""
+    from robot_rl.encoder import KEYPOINTS_PREFIX, read_encoder_weights
+
+    state, cell = read_encoder_weights(path)
+    keypoints = state.get(f"{KEYPOINTS_PREFIX}project.bias")
+    return [("stage", "encoder weights (pretrain-encoder)"),
+            *(_env_lines(cell) if cell is not None else [("env", "not recorded (a plain state dict)")]),
+            ("keypoints", str(keypoints.numel()) if keypoints is not None else "none (the trunk alone)"),
+            ("pretrain takes", f"--encoder-weights {path}"
+                               + (f" --keypoints {keypoints.numel()}" if keypoints is not None else ""))]
 
 
 def describe_report(root: Path) -> Lines:

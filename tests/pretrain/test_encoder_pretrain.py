@@ -18,7 +18,7 @@ import torch
 from robot_rl.checkpoints import load_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import BCConfig, EncoderPretrainConfig
-from robot_rl.encoder import WeightsError, load_resnet_weights
+from robot_rl.encoder import WeightsError, encoder_weights_file, load_resnet_weights, read_encoder_weights
 from robot_rl.errors import UsageError
 from robot_rl.pretrain.encoder_pretrain import check_encoder_cell
 from robot_rl.pretrain.view_cache import ViewCache
@@ -84,7 +84,12 @@ def test_a_killed_pretrain_encoder_continues_with_the_same_command_and_its_weigh
     from robot_rl.policy import PolicyConfig, actor_encoder, make_actor
     from robot_rl.policy_io import load_actor
 
-    weights = torch.load(run_dir / "encoder.pt", weights_only=True)
+    weights, cell = read_encoder_weights(run_dir)
+    assert (cell.task, cell.arm, cell.difficulty, cell.image_size) == ("pcb-inspect", "ur5e_like", "easy", SIZE)
+    assert cell.task_version is not None and cell.arm_sha256 is not None  # the record every artefact carries
+    capsys.readouterr()
+    assert main(["info", str(run_dir / "encoder.pt")]) == 0
+    assert "encoder weights (pretrain-encoder)" in capsys.readouterr().out
     env = proof_env("easy", 64)
     actor = make_actor(env.observation_spec, env.full_action_spec,
                        PolicyConfig(encoder_weights=str(run_dir), keypoints=8))
@@ -162,3 +167,36 @@ def test_an_encoder_pretrained_on_another_task_or_arm_is_refused_before_bc_build
     check_encoder_cell(str(lead), Provenance(task="lead-inspect"))  # the same cell loads
     torch.save({}, tmp_path / "resnet18.pth")
     check_encoder_cell(str(tmp_path / "resnet18.pth"), demos)  # weights that record no cell load as they are
+
+
+def test_encoder_weights_carry_their_cell_wherever_they_are_copied(tmp_path, capsys):
+    import torchvision
+
+    from robot_rl.encoder import SpatialSoftmax, encoder_state_dict
+
+    class Trunk(torch.nn.Module):  # encoder_state_dict's view of an ImageEncoder: a trunk and keypoints
+        def __init__(self):
+            super().__init__()
+            self.trunk, self.keypoints = torchvision.models.resnet18(weights=None), SpatialSoftmax(128, 4)
+
+    lead = Provenance.new(task="lead-inspect", arm="ur5e_like")
+    copied = tmp_path / "somewhere" / "weights.pt"  # no run folder, no config.json beside it
+    copied.parent.mkdir()
+    torch.save(encoder_weights_file(encoder_state_dict(Trunk()), lead), copied)
+    weights, cell = read_encoder_weights(copied)
+    assert cell == lead and "layer1.0.conv1.weight" in weights and "keypoints.project.weight" in weights
+    with pytest.raises(UsageError, match=r"pretrained on views of lead-inspect .* the demos are pcb-inspect"):
+        check_encoder_cell(str(copied), Provenance(task="pcb-inspect"))
+    check_encoder_cell(str(copied), Provenance(task="lead-inspect"))
+    load_resnet_weights(torchvision.models.resnet18(weights=None), copied, SpatialSoftmax(128, 4))  # loads
+    assert main(["info", str(copied)]) == 0
+    out = capsys.readouterr().out
+    assert "task:" in out and "lead-inspect" in out and "keypoints:" in out and " 4" in out
+
+    # A record that does not read is one line naming the file, never a silent load.
+    broken = tmp_path / "broken.pt"
+    torch.save({**encoder_weights_file({}, lead), "env": {"env": 3}}, broken)
+    with pytest.raises(UsageError, match=str(broken)):
+        read_encoder_weights(broken)
+    assert main(["info", str(broken)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
