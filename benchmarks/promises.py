@@ -56,6 +56,7 @@ from kill_resume import (
     temporary_leftovers,
 )
 
+from robot_rl.artefact_files import dagger_round
 from robot_rl.tables import markdown_table
 
 # -- what is promised, fixed before any run -----------------------------------------------------------------------
@@ -177,7 +178,7 @@ def output_problems(name: str, root: Path) -> list[str]:
             episodes = len(DemoDataset.open(run_dir / "aggregate").episodes)
             if episodes != expected:
                 problems.append(f"aggregate holds {episodes} episodes, not {expected}")
-            records = [run_dir / "rounds" / f"round-{k:02d}.json" for k in range(DAGGER_ROUNDS + 1)]
+            records = [dagger_round(run_dir, k, record=True) for k in range(DAGGER_ROUNDS + 1)]
             return problems + [f"no {path.name}" for path in records if not path.is_file()]
         result_file = root / "pipe" / RESULT_FILE
         if not result_file.is_file():

@@ -46,7 +46,7 @@ from torchrl.collectors import Collector
 from tqdm import tqdm
 
 from robot_rl import keys
-from robot_rl.artefact_files import DAGGER_AGGREGATE, DAGGER_ROUNDS
+from robot_rl.artefact_files import DAGGER_AGGREGATE, dagger_round, dagger_round_records
 from robot_rl.checkpoints import CONFIG_FILE, load_checkpoint, policy_checkpoint
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, DAggerConfig
@@ -65,7 +65,6 @@ from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder
 from robot_rl.run_logs import RunLogger
 from robot_rl.training_run import TrainingRun
 
-AGGREGATE, ROUNDS = DAGGER_AGGREGATE, DAGGER_ROUNDS
 EPISODES_PER_COMMIT = 8
 CHECK_METRICS = ("success_rate", "success_ci95", "episodes", "guesses", "verdict_accuracy", "collisions_per_episode",
                  "episode_length", "timed_out")
@@ -125,14 +124,14 @@ class DAggerRun(TrainingRun):
         meta_path = self.demos.root / META_FILE
         self.provenance = Provenance.of_dataset(self.demos.meta, meta_path).verified(meta_path, config.trust_code)
         self.task = get_task(self.provenance.task, trust_code=config.trust_code, source=str(meta_path))
-        self.aggregate_dir = self.run_dir / AGGREGATE
+        self.aggregate_dir = self.run_dir / DAGGER_AGGREGATE
         self.logger = RunLogger(self.run_dir)
         self.aggregate: DemoDataset | None = None
         self.records: list[dict] = []  # every round's check so far (round 0: the init policy)
 
     # -- where things are -------------------------------------------------------------------------------------
     def round_dir(self, round_index: int) -> Path:
-        return self.run_dir / ROUNDS / f"round-{round_index:02d}"
+        return dagger_round(self.run_dir, round_index)
 
     def policy_of(self, round_index: int) -> Path:
         """The policy round ``round_index`` ended with (round 0: the init run's)."""
@@ -228,7 +227,7 @@ class DAggerRun(TrainingRun):
 
     def _record(self, round_index: int, check: Callable[[], dict], aggregate: DemoDataset) -> dict:
         """Round ``round_index``'s record: read when it exists, else ``check()`` is run, logged and recorded."""
-        path = self.run_dir / ROUNDS / f"round-{round_index:02d}.json"
+        path = dagger_round(self.run_dir, round_index, record=True)
         if path.is_file():
             return json.loads(path.read_text())
         check = check()
@@ -262,7 +261,7 @@ class DAggerRun(TrainingRun):
             self.aggregate = self._copy_demos(self.aggregate)
         if self.stop.requested:
             return False
-        done = sorted((self.run_dir / ROUNDS).glob("round-*.json"))
+        done = dagger_round_records(self.run_dir)
         self.records = [self._record(0, lambda: self._init_check(self.aggregate), self.aggregate),
                         *(json.loads(path.read_text()) for path in done[1:])]
         return True

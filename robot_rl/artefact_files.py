@@ -4,10 +4,13 @@
 Each kind of artefact is recognised by its marker file: a demo dataset by ``DATASET_META``, a run folder by
 ``RUN_CONFIG`` (its stage by the options it records), a pipeline root by ``PIPELINE_PRESET``, an evaluation by
 ``REPORT``, an exported policy by ``EXPORT_RECORD`` (or safetensors' ``EXPORT_WEIGHTS``), a LeRobot dataset by
-``LEROBOT_INFO``.
+``LEROBOT_INFO`` (``robot_rl.info.ARTEFACT_KINDS`` ties each marker to the description ``robot-rl info`` prints). A
+DAgger run's rounds are laid out by ``dagger_round``, which the run, ``info`` and the checkpoint rule all read.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 # A demo dataset (collect-demos, DAgger's aggregate, a LeRobot import): its record and marker.
 DATASET_META = "meta.json"
@@ -20,6 +23,22 @@ CHECKPOINTS = "checkpoints"  # last.pt, best.pt
 IMPORTED_DEMOS = "demos"  # a BC run's copy of LeRobot demos it was given
 ENCODER_WEIGHTS = "encoder.pt"  # what pretrain-encoder leaves for pretrain --encoder-weights
 DAGGER_AGGREGATE, DAGGER_ROUNDS = "aggregate", "rounds"  # a DAgger run's dataset and per-round folders and records
+
+
+def dagger_round(run_dir: str | Path, round_index: int, record: bool = False) -> Path:
+    """A DAgger run's round: its BC run folder ``rounds/round-KK``, or with ``record`` its check
+    ``rounds/round-KK.json`` (round 0's record is the init policy's check; it has no folder)."""
+    return Path(run_dir) / DAGGER_ROUNDS / f"round-{round_index:02d}{'.json' if record else ''}"
+
+
+def dagger_round_records(run_dir: str | Path) -> list[Path]:
+    """The round records a DAgger run has written, in round order (round 0 first)."""
+    return sorted((Path(run_dir) / DAGGER_ROUNDS).glob("round-*.json"))
+
+
+def dagger_round_folders(run_dir: str | Path) -> list[Path]:
+    """The round folders a DAgger run has made, in round order (a folder may hold an unfinished BC run)."""
+    return sorted(path for path in (Path(run_dir) / DAGGER_ROUNDS).glob("round-*") if path.is_dir())
 
 # A pipeline root: the recipe it was started with, what it did (where, the table's metrics, seconds per stage), and
 # each stage's seconds part by part (``robot_rl.recipe``; a benchmark's recipe keeps the same file).

@@ -22,8 +22,8 @@ from robot_rl import compat
 
 # A DAgger run folder holds one BC run folder per round under DAGGER_ROUNDS (robot_rl.pretrain.dagger).
 from robot_rl.artefact_files import CHECKPOINTS as CHECKPOINT_DIR
-from robot_rl.artefact_files import DAGGER_ROUNDS, RUN_SUMMARY
 from robot_rl.artefact_files import RUN_CONFIG as CONFIG_FILE  # noqa: F401 - re-exported beside load_config
+from robot_rl.artefact_files import RUN_SUMMARY, dagger_round, dagger_round_folders
 from robot_rl.configs import CHECKPOINT_KINDS
 from robot_rl.envs.errors import file_problem
 from robot_rl.errors import NoSpaceLeft, UsageError
@@ -153,8 +153,8 @@ def dagger_policy_run(run_dir: Path) -> Path:
     if final == 0:
         return Path(read_json_object(run_dir / CONFIG_FILE)["init"])
     if isinstance(final, int) and final > 0:
-        return run_dir / DAGGER_ROUNDS / f"round-{final:02d}"
-    rounds = sorted(p for p in (run_dir / DAGGER_ROUNDS).glob("round-*") if (p / CHECKPOINT_DIR).is_dir())
+        return dagger_round(run_dir, final)
+    rounds = [path for path in dagger_round_folders(run_dir) if (path / CHECKPOINT_DIR).is_dir()]
     return rounds[-1] if rounds else run_dir
 
 

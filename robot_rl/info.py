@@ -1,6 +1,10 @@
 """``robot-rl info PATH`` (what a run folder, dataset, report or export holds) and ``robot-rl list`` (the names the
 options take: tasks, arms, difficulties, randomization presets, perturbations).
 
+Each kind of artefact (``ARTEFACT_KINDS``: checkpoint or encoder weights, export, run folder of any stage, dataset,
+LeRobot dataset, pipeline root, evaluation report) is recognised by its marker file (``robot_rl.artefact_files``)
+and described by its own function; ``describe`` tries them in order.
+
 Reading a folder changes nothing in it and imports no code it names. Each artefact is read with the checks of the
 command that reads it (a dataset as training opens it, a run folder as ``--resume`` does, an export as
 ``load_actor`` does), so what info prints is what that command would use; an artefact those checks refuse gets the
@@ -11,19 +15,21 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from robot_rl.artefact_files import (
     CHECKPOINTS,
     DAGGER_AGGREGATE,
-    DAGGER_ROUNDS,
     DATASET_META,
     EXPORT_RECORD,
     LEROBOT_INFO,
     PIPELINE_PRESET,
     PIPELINE_RESULT,
     REPORT,
+    RUN_CONFIG,
     RUN_SUMMARY,
+    dagger_round_records,
 )
 from robot_rl.artefact_schema import EXPORT_FORMAT
 from robot_rl.envs.errors import file_problem
@@ -198,13 +204,13 @@ def describe_encoder_run(run_dir: Path, config: dict) -> Lines:
 def describe_dagger(run_dir: Path, config: dict) -> Lines:
     from robot_rl.pretrain.dataset import read_meta
 
-    rounds = sorted((run_dir / DAGGER_ROUNDS).glob("round-*.json"))
+    rounds = dagger_round_records(run_dir)
     checks = [_checked_rate(read_json_object(path), path) for path in rounds]
     finished = (run_dir / RUN_SUMMARY).is_file()
     meta = read_meta(run_dir / DAGGER_AGGREGATE)
     env = (_env_lines(Provenance.of_dataset(meta, run_dir / DAGGER_AGGREGATE / DATASET_META)) if meta is not None
            else [("env", "not recorded yet (no aggregate dataset)")])
-    done = max(0, len(checks) - 1)  # round-00 is the init policy's check
+    done = max(0, len(checks) - 1)  # round 0's record is the init policy's check
     start = f"from {config.get('init')}, its {config.get('checkpoint_kind', 'best')}.pt"
     return [("stage", f"dagger ({start})"), *env,
             ("progress", f"round {done} of {config.get('rounds')}"
@@ -324,31 +330,53 @@ def _is_export(path: Path) -> bool:
     return read_json_object(path / CONFIG_FILE).get("format") == EXPORT_FORMAT
 
 
+def describe_run_folder(path: Path) -> Lines:
+    """A training run folder of any stage (its kind read from the options its ``config.json`` records)."""
+    kind, config = _run_config(path)
+    if kind == "dagger":
+        return describe_dagger(path, config)
+    if kind == "encoder":
+        return describe_encoder_run(path, config)
+    return describe_training_run(path, kind, config)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtefactKind:
+    """A kind of artefact robot_rl writes: how a path is recognised as one (its marker file, named in
+    ``robot_rl.artefact_files``) and how ``robot-rl info`` describes it."""
+
+    name: str
+    is_one: Callable[[Path], bool]
+    describe: Callable[[Path], Lines]
+
+
+def _folder_with(marker: str) -> Callable[[Path], bool]:
+    return lambda path: path.is_dir() and (path / marker).exists()
+
+
+# In the order they are tried: an export's config.json is not a run's, so exports come before run folders.
+ARTEFACT_KINDS = (
+    ArtefactKind("checkpoint", lambda path: not path.is_dir() and path.suffix == ".pt", describe_checkpoint),
+    ArtefactKind("export", lambda path: path.is_dir() and _is_export(path), describe_export),
+    ArtefactKind("run folder", _folder_with(RUN_CONFIG), describe_run_folder),
+    ArtefactKind("dataset", _folder_with(DATASET_META), describe_dataset),
+    ArtefactKind("LeRobot dataset", _folder_with(LEROBOT_INFO), describe_lerobot),
+    ArtefactKind("pipeline root", _folder_with(PIPELINE_PRESET), describe_pipeline),
+    ArtefactKind("evaluation report", _folder_with(REPORT), describe_report),
+)
+
+
 def describe(path: str | Path) -> Lines:
     """What ``path`` holds, as (label, value) rows, read with the checks of the command that reads it; a path
     robot_rl does not know, or one those checks refuse, is a one-line UsageError naming the file and why."""
-    from robot_rl.checkpoints import CONFIG_FILE
-
     path = Path(path)
     if not (path.exists() or path.is_symlink()):
         raise UsageError(f"{path}: no such file or folder")
+    kind = next((kind for kind in ARTEFACT_KINDS if kind.is_one(path)), None)
+    if kind is not None:
+        return kind.describe(path)
     if not path.is_dir():
-        if path.suffix == ".pt":
-            return describe_checkpoint(path)
         raise UsageError(f"{path}: not a checkpoint (.pt) or folder robot_rl knows")
-    if _is_export(path):
-        return describe_export(path)
-    if (path / CONFIG_FILE).exists():
-        kind, config = _run_config(path)
-        if kind == "dagger":
-            return describe_dagger(path, config)
-        if kind == "encoder":
-            return describe_encoder_run(path, config)
-        return describe_training_run(path, kind, config)
-    for marker, describer in ((DATASET_META, describe_dataset), (LEROBOT_INFO, describe_lerobot),
-                              (PIPELINE_PRESET, describe_pipeline), (REPORT, describe_report)):
-        if (path / marker).exists():
-            return describer(path)
     raise UsageError(f"{path}: not a run folder, dataset, pipeline root, evaluation report or export of robot_rl")
 
 

@@ -1,7 +1,7 @@
 """benchmarks/quick_demo.py ``--against REF``: both sides run the asked task's ``make demo`` and the results go to
 a file of their own; ``--repeats`` below 1 is refused; without ``--against``, ``--repeats`` demos in one clone, the
-median run speaking for them and the targets holding only for every run. No clone and no demo runs: ``clone_at``, ``timed_demo`` and
-the set-up's ``make`` are stand-ins."""
+median run speaking for them and the targets holding only for every run. No clone and no demo runs:
+``clone_at``, ``timed_demo`` and the set-up's ``make`` are stand-ins."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ import signal
 
 import pytest
 
+from robot_rl.artefact_files import DAGGER_AGGREGATE as AGGREGATE
 from robot_rl.cli import main
 from robot_rl.pretrain import bc
-from robot_rl.pretrain.dagger import AGGREGATE
 from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.stop import StopOnInterrupt, stop_requested
 

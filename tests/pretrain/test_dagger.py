@@ -16,13 +16,14 @@ from tensordict import TensorDict
 from tensordict.nn import InteractionType, set_interaction_type
 
 from robot_rl import keys
+from robot_rl.artefact_files import DAGGER_AGGREGATE as AGGREGATE
 from robot_rl.checkpoints import policy_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import DAggerConfig
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.policy_io import load_actor
-from robot_rl.pretrain.dagger import AGGREGATE, dagger, ensure_trained, final_policy_run
+from robot_rl.pretrain.dagger import dagger, ensure_trained, final_policy_run
 from robot_rl.pretrain.dataset import DemoDataset
 
 
