@@ -299,3 +299,15 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
     readme = render_docs.environment(results).get_template("readme/results.md").render()
     assert ("| PPO to 147,456 frames from the demo's start (1 of 3 seeds) | 66% -> 91% (3 guesses) on 100 fresh "
             "boards; checks stop rising at 98,304 frames") in readme
+
+
+def test_the_readme_stage_table_renders_without_the_optional_runs():
+    results = render_docs.load_results()
+    for name in ("bc_vs_scratch_few-1m", "quick_demo_lead-inspect", "bc_vs_scratch_lead-encoder-1m",
+                 "quick_demo_my_tasks-JitteryLightBoards"):
+        results.pop(name, None)
+    results["quick_demo"] = {key: value for key, value in results["quick_demo"].items() if key != "runs"}
+    text = render_docs.environment(results).get_template("readme/stages.md").render()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == 3 and "| 1 run, 50 boards |" in rows[0]
+    assert "no round needed" in rows[0] and "| - | 27% |" in rows[2]  # the lead start is measured after DAgger
