@@ -21,11 +21,11 @@ from harness import Benchmark, Variant
 from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics
 
 from robot_rl.configs import BCConfig, CollectConfig
+from robot_rl.dataset import DemoDataset
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
 from robot_rl.pretrain.bc import ensure_trained
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 

@@ -167,7 +167,7 @@ def run(args) -> dict:
                                       "met": (speedups["84x84"] >= BF16_TARGET) if native else None}}
     print(f"bf16 / fp32 BC samples/s: {speedups}; target {targets['bf16_bc_speedup_84']}")
 
-    from robot_rl.pretrain.dataset import DemoDataset
+    from robot_rl.dataset import DemoDataset
 
     if not args.skip_memory:
         ensure_dataset(args.data_84_small, 120, 84)

@@ -61,9 +61,9 @@ from protocols import (
 )
 from results_file import read_results
 
+from robot_rl.dataset import DemoDataset
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
-from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 

@@ -17,8 +17,8 @@ import torch
 from harness import Benchmark, Variant
 
 from robot_rl import keys
+from robot_rl.dataset import DemoDataset
 from robot_rl.envs.tasks import get_task
-from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.tables import markdown_table
 
 BENCHMARK = Benchmark("demo_decisions", __doc__, variants=(

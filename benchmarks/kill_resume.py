@@ -127,8 +127,8 @@ def check_output(name: str, root: Path, code: int) -> list[str]:
     import torch
 
     from robot_rl.checkpoints import load_checkpoint
+    from robot_rl.dataset import DemoDataset
     from robot_rl.policy_io import load_actor
-    from robot_rl.pretrain.dataset import DemoDataset
     from robot_rl.run_folder import RunFolder
 
     if code != 0:
@@ -448,7 +448,7 @@ def sigterm_trial(work: Path, name: str, delay: float) -> dict:
 def dataset_problems(folder: Path, episodes: int) -> list[str]:
     """What is wrong with a dataset that should hold ``episodes`` episodes, each labelled as meta.json says."""
     from robot_rl import keys
-    from robot_rl.pretrain.dataset import DemoDataset
+    from robot_rl.dataset import DemoDataset
 
     dataset = DemoDataset.open(folder)
     problems = [] if len(dataset.episodes) == episodes else [f"{len(dataset.episodes)} episodes, not {episodes}"]

@@ -51,6 +51,7 @@ from results_file import RESULTS_DIR, read_results
 
 from robot_rl.artefact_files import DATASET_META, RECIPE_STAGES
 from robot_rl.configs import BCConfig, CollectConfig, DAggerConfig, EncoderPretrainConfig
+from robot_rl.dataset import DemoDataset
 from robot_rl.envs.arms import ARMS as ROBOT_ARMS
 from robot_rl.options import resolve_device
 from robot_rl.pipeline import ARM_BC_OPTIONS
@@ -60,7 +61,6 @@ from robot_rl.pretrain import encoder_pretrain
 from robot_rl.pretrain.bc import BCRun
 from robot_rl.pretrain.collect import collect_demos
 from robot_rl.pretrain.dagger import DAggerRun, final_policy_run
-from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.recipe import Recipe as Stages
 from robot_rl.run_logs import read_scalar
 from robot_rl.tables import markdown_table

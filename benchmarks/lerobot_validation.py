@@ -31,9 +31,9 @@ from harness import Benchmark, Variant
 
 from robot_rl import keys
 from robot_rl.configs import CollectConfig
+from robot_rl.dataset import DemoDataset
 from robot_rl.pretrain import lerobot_layout as layout
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.pretrain.lerobot_export import export_dataset, frame_columns
 from robot_rl.tables import markdown_table
 

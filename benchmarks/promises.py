@@ -165,8 +165,8 @@ def stop_argv(work: Path, name: str, root: Path) -> list[str]:
 
 def output_problems(name: str, root: Path) -> list[str]:
     """What is wrong with a command's output under ``root`` once it should be complete (empty when nothing is)."""
+    from robot_rl.dataset import DemoDataset
     from robot_rl.pipeline import RESULT_FILE
-    from robot_rl.pretrain.dataset import DemoDataset
 
     try:
         if name == "collect-demos":

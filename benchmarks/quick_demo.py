@@ -11,9 +11,9 @@ the BC policy and of the fine-tuned one on the same held-out boards. Target: at 
 
 ``--repeats N`` runs ``make demo`` N times in the one clone (set up once, not timed with the demos), each from an
 empty pipeline root: the file keeps every run's seconds and closing metrics under ``runs``, its top-level figures
-are the run of median pipeline seconds, and the targets hold only when every run reaches 80% and the median meets
-the minutes (the pipeline is seeded, so the runs differ by the threads' timing, not by their boards). The
-``fresh-clone`` variant runs 3.
+are the middle run by pipeline seconds, and the targets hold only when every run meets them (the 10-minute bf16 goal
+is time alone). The pipeline is seeded, so the runs inspect the same boards: they measure the time and whether the
+outcome repeats. The ``fresh-clone`` variant runs 3.
 
 ``--task lead-inspect`` runs ``make demo TASK=lead-inspect`` instead (the pipeline's DAgger stage included, as
 ``--dagger auto`` decides) and writes ``quick_demo_lead-inspect.json``; the same targets.
@@ -145,10 +145,12 @@ def timed_demo(clone: Path, root: str, log: Path, task: str, encoder: str = "aut
     return {"wall_s": wall_s, "result": json.loads(result.read_text())}
 
 
-def set_up(clone: Path) -> float:
-    """The clone's virtual environment and install (``make demo``'s first step), seconds."""
+def set_up(clone: Path, log: Path | None = None) -> float:
+    """The clone's virtual environment and install (``make demo``'s first step), seconds; its output to ``log``."""
     start = time.perf_counter()
-    subprocess.run(["make", ".venv/.installed"], cwd=clone, env=clean_env(), check=True, stdout=subprocess.DEVNULL)
+    with open(log or os.devnull, "a") as log_file:
+        subprocess.run(["make", ".venv/.installed"], cwd=clone, env=clean_env(), check=True, stdout=log_file,
+                       stderr=subprocess.STDOUT)
     return round(time.perf_counter() - start, 1)
 
 
@@ -230,13 +232,13 @@ def run(args) -> int:
         commit = clone_at("HEAD", clone)
         if args.own_task:  # where the guide says to save it: the folder robot-rl runs in
             (clone / "my_tasks.py").write_text(own_task_module())
-        setup_s = set_up(clone)
+        setup_s = set_up(clone, log)
         runs = []
         for _ in range(args.repeats or 1):
             runs.append(timed_demo(clone, root, log, args.task, args.encoder))
             print(f"make demo: {runs[-1]['wall_s']} s", file=sys.stderr)
     except (subprocess.CalledProcessError, NoResult) as err:
-        print(f"quick_demo: make demo failed ({err}); see {log}", file=sys.stderr)
+        print(f"quick_demo: {err}; see {log}", file=sys.stderr)
         args.keep = True
         return 1
     finally:
@@ -246,11 +248,12 @@ def run(args) -> int:
             print(f"clone kept: {clone}", file=sys.stderr)
     for one in runs:
         one["pipeline_s"] = round(sum(one["result"]["seconds"].values()), 1)
-    # The run of median pipeline seconds speaks for all (the upper middle one for an even count).
+    # The middle run by pipeline seconds speaks for all (the upper middle one of an even count).
     middle = sorted(runs, key=lambda one: one["pipeline_s"])[len(runs) // 2]
     result, pipeline_s = middle["result"], middle["pipeline_s"]
     every_run_succeeds = all(one["result"]["metrics"]["success_rate"] >= 0.8
                              and one["result"]["metrics"]["episodes"] >= 50 for one in runs)
+    slowest_s = max(one["pipeline_s"] for one in runs)
     print(result_table(result))
     BENCHMARK.write({
         "commit": commit,  # the clone's: the code the demo ran
@@ -264,12 +267,15 @@ def run(args) -> int:
         "failures": stage_failures(result),
         "runs": [{"pipeline_s": one["pipeline_s"], "wall_s": one["wall_s"], "stages_s": one["result"]["seconds"],
                   "after_bc": final_metrics(one["result"]["after_bc"]),
+                  "after_dagger": (final_metrics(one["result"]["after_dagger"]) if one["result"].get("after_dagger")
+                                   else None),
                   "after_ppo": final_metrics(one["result"]["metrics"]), "failures": stage_failures(one["result"])}
                  for one in runs],
+        # Every run: its pipeline within the minutes, its last policy at the success on the boards.
         "targets": {"pipeline_minutes_max": 15, "success_min": 0.8, "boards_min": 50,
-                    "met": bool(pipeline_s <= 15 * 60 and every_run_succeeds),
+                    "met": bool(slowest_s <= 15 * 60 and every_run_succeeds),
                     "bf16_pipeline_minutes_goal": 10,
-                    "bf16_goal_met": (bool(pipeline_s <= 10 * 60 and every_run_succeeds)
+                    "bf16_goal_met": (bool(slowest_s <= 10 * 60)
                                       if describe("auto", "cpu")["native_bf16"] else None)},
         **({"encoder_pays": encoder_pays(result, pipeline_s)} if args.encoder == "on" else {}),
     }, out=out, wall_s=round(setup_s + sum(one["wall_s"] for one in runs), 1),

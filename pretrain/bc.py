@@ -22,6 +22,7 @@ from robot_rl import keys
 from robot_rl.checkpoints import rng_state, set_rng_state
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig
+from robot_rl.dataset import META_FILE
 from robot_rl.encoder import set_encoder_precision
 from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import check_scalars
@@ -30,7 +31,6 @@ from robot_rl.policy import PolicyConfig, actor_network, make_actor
 from robot_rl.policy_io import load_actor
 from robot_rl.pretrain.augment import exposure, random_shift, recolour, zoom
 from robot_rl.pretrain.bc_loss import BATCH_KEYS, BehaviourCloningLoss, total_loss
-from robot_rl.pretrain.dataset import META_FILE
 from robot_rl.pretrain.encoder_pretrain import check_encoder_cell
 from robot_rl.pretrain.lerobot_import import open_demos
 from robot_rl.provenance import Provenance

@@ -29,13 +29,13 @@ from tqdm import tqdm
 
 from robot_rl import compat, keys
 from robot_rl.configs import CollectConfig
+from robot_rl.dataset import DATASET_OPTIONS, MASKS_FIELD, DemoDataset, EpisodeRecord, read_meta
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import RunStopped, UsageError
 from robot_rl.locks import exclusive
 from robot_rl.options import conflicting_options
-from robot_rl.pretrain.dataset import DATASET_OPTIONS, MASKS_FIELD, DemoDataset, EpisodeRecord, read_meta
 from robot_rl.processes import workers_ignore_stop_signals
 from robot_rl.provenance import Provenance
 from robot_rl.stop import StopOnInterrupt

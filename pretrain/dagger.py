@@ -50,6 +50,7 @@ from robot_rl.artefact_files import DAGGER_AGGREGATE, dagger_round, dagger_round
 from robot_rl.checkpoints import CONFIG_FILE, load_checkpoint, policy_checkpoint
 from robot_rl.closed_loop import evaluate_policy, held_out_seeds
 from robot_rl.configs import BCConfig, DAggerConfig
+from robot_rl.dataset import META_FILE, DemoDataset, EpisodeRecord
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.envs.tasks import get_task
@@ -58,7 +59,6 @@ from robot_rl.io import write_json
 from robot_rl.policy_io import load_actor
 from robot_rl.pretrain import bc
 from robot_rl.pretrain.collect import add_whole_episodes
-from robot_rl.pretrain.dataset import META_FILE, DemoDataset, EpisodeRecord
 from robot_rl.processes import workers_ignore_stop_signals
 from robot_rl.provenance import Provenance
 from robot_rl.run_folder import IMPORTED_DEMOS, RunFolder

@@ -30,14 +30,13 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from robot_rl.checkpoints import CONFIG_FILE, load_config, rng_state, set_rng_state
+from robot_rl.checkpoints import rng_state, set_rng_state
 from robot_rl.configs import EncoderPretrainConfig
 from robot_rl.encoder import (
     ENCODER_WEIGHTS_FILE,
     ImageEncoder,
     encoder_state_dict,
     encoder_weights_file,
-    encoder_weights_path,
     read_encoder_weights,
 )
 from robot_rl.envs.perception import SEGMENTATION_CLASSES
@@ -302,13 +301,9 @@ class EncoderRun(TrainingRun):
 
 def check_encoder_cell(weights: str, demos: Provenance) -> None:
     """Refuses encoder weights that a pretrain-encoder run learnt on views of another task or arm than ``demos``'
-    (such a trunk saw other parts through another wrist). ``encoder.pt`` records its cell; one written before it
-    did is read from its run folder's config; weights that record none (a plain ResNet18 state dict, e.g.
-    ImageNet's) load as they are."""
-    path = encoder_weights_path(weights)
-    _, cell = read_encoder_weights(path)
-    if cell is None and path.name == ENCODER_WEIGHTS_FILE and (path.parent / CONFIG_FILE).is_file():
-        cell = Provenance.of_options(asdict(load_config(path.parent / CONFIG_FILE, EncoderPretrainConfig)))
+    (such a trunk saw other parts through another wrist): the cell ``read_encoder_weights`` finds; weights that
+    record none (a plain ResNet18 state dict, e.g. ImageNet's) load as they are."""
+    _, cell = read_encoder_weights(weights)
     if cell is not None and not cell.same_cell(demos):
         raise UsageError(f"--encoder-weights {weights}: pretrained on views of {cell.task} with the {cell.arm} arm, "
                          f"the demos are {demos.task} with {demos.arm}; pretrain an encoder on the demos' cell "

@@ -18,11 +18,11 @@ import torch
 from tensordict import TensorDictBase
 
 from robot_rl import keys
+from robot_rl.dataset import DemoDataset, remove_stale_build_dirs
 from robot_rl.errors import UsageError
 from robot_rl.io import write_json
 from robot_rl.locks import exclusive
 from robot_rl.pretrain import lerobot_layout as layout
-from robot_rl.pretrain.dataset import DemoDataset, remove_stale_build_dirs
 
 EPISODES_PER_WRITE = 64  # episodes read from the memmaps and written together
 STATS_IMAGE_FRAMES = 2000  # image statistics from at most this many frames, evenly spaced (as LeRobot samples)

@@ -20,9 +20,9 @@ import torch
 from tensordict import TensorDict
 
 from robot_rl import keys
+from robot_rl.dataset import DatasetError, DemoDataset, EpisodeRecord
+from robot_rl.dataset_checks import IMAGE_SIZES, MAX_FRAMES, is_count
 from robot_rl.pretrain import lerobot_layout as layout
-from robot_rl.pretrain.dataset import DatasetError, DemoDataset, EpisodeRecord
-from robot_rl.pretrain.dataset_checks import IMAGE_SIZES, MAX_FRAMES, is_count
 
 EPISODES_PER_WRITE = 64  # episodes decoded, then written to the memmaps together
 MAX_FILE_INDEX = 10**6  # chunk and file numbers of any real dataset are far below

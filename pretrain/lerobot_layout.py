@@ -85,7 +85,7 @@ def entry_key(name: str) -> tuple[str, ...]:
 def required_features() -> list[str]:
     """The features a LeRobot dataset needs for ``pretrain`` (what a robot_rl dataset must hold, by name).
     ``expert.action`` may be missing: the executed ``action`` is the label then."""
-    from robot_rl.pretrain.dataset import REQUIRED_KEYS
+    from robot_rl.dataset import REQUIRED_KEYS
 
     names = dict.fromkeys(feature_name(key) for key in (*REQUIRED_KEYS, keys.EPISODE_SEED))  # seeds: held-out boards
     names.pop(EXPERT_ACTION)

@@ -31,14 +31,22 @@ def dagger_round(run_dir: str | Path, round_index: int, record: bool = False) ->
     return Path(run_dir) / DAGGER_ROUNDS / f"round-{round_index:02d}{'.json' if record else ''}"
 
 
+def _rounds(run_dir: str | Path, suffix: str) -> list[Path]:
+    """``rounds/round-K<suffix>`` paths, in round order (by K's value: round-100 after round-99)."""
+    numbered = [(path.name[len("round-"):len(path.name) - len(suffix)], path)
+                for path in (Path(run_dir) / DAGGER_ROUNDS).glob(f"round-*{suffix}")]
+    return [path for number, path in sorted((int(k), path) for k, path in numbered if k.isdigit())]
+
+
 def dagger_round_records(run_dir: str | Path) -> list[Path]:
     """The round records a DAgger run has written, in round order (round 0 first)."""
-    return sorted((Path(run_dir) / DAGGER_ROUNDS).glob("round-*.json"))
+    return _rounds(run_dir, ".json")
 
 
 def dagger_round_folders(run_dir: str | Path) -> list[Path]:
     """The round folders a DAgger run has made, in round order (a folder may hold an unfinished BC run)."""
-    return sorted(path for path in (Path(run_dir) / DAGGER_ROUNDS).glob("round-*") if path.is_dir())
+    return [path for path in _rounds(run_dir, "") if path.is_dir()]
+
 
 # A pipeline root: the recipe it was started with, what it did (where, the table's metrics, seconds per stage), and
 # each stage's seconds part by part (``robot_rl.recipe``; a benchmark's recipe keeps the same file).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -15,7 +16,8 @@ from torchvision.models.feature_extraction import create_feature_extractor
 
 # What ``robot-rl pretrain-encoder`` writes in its run folder.
 from robot_rl.artefact_files import ENCODER_WEIGHTS as ENCODER_WEIGHTS_FILE
-from robot_rl.checkpoints import read_tensor_file
+from robot_rl.checkpoints import CONFIG_FILE, load_config, read_tensor_file
+from robot_rl.configs import EncoderPretrainConfig
 from robot_rl.errors import UsageError
 from robot_rl.precision import autocast
 from robot_rl.provenance import Provenance
@@ -53,14 +55,21 @@ def encoder_weights_file(state_dict: dict[str, torch.Tensor], provenance: Proven
 
 def read_encoder_weights(path: str | Path) -> tuple[dict[str, torch.Tensor], Provenance | None]:
     """The encoder weights at ``path`` (a file or a pretrain-encoder run folder) and the cell they record: a
-    pretrain-encoder ``encoder.pt``, or a plain state dict of tensors (an older ``encoder.pt``, ImageNet's ResNet18),
-    which records none. Read with torch's ``weights_only``; anything else is a one-line error naming the file."""
+    pretrain-encoder ``encoder.pt`` (one written before it recorded its cell: the cell its run folder's config
+    names), or a plain state dict of tensors (ImageNet's ResNet18), which records none. Read with torch's
+    ``weights_only``; anything else is a one-line WeightsError naming the file."""
     path = encoder_weights_path(path)
     state = read_tensor_file(path, "tensor file", WeightsError)
     provenance = None
     if isinstance(state, dict) and state.get("kind") == ENCODER_WEIGHTS_KIND:
-        provenance = Provenance.from_record(state.get("env"), path)
+        try:
+            provenance = Provenance.from_record(state.get("env"), path)
+        except UsageError as err:
+            raise WeightsError(str(err)) from None
         state = state.get("state_dict")
+    elif path.name == ENCODER_WEIGHTS_FILE and (path.parent / CONFIG_FILE).is_file():
+        # An encoder.pt written before the file recorded its cell: its run folder's config names it.
+        provenance = Provenance.of_options(asdict(load_config(path.parent / CONFIG_FILE, EncoderPretrainConfig)))
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
                                               for k, v in state.items()):
         raise WeightsError(f"{path}: not a ResNet18 state dict (holds a {type(state).__name__})")

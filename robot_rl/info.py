@@ -76,7 +76,7 @@ def _count(values: dict, key: str, source: Path, low: int = 0):
 
 def describe_dataset(root: Path) -> Lines:
     """A demo dataset, opened as training opens it (meta.json bounded and consistent, storage plain and whole)."""
-    from robot_rl.pretrain.dataset import META_FILE, DemoDataset
+    from robot_rl.dataset import META_FILE, DemoDataset
 
     meta = DemoDataset.open(root).meta
     provenance = Provenance.of_dataset(meta, root / META_FILE)
@@ -202,7 +202,7 @@ def describe_encoder_run(run_dir: Path, config: dict) -> Lines:
 
 
 def describe_dagger(run_dir: Path, config: dict) -> Lines:
-    from robot_rl.pretrain.dataset import read_meta
+    from robot_rl.dataset import read_meta
 
     rounds = dagger_round_records(run_dir)
     checks = [_checked_rate(read_json_object(path), path) for path in rounds]

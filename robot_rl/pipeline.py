@@ -32,6 +32,7 @@ from robot_rl.configs import (
     FinetuneConfig,
     PipelineConfig,
 )
+from robot_rl.dataset import META_FILE, DemoDataset
 from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
 from robot_rl.envs.tasks import get_task
 from robot_rl.errors import UsageError
@@ -40,7 +41,6 @@ from robot_rl.io import write_json
 from robot_rl.locks import exclusive
 from robot_rl.pretrain import bc, dagger, encoder_pretrain
 from robot_rl.pretrain.collect import collect_demos
-from robot_rl.pretrain.dataset import META_FILE, DemoDataset
 from robot_rl.recipe import Recipe
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table

@@ -301,13 +301,40 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
             "boards; checks stop rising at 98,304 frames") in readme
 
 
-def test_the_readme_stage_table_renders_without_the_optional_runs():
-    results = render_docs.load_results()
-    for name in ("bc_vs_scratch_few-1m", "quick_demo_lead-inspect", "bc_vs_scratch_lead-encoder-1m",
-                 "quick_demo_my_tasks-JitteryLightBoards"):
-        results.pop(name, None)
-    results["quick_demo"] = {key: value for key, value in results["quick_demo"].items() if key != "runs"}
+def _demo_result(after_dagger: dict | None, runs: int, dagger_stage: bool) -> dict:
+    bc = {"success_rate": 0.3, "guesses": 9, "episodes": 50}
+    ppo = {"success_rate": 0.84, "guesses": 1, "episodes": 50}
+    return {"machine": {"cpu": "AMD EPYC", "logical_cpus": 2}, "date": "2026-12-06T00:00:00+00:00",
+            "commit": "a" * 40, "after_bc": bc, "after_dagger": after_dagger, "after_ppo": ppo,
+            "parts": {"pretrain": 1.0, **({"dagger": 1.0} if dagger_stage else {})},
+            "preset": {"finetune": {"total_frames": 65536}},
+            "runs": [{"after_bc": bc, "after_ppo": ppo}] * runs}
+
+
+def _benchmark_result(start: float, finals: list[float]) -> dict:
+    return {"machine": {"cpu": "Intel Xeon", "logical_cpus": 2}, "date": "2026-12-06T00:00:00+00:00",
+            "commit": "b" * 40, "seeds": list(range(len(finals))), "ppo_config": {"total_frames": 65536},
+            "start_fresh_boards": {"rate": start, "guesses": 40, "boards": 100},
+            "final_success": {str(seed): {"rate": rate, "guesses": 3} for seed, rate in enumerate(finals)}}
+
+
+def _stage_rows(results: dict) -> list[str]:
     text = render_docs.environment(results).get_template("readme/stages.md").render()
-    rows = [line for line in text.splitlines() if line.startswith("| `")]
-    assert len(rows) == 3 and "| 1 run, 50 boards |" in rows[0]
-    assert "no round needed" in rows[0] and "| - | 27% |" in rows[2]  # the lead start is measured after DAgger
+    return [line for line in text.splitlines() if line.startswith("| `") or line.startswith("| a task")]
+
+
+def test_the_readme_stage_table_says_what_each_stage_added_and_renders_without_the_optional_files():
+    results = {"quick_demo": _demo_result(None, runs=1, dagger_stage=True),
+               "bc_vs_scratch_few": _benchmark_result(0.45, [0.86, 0.83]),
+               "bc_vs_scratch_lead-encoder": _benchmark_result(0.27, [0.45])}
+    demo, few, lead = _stage_rows(results)
+    assert "| 30% | no round needed | 84% | +54 | 9 -> 1 of 50 | 65,536 | 1 run of `make demo`, 50 boards |" in demo
+    assert "| 45% | not run | 86%, 83% | +41, +38 | 40 -> 3, 3 of 100 | 65,536 | 2 PPO seeds, 100 fresh boards |" in few
+    assert "| - | 27% | 45% | +18 |" in lead and "1 PPO seed," in lead  # the lead start is measured after DAgger
+
+    results["quick_demo"] = _demo_result(None, runs=3, dagger_stage=False)  # --dagger off: no stage at all
+    results["quick_demo_lead-inspect"] = _demo_result({"success_rate": 0.5, "guesses": 4, "episodes": 50}, runs=1,
+                                                      dagger_stage=True)
+    rows = _stage_rows(results)
+    assert len(rows) == 4 and "| not run | 84% | +54 |" in rows[0] and "| 3 runs of `make demo`" in rows[0]
+    assert "| 30% | 50% | 84% | +34 | 4 -> 1 of 50 |" in rows[2]  # PPO's lift from DAgger's policy

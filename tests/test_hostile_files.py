@@ -214,7 +214,7 @@ def test_a_lerobot_column_not_of_its_declared_type_is_one_line(lerobot_png, tmp_
 
 
 def test_a_lerobot_feature_declared_as_text_is_refused_at_its_declaration(lerobot_png, tmp_path):
-    from robot_rl.pretrain.dataset import DatasetError
+    from robot_rl.dataset import DatasetError
     from robot_rl.pretrain.lerobot_import import open_demos
 
     root = tmp_path / "ds"

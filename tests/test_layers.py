@@ -57,6 +57,8 @@ LAYER_OF = {
     "robot_rl.processes": "core",
     "robot_rl.options": "core",
     "robot_rl.configs": "core",
+    "robot_rl.dataset": "core",
+    "robot_rl.dataset_checks": "core",
     "robot_rl.tables": "core",
     "robot_rl.precision": "core",
     "robot_rl.compute": "core",  # the run's compute context, resolved once

@@ -65,7 +65,7 @@ def test_two_collect_demos_started_together_on_one_new_dataset_one_writes_and_th
     assert err.strip().splitlines() == [
         f"robot-rl collect-demos: error: {out}: dataset in use by another robot-rl process (pid {winner}; "
         f"lock {lock_file(out)}); wait for it to end, or use --wait-lock"]
-    from robot_rl.pretrain.dataset import DemoDataset
+    from robot_rl.dataset import DemoDataset
 
     dataset = DemoDataset.open(out)
     assert len(dataset.episodes) == episodes and dataset.meta["runs"][0]["episodes"] == episodes

@@ -48,7 +48,7 @@ def stand_ins(tmp_path, monkeypatch):
         demos.append((clone.name, root, task))
         return {"wall_s": 10.0 if clone.name == "head" else 12.0, "result": _pipeline_result()}
 
-    set_up = SimpleNamespace(run=lambda *args, **kwargs: None, DEVNULL=subprocess.DEVNULL,
+    set_up = SimpleNamespace(run=lambda *args, **kwargs: None, STDOUT=subprocess.STDOUT,
                              CalledProcessError=subprocess.CalledProcessError)
     monkeypatch.setattr(quick_demo, "clone_at", clone_at)
     monkeypatch.setattr(quick_demo, "timed_demo", timed_demo)
@@ -119,7 +119,7 @@ def test_repeats_in_one_clone_keep_every_run_and_the_median_speaks_for_them(stan
                                           "metrics": metrics}}
 
     monkeypatch.setattr(quick_demo, "timed_demo", timed_demo)
-    monkeypatch.setattr(quick_demo, "set_up", lambda clone: 30.0)
+    monkeypatch.setattr(quick_demo, "set_up", lambda clone, log=None: 30.0)
     monkeypatch.setattr(quick_demo, "result_table", lambda result: "")
     assert _main(["--repeats", "3"]) == 0
     assert len(stand_ins) == 3

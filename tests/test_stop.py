@@ -10,8 +10,8 @@ import pytest
 
 from robot_rl.artefact_files import DAGGER_AGGREGATE as AGGREGATE
 from robot_rl.cli import main
+from robot_rl.dataset import DemoDataset
 from robot_rl.pretrain import bc
-from robot_rl.pretrain.dataset import DemoDataset
 from robot_rl.stop import StopOnInterrupt, stop_requested
 
 
@@ -142,7 +142,7 @@ def test_a_command_says_what_it_does_at_once_and_what_comes_next(tmp_path, capsy
 
 def test_collect_demos_commits_the_batch_under_way_then_stops_and_the_same_command_finishes(tmp_path, monkeypatch,
                                                                                            capsys):
-    from robot_rl.pretrain.dataset import DemoDataset as Dataset
+    from robot_rl.dataset import DemoDataset as Dataset
 
     commit = Dataset.commit
 

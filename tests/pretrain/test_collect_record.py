@@ -8,8 +8,8 @@ import json
 import pytest
 
 from robot_rl.cli import main
+from robot_rl.dataset import DatasetError, DemoDataset
 from robot_rl.pretrain import collect as collect_module
-from robot_rl.pretrain.dataset import DatasetError, DemoDataset
 
 
 def _error_lines(capsys) -> list[str]:

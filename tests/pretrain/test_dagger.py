@@ -20,11 +20,11 @@ from robot_rl.artefact_files import DAGGER_AGGREGATE as AGGREGATE
 from robot_rl.checkpoints import policy_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import DAggerConfig
+from robot_rl.dataset import DemoDataset
 from robot_rl.envs.expert_policy import ExpertPolicy
 from robot_rl.envs.task import TaskConfig
 from robot_rl.policy_io import load_actor
 from robot_rl.pretrain.dagger import dagger, ensure_trained, final_policy_run
-from robot_rl.pretrain.dataset import DemoDataset
 
 
 def tiny(bc_run_dir, run_dir, **overrides) -> DAggerConfig:

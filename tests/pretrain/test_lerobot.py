@@ -16,8 +16,8 @@ import torch
 
 from robot_rl import keys
 from robot_rl.cli import main
+from robot_rl.dataset import DatasetError, DemoDataset
 from robot_rl.pretrain import lerobot_layout as layout
-from robot_rl.pretrain.dataset import DatasetError, DemoDataset
 from robot_rl.pretrain.lerobot_export import export_dataset
 from robot_rl.pretrain.lerobot_import import open_demos
 

@@ -29,10 +29,10 @@ from tensordict import TensorDict, TensorDictBase
 
 from robot_rl import compat, keys
 from robot_rl.configs import CollectConfig
+from robot_rl.dataset_checks import META_FILE, DatasetError, check_meta, check_storage
 from robot_rl.errors import NoSpaceLeft
 from robot_rl.io import check_space, preallocate, write_json
 from robot_rl.options import option_name
-from robot_rl.pretrain.dataset_checks import META_FILE, DatasetError, check_meta, check_storage
 
 FORMAT = "robot_rl-demos"
 FORMAT_VERSION = 1

@@ -9,9 +9,9 @@ import torch
 
 from robot_rl import keys
 from robot_rl.configs import DIFFICULTY_NAMES
+from robot_rl.dataset import DatasetError, DemoDataset, EpisodeRecord
 from robot_rl.envs.tasks.pcb_inspect.difficulty import DIFFICULTIES
 from robot_rl.errors import UsageError
-from robot_rl.pretrain.dataset import DatasetError, DemoDataset, EpisodeRecord
 from tests.conftest import IMAGE_SIZE, collect
 
 
