@@ -7,6 +7,9 @@ arm's demos hold per verdict, the more "continue" the policy learns at the board
 episode, localized frames the expert continued on, verdict frames, and the joint speed (rad/s, norm) on each.
 
     python benchmarks/demo_decisions.py --data data/demos data/demos-panda    # -> results/demo_decisions.json
+
+``demo_decisions.json`` counts demos of the Panda's first camera mount (arm revision 1), which the Panda's BC
+results were trained on; ``--variant panda-r2`` counts demos collected since its camera moved (revision 2).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from robot_rl.tables import markdown_table
 BENCHMARK = Benchmark("demo_decisions", __doc__, variants=(
     Variant("ur5e-panda", ("--data", "data/demos", "data/demos-panda"),
             "the README recipe's demos and the Panda's (bc_quality's recipe and panda variants make them)"),
+    Variant("panda-r2", ("--data", "data/demos", "data/demos-panda", "--out",
+                         "benchmarks/results/demo_decisions_panda-r2.json"),
+            "the same, collected with the Panda's camera past its fingertips (arm revision 2)"),
 ), common={"out": None})
 
 
@@ -39,7 +45,8 @@ def describe(path: str) -> dict:
     episodes = len(dataset.episodes)
     rest_speed = get_task(dataset.meta["env"]).expert_class().config.rest_speed
     return {
-        "data": path, "arm": dataset.meta.get("arm", "ur5e_like"), "task": dataset.meta["env"],
+        "data": path, "arm": dataset.meta.get("arm", "ur5e_like"), "arm_sha256": dataset.meta.get("arm_sha256"),
+        "task": dataset.meta["env"],
         "difficulty": dataset.meta.get("difficulty"), "episodes": episodes,
         "frames_per_episode": round(dataset.frames / episodes, 2),
         "waiting_frames_per_episode": round(int(waiting.sum()) / episodes, 2),

@@ -147,10 +147,10 @@ ENCODER_STAGES = {"quick": EncoderPretrainConfig(run_dir=ENCODER, views=10_000, 
 # quick_demo_encoder-on.json, by the rule that file's benchmark fixed before its run). No list of task names:
 # a task of one's own gets the stage as the built-in ones do.
 # BC options an arm needs beyond a preset's recipe (DAgger continues its BC's options, PPO its policy's). The Panda
-# is still settling when it reaches the board and its expert answers only at rest, so its demos hold about twelve
-# "continue" frames per verdict there: from the joint angles alone BC never answers; reading the joint velocities
-# (scaled by the demos) with the balanced answer-now-or-wait loss it reaches 100% on the PCB task
-# (benchmarks/results/bc_quality_panda_timing_only.json).
+# is still settling when it reaches the board and its expert answers only at rest, so its demos hold many
+# "continue" frames per verdict there (benchmarks/results/demo_decisions*.json): from the joint angles alone BC
+# never answered; reading the joint velocities (scaled by the demos) with the balanced answer-now-or-wait loss it
+# did (benchmarks/results/bc_quality_panda_timing_only.json, the Panda's first camera mount).
 ARM_BC_OPTIONS = {"panda": {"joint_velocities": True, "joint_scaling": "demos", "timing_weight": 10.0}}
 
 
