@@ -79,6 +79,45 @@ OPTION_GROUPS = {
 NOT_RECIPE = ("input and output", "task and environment", "compute", "logs and checkpoints", "trust")
 
 
+# -- the options several commands share, each declared once (a command's own wording goes in as an argument) ----
+def device_option(part: str = "") -> Any:
+    """``--device``: where the command (or its ``part``, e.g. the learner) computes."""
+    return option("auto", f"{part} device: auto, cpu, cuda or cuda:N" if part else "auto, cpu, cuda or cuda:N")
+
+
+def precision_option(more: str = "") -> Any:
+    """``--precision`` (``robot_rl.precision``); ``more`` adds what it covers in this command."""
+    return option("auto", PRECISION_HELP + more, choices=PRECISIONS)
+
+
+def threads_option(help_text: str = "torch CPU threads (0 = torch's default)") -> Any:
+    return option(0, help_text)
+
+
+def logger_option() -> Any:
+    return option("csv", LOGGER_HELP, choices=LOGGERS)
+
+
+def trust_code_option(task_option: bool = True) -> Any:
+    """``--trust-code``; a command without ``--task`` (``task_option`` False) leaves out what that option allows."""
+    return option(False, TRUST_CODE_HELP if task_option
+                  else TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
+
+
+def task_option(more: str = "") -> Any:
+    """``--task`` of a command that makes a new artefact (one that reads an artefact takes the artefact's task)."""
+    return option(DEFAULT_TASK, TASK_HELP + more)
+
+
+def arm_option() -> Any:
+    """``--arm`` of a command that makes a new artefact."""
+    return option(DEFAULT_ARM, ARM_HELP)
+
+
+def difficulty_option(help_text: str = "task difficulty") -> Any:
+    return option("default", help_text, choices=DIFFICULTY_NAMES)
+
+
 def policy_option(default: str, help_text: str, old_flag: str) -> Any:
     """The field of the policy a command reads or starts from: ``--policy`` everywhere (formerly ``--old_flag``)."""
     return option(default, help_text, flag="policy", old_flags=(old_flag,))
@@ -131,10 +170,10 @@ class ActorArchitecture:
 class DemoConfig:
     """Options of ``robot-rl demo``."""
 
-    task: str = option(DEFAULT_TASK, TASK_HELP)
-    difficulty: str = option("default", "task difficulty", choices=DIFFICULTY_NAMES)
+    task: str = task_option()
+    difficulty: str = difficulty_option()
     image_size: int = option(84, "wrist camera image side (pixels, 32-224)")
-    arm: str = option(DEFAULT_ARM, ARM_HELP)
+    arm: str = arm_option()
     seed: int = option(0, "first board seed: episode k inspects board seed + k", flag="board-seed",
                        old_flags=("seed",))
     episodes: int = option(3, "episodes to run")
@@ -156,11 +195,11 @@ class CollectConfig:
 
     out: str = option("data/demos", "dataset folder (created, or appended to)")
     episodes: int = option(200, "episodes this run adds")
-    task: str = option(DEFAULT_TASK, TASK_HELP + "; a dataset holds one task")
-    difficulty: str = option("default", "task difficulty", choices=DIFFICULTY_NAMES)
+    task: str = task_option("; a dataset holds one task")
+    difficulty: str = difficulty_option()
     image_size: int = option(84, "wrist camera image side, pixels (32-224)")
     randomization: str = option("none", RANDOMIZATION_HELP, choices=RANDOMIZATION_NAMES)
-    arm: str = option(DEFAULT_ARM, ARM_HELP)
+    arm: str = arm_option()
     pose_noise: float = option(0.1, "std of Gaussian noise on the executed pose (the clean pose is the label)")
     seed: int = option(-1, "seed of this collection run (its boards and pose noise); -1 resumes an interrupted run "
                        "or takes the next unused seed")
@@ -210,19 +249,19 @@ class BCConfig(ActorArchitecture):
     eval_seed: int = eval_board_seed_option(10_000_000)
     eval_envs: int = option(0, "envs stepped together in a check (0 = one per CPU core)", flag="num-envs",
                             old_flags=("eval-envs",))
-    device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
+    device: str = device_option()
+    precision: str = precision_option()
     compile: bool = option(False, "torch.compile the actor's image encoder (the heads stay eager)")
     seed: int = option(0, "training seed: sampling, augmentation and initialization")
     image_size: int = option(0, "expected image side in pixels; 0 = the dataset's")
     randomization: str = option("", "expected domain randomization of the demos (and of the closed-loop checks); "
                                 "'' = the dataset's", choices=RANDOMIZATION_NAMES)
     steps_per_epoch: int = option(0, "cap on gradient steps per epoch (0 = a full pass)")
-    threads: int = option(0, "torch CPU threads (0 = torch's default)")
-    logger: str = option("csv", LOGGER_HELP, choices=LOGGERS)
+    threads: int = threads_option()
+    logger: str = logger_option()
     joint_scaling: str = option("bounds", "how the policy scales the joint state it reads: bounds (the env spec's) "
                                 "or demos (the training frames' mean and std)", choices=JOINT_SCALINGS)
-    trust_code: bool = option(False, TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
+    trust_code: bool = trust_code_option(task_option=False)
     recolour: str = option("", "segmentation-aware colour augmentation: recolour these classes of a demo frame at "
                            "train time, comma-separated from " + ", ".join(RECOLOUR_CLASSES) + " ('' = off; needs "
                            "demos collected with --masks)")
@@ -290,10 +329,10 @@ class DAggerConfig:
     until_flat: bool = option(False, "no more rounds after one whose check does not beat every earlier check "
                               "(the init policy's included); the run then ends with the best-checked round's "
                               "policy")
-    device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
+    device: str = device_option()
+    precision: str = precision_option()
     seed: int = option(0, "training seed: the rollout boards, the beta draws and each round's BC")
-    trust_code: bool = option(False, TRUST_CODE_HELP)
+    trust_code: bool = trust_code_option()
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -400,17 +439,16 @@ class FinetuneConfig:
     eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
     eval_seed: int = eval_board_seed_option(20_000_000)
     checkpoint_every: int = option(4, "checkpoint every N iterations (and on Ctrl-C)")
-    device: str = option("auto", "learner device: auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP + "; collection workers follow their own device",
-                            choices=PRECISIONS)
+    device: str = device_option("learner")
+    precision: str = precision_option("; collection workers follow their own device")
     compile: bool = option(False, "torch.compile the actor's image encoder (the heads and critic stay eager)")
     seed: int = option(0, "training seed: collection, sampling and initialization")
     critic_hidden: int = option(256, "MLP width of the critic (the actor's architecture is the BC run's, or "
                                 "ActorArchitecture's defaults with --from-scratch)")
-    threads: int = option(0, "torch CPU threads of the learner (0 = torch's default); while local env workers "
-                         "run, these minus one per worker (at least one)")
-    logger: str = option("csv", LOGGER_HELP, choices=LOGGERS)
-    trust_code: bool = option(False, TRUST_CODE_HELP)
+    threads: int = threads_option("torch CPU threads of the learner (0 = torch's default); while local env "
+                                             "workers run, these minus one per worker (at least one)")
+    logger: str = logger_option()
+    trust_code: bool = trust_code_option()
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -503,9 +541,9 @@ class EvaluateConfig:
     video_quality: str = option("pretty", "pretty (shadows, ~60 ms a frame in software GL) or fast (no shadows)",
                                 choices=VIDEO_QUALITIES)
     video_slowdown: float = option(2.0, "videos play this many times slower than real time (1 = real time)")
-    device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
-    trust_code: bool = option(False, TRUST_CODE_HELP)
+    device: str = device_option()
+    precision: str = precision_option()
+    trust_code: bool = trust_code_option()
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -533,7 +571,7 @@ class ExportConfig:
     out: str = option("", "output folder; '' = <the policy's run folder>/export")
     format: str = option("all", "torchscript, export (torch.export), onnx, safetensors (weights + config.json, for "
                          "load_actor), or all that are available", choices=EXPORT_FORMATS)
-    trust_code: bool = option(False, TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
+    trust_code: bool = trust_code_option(task_option=False)
 
     def __post_init__(self) -> None:
         validate(self, [
@@ -573,8 +611,8 @@ class PipelineConfig:
     checkpoint_kind: str = option("last", "which checkpoint of the BC and PPO runs the pipeline fine-tunes and "
                                   "evaluates: last (the policy each run ended with) or best (its best held-out "
                                   "check)", choices=CHECKPOINT_KINDS)
-    task: str = option(DEFAULT_TASK, TASK_HELP)
-    arm: str = option(DEFAULT_ARM, ARM_HELP)
+    task: str = task_option()
+    arm: str = arm_option()
     dagger: str = option("auto", "a DAgger stage between pretrain and finetune (rollouts of the BC policy labelled "
                          "by the task's expert): on (the preset's rounds), off, or auto (rounds while the "
                          "policy's check is under 80%% and each round beats every earlier check: none when BC's "
@@ -583,8 +621,8 @@ class PipelineConfig:
                           "labelled views of the demos' cell, loaded by BC): on, off, or auto (on: every task labels "
                           "its own views, and on every built-in task it was measured to pay)",
                           choices=PIPELINE_STAGE_SWITCHES)
-    device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP + " (every stage)", choices=PRECISIONS)
+    device: str = device_option()
+    precision: str = precision_option(" (every stage)")
 
     def __post_init__(self) -> None:
         validate(self, [("preset", self.preset in PIPELINE_PRESETS, _one_of(PIPELINE_PRESETS)),
@@ -600,15 +638,15 @@ class EncoderPretrainConfig:
     """Options of ``robot-rl pretrain-encoder``: render labelled views under a randomization preset (cached in the
     run folder as uint8 memmaps), then train the policy's ResNet18 trunk and keypoints with small heads on them."""
 
-    task: str = option(DEFAULT_TASK, TASK_HELP)
+    task: str = task_option()
     randomization: str = option("surfaces", RANDOMIZATION_HELP + "; drawn again for every view",
                                 choices=RANDOMIZATION_NAMES)
     views: int = option(20_000, "labelled views to render (the last val_fraction of them validate)")
     run_dir: str = output_option("runs/encoder", "output folder: config, views/ (the cache), checkpoints, logs, "
                                  "encoder.pt", "run-dir")
-    difficulty: str = option("default", "task difficulty (board placement, posts, lighting)", choices=DIFFICULTY_NAMES)
+    difficulty: str = difficulty_option("task difficulty (board placement, posts, lighting)")
     image_size: int = option(84, "wrist camera image side, pixels (32-224): the BC demos' size")
-    arm: str = option(DEFAULT_ARM, ARM_HELP)
+    arm: str = arm_option()
     keypoints: int = option(32, "spatial-softmax keypoints on layer2, trained with the trunk (BC's --keypoints "
                             "must match to load them)")
     pose_noise: float = option(0.3, "std of the noise on the expert's pose actions along its approaches")
@@ -623,10 +661,10 @@ class EncoderPretrainConfig:
     shift_pad: int = option(4, "random-shift augmentation, pixels (0 = off); the pixel target moves with it")
     segmentation_weight: float = option(1.0, "weight of the per-pixel class loss (table, board, parts, ...)")
     val_fraction: float = option(0.05, "fraction of the views (the last ones: other boards) held out")
-    device: str = option("auto", "auto, cpu, cuda or cuda:N")
-    precision: str = option("auto", PRECISION_HELP, choices=PRECISIONS)
+    device: str = device_option()
+    precision: str = precision_option()
     seed: int = option(0, "seed of the views (boards, poses, appearances), initialization and sampling")
-    threads: int = option(0, "torch CPU threads (0 = torch's default)")
+    threads: int = threads_option()
 
     def __post_init__(self) -> None:
         validate(self, [

@@ -346,3 +346,21 @@ def test_demo_writes_its_metrics_to_a_file(tmp_path, capsys):
     assert len(metrics["episodes"]) == 1 and metrics["episodes"][0]["episode"] == 0
     assert metrics["expert_success"] == metrics["episodes"][0]["success"]
     assert f"metrics in {Path(tmp_path) / 'metrics.json'}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("name", "factory"), [
+    ("device", configs.device_option), ("precision", configs.precision_option), ("logger", configs.logger_option),
+    ("trust_code", configs.trust_code_option)])
+def test_an_option_several_commands_share_is_declared_by_its_one_factory(name, factory):
+    """Each command's field has the factory's default and choices, and its help starts or ends as the factory's
+    (a command adds its own words): a copy declared by hand would drift from the others."""
+    shared = factory()
+    for command, config_cls in CONFIGS.items():
+        field = next((f for f in dataclasses.fields(config_cls) if f.name == name), None)
+        if field is None:
+            continue
+        assert field.default == shared.default, command
+        assert field.metadata.get("choices", ()) == shared.metadata.get("choices", ()), command
+        help_text, base = field.metadata["help"], shared.metadata["help"]
+        common = base.split(" (--task")[0] if name == "trust_code" else base
+        assert help_text.startswith(common) or help_text.endswith(common), (command, help_text)
