@@ -302,9 +302,12 @@ def describe_export(root: Path) -> Lines:
 
 
 def describe_pipeline(root: Path) -> Lines:
+    """A pipeline root: each stage's folder in brief (as ``info`` describes that folder alone), then the closing
+    table's rates once the pipeline has finished."""
     result_path = root / PIPELINE_RESULT
+    folders = [path for path in sorted(root.iterdir()) if path.is_dir()]
     lines: Lines = [("stage", "pipeline root (robot-rl pipeline)"),
-                    ("stages present", ", ".join(p.name for p in sorted(root.iterdir()) if p.is_dir()) or "-")]
+                    *((folder.name, _in_brief(folder)) for folder in folders)]
     if result_path.is_file():
         result = read_json_object(result_path)
         for label, key in (("after BC", "after_bc"), ("after DAgger", "after_dagger"), ("after PPO", "metrics")):
@@ -315,6 +318,18 @@ def describe_pipeline(root: Path) -> Lines:
     else:
         lines.append(("progress", "unfinished: the same pipeline command continues it"))
     return lines
+
+
+def _in_brief(folder: Path) -> str:
+    """A folder's kind and where it stands, from its own description (a refused one: why)."""
+    try:
+        kind = next((kind for kind in ARTEFACT_KINDS if kind.is_one(folder)), None)
+        if kind is None:
+            return "not an artefact of robot_rl"
+        rows = dict(kind.describe(folder))
+    except UsageError as err:
+        return f"refused: {err}"
+    return "; ".join(rows[label] for label in ("stage", "progress", "result") if label in rows)
 
 
 def _is_export(path: Path) -> bool:

@@ -321,6 +321,25 @@ def test_info_says_what_a_run_folder_and_a_dataset_hold(bc_run_dir, demos_dir, c
     assert lines["progress"].startswith("12 episodes")
 
 
+def test_info_on_a_pipeline_root_describes_each_stage_folder_as_info_would_alone(bc_run_dir, demos_dir, tmp_path,
+                                                                                    capsys):
+    root = tmp_path / "pipeline"
+    root.mkdir()
+    (root / "preset.json").write_text("{}")
+    shutil.copytree(bc_run_dir, root / "bc")
+    shutil.copytree(demos_dir, root / "demos")
+    (root / "notes").mkdir()
+    (root / "ppo").mkdir()
+    (root / "ppo" / "config.json").write_text("[1, 2]")  # a stage folder its own reader refuses
+    assert main(["info", str(root)]) == 0
+    lines = _info_lines(capsys.readouterr().out)
+    assert lines["stage"] == "pipeline root (robot-rl pipeline)"
+    assert lines["bc"].startswith("pretrain (behaviour cloning); epoch 1 of 1") and "finished" in lines["bc"]
+    assert lines["demos"].startswith("demo dataset (collect-demos); 12 episodes")
+    assert lines["notes"] == "not an artefact of robot_rl" and lines["ppo"].startswith("refused: ")
+    assert lines["progress"].startswith("unfinished")
+
+
 def test_info_on_something_else_is_one_line_with_exit_2(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     for path in (tmp_path / "missing", tmp_path / "empty"):
