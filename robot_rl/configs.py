@@ -98,9 +98,9 @@ def logger_option() -> Any:
     return option("csv", LOGGER_HELP, choices=LOGGERS)
 
 
-def trust_code_option(task_option: bool = True) -> Any:
-    """``--trust-code``; a command without ``--task`` (``task_option`` False) leaves out what that option allows."""
-    return option(False, TRUST_CODE_HELP if task_option
+def trust_code_option(names_a_task: bool = True) -> Any:
+    """``--trust-code``; a command without ``--task`` (``names_a_task`` False) leaves out what that option allows."""
+    return option(False, TRUST_CODE_HELP if names_a_task
                   else TRUST_CODE_HELP.replace(" (--task module:Class also allows that one)", ""))
 
 
@@ -261,7 +261,7 @@ class BCConfig(ActorArchitecture):
     logger: str = logger_option()
     joint_scaling: str = option("bounds", "how the policy scales the joint state it reads: bounds (the env spec's) "
                                 "or demos (the training frames' mean and std)", choices=JOINT_SCALINGS)
-    trust_code: bool = trust_code_option(task_option=False)
+    trust_code: bool = trust_code_option(names_a_task=False)
     recolour: str = option("", "segmentation-aware colour augmentation: recolour these classes of a demo frame at "
                            "train time, comma-separated from " + ", ".join(RECOLOUR_CLASSES) + " ('' = off; needs "
                            "demos collected with --masks)")
@@ -571,7 +571,7 @@ class ExportConfig:
     out: str = option("", "output folder; '' = <the policy's run folder>/export")
     format: str = option("all", "torchscript, export (torch.export), onnx, safetensors (weights + config.json, for "
                          "load_actor), or all that are available", choices=EXPORT_FORMATS)
-    trust_code: bool = trust_code_option(task_option=False)
+    trust_code: bool = trust_code_option(names_a_task=False)
 
     def __post_init__(self) -> None:
         validate(self, [
