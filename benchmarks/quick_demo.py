@@ -156,6 +156,7 @@ def set_up(clone: Path, log: Path | None = None) -> float:
 
 def run_against(args, root: str) -> int:
     """HEAD's make demo against ``args.against``'s, alternated (module docstring)."""
+    repeats = args.repeats or 3
     folder = Path(tempfile.mkdtemp(prefix="robot-rl-demo-against-"))
     sides = {"head": folder / "head", "against": folder / "against"}
     try:
@@ -163,7 +164,7 @@ def run_against(args, root: str) -> int:
         for path in sides.values():  # set-up, not timed
             set_up(path)
         runs: dict[str, list] = {name: [] for name in sides}
-        for repeat in range(args.repeats or 3):
+        for repeat in range(repeats):
             order = ["head", "against"] if repeat % 2 == 0 else ["against", "head"]
             for name in order:
                 runs[name].append(timed_demo(sides[name], root, folder / f"{name}.log", args.task))
@@ -179,7 +180,7 @@ def run_against(args, root: str) -> int:
     medians = {name: statistics.median(run["wall_s"] for run in side) for name, side in runs.items()}
     ratio = medians["head"] / medians["against"]
     BENCHMARK.write({
-        "commits": commits, "task": args.task, "repeats": args.repeats or 3, "median_s": medians,
+        "commits": commits, "task": args.task, "repeats": repeats, "median_s": medians,
         "ratio_head_over_against": round(ratio, 3),
         "runs": {name: [{"wall_s": run["wall_s"], "stages_s": run["result"]["seconds"],
                          "after_bc": final_metrics(run["result"]["after_bc"]),
@@ -188,7 +189,7 @@ def run_against(args, root: str) -> int:
         "targets": {"ratio_max": 1.0, "met": bool(ratio <= 1.0)},
     }, out=results_path(args, "quick_demo_against"), wall_s=round(sum(
         run["wall_s"] for side in runs.values() for run in side), 1))
-    print(f"make demo, median of {args.repeats or 3}: HEAD {medians['head']} s, {args.against} {medians['against']} s "
+    print(f"make demo, median of {repeats}: HEAD {medians['head']} s, {args.against} {medians['against']} s "
           f"(ratio {ratio:.3f})")
     return 0
 
