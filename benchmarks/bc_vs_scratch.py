@@ -92,6 +92,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "then scratch, at least as many frames (up to 3x)"),
     Variant("few-e2e-bc", ("--preset", "few-e2e", "--arms", "bc"),
             "the demo's start, PPO training the encoder too (--encoder-lr 1e-5), 65,536 frames, 3 seeds"),
+    Variant("demo-bc", ("--preset", "demo", "--arms", "bc"),
+            "make demo's start as it is built today (encoder, BC, DAgger auto), PPO at 65,536 frames, 3 seeds"),
     Variant("gpu", ("--preset", "gpu"), "224x224, larger budgets, for a CUDA machine"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device"),
            "precision": ("auto", "the encoder's precision (fp32 or bf16: folders and results file of their own)")})
@@ -298,6 +300,8 @@ def run(args) -> int:
         "precision": describe(args.precision, resolve_device(args.device)),
         "demo_config": asdict(demos), "bc_config": asdict(bc_config), "ppo_config": asdict(reference),
         "scratch_options": preset["scratch"],
+        # Whether the start had a DAgger stage; it ran rounds where PPO's init is not the BC run itself.
+        "dagger_config": asdict(preset["dagger"]) if "dagger" in preset else None,
     })
     # The benchmark runs in parts (--arms, --seeds): each run's own seconds are in run_seconds.
     BENCHMARK.write(result, out=out, wall_s=round(time.perf_counter() - start), targets=targets,
