@@ -405,7 +405,7 @@ def _commit() -> str:
 
 
 # -- preemption, concurrent writers, bad inputs, a full disk ----------------------------------------------------
-def _lines(log: Path) -> list[str]:
+def log_lines(log: Path) -> list[str]:
     """The lines of a log, progress bars' carriage returns counted as line ends."""
     return log.read_text(errors="replace").replace("\r", "\n").splitlines() if log.is_file() else []
 
@@ -422,7 +422,7 @@ def sigterm_trial(work: Path, name: str, delay: float) -> dict:
     stopped = run_killed(command["argv"], delay, log, sig=signal.SIGTERM, group=True,
                          after=command["run_dir"] / "config.json")
     claimed = (command["run_dir"] / "config.json").exists()
-    resume_lines = [line for line in _lines(log) if "continue with robot-rl" in line]
+    resume_lines = [line for line in log_lines(log) if "continue with robot-rl" in line]
     if stopped["finished_before_the_signal"]:
         code, seconds = stopped["exit_code"], 0.0
     else:
@@ -478,7 +478,7 @@ def two_writers_trial(work: Path, append: bool) -> dict:
     processes = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "w")) for log in logs]
     codes = [p.wait(timeout=900) for p in processes]
     seconds = time.perf_counter() - start
-    errors = [[line for line in _lines(log) if line.startswith("robot-rl")] for log in logs]
+    errors = [[line for line in log_lines(log) if line.startswith("robot-rl")] for log in logs]
     refused = sorted(codes) == [0, 2]
     problems = [] if refused else [f"exit codes {codes}, not one 0 and one 2"]
     if refused:

@@ -50,6 +50,7 @@ from kill_resume import (
     bad_inputs,
     collect_args,
     dataset_problems,
+    log_lines,
     report_state,
     run_killed,
     run_whole,
@@ -195,8 +196,7 @@ def output_problems(name: str, root: Path) -> list[str]:
 
 def _last_line(log: Path) -> str:
     """The last non-blank line of a log (progress bars' carriage returns counted as line ends)."""
-    lines = log.read_text(errors="replace").replace("\r", "\n").splitlines() if log.is_file() else []
-    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+    return next((line.strip() for line in reversed(log_lines(log)) if line.strip()), "")
 
 
 def stop_trial(work: Path, name: str, trial: int, sig: int, delay: float) -> dict:
