@@ -67,6 +67,10 @@ from robot_rl.precision import describe
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
+# Each arm's name in tables and figures: the BC start is whatever the preset builds (few demos, or more demos with a
+# pretrained encoder and DAgger rounds), so its label names no recipe.
+ARM_LABELS = {"bc": "PPO from the BC start", "scratch": "PPO from scratch"}
+
 BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
     Variant("cpu", ("--preset", "cpu"), "the old BC loss's few-demo start (400 easy demos, 84x84), both arms"),
     Variant("few-bc", ("--preset", "few", "--arms", "bc"), "the quick recipe's start: the BC arm, 3 x 65,536 frames"),
@@ -174,7 +178,7 @@ def plot(curves: dict[str, list[list[dict]]], threshold: float, path: Path, titl
             frames = np.array([p["frames"] for p in runs[0][:length]])
             success = np.array([[p["success_rate"] for p in c[:length]] for c in runs])
             guesses = np.array([[p["guess_rate"] for p in c[:length]] for c in runs])
-            label = "PPO from few-demo BC" if name == "bc" else "PPO from scratch"
+            label = ARM_LABELS[name]
             ax.plot(frames, success.mean(0), color=colour, label=f"{label}: success (mean of {len(runs)} seeds)")
             ax.fill_between(frames, success.min(0), success.max(0), color=colour, alpha=0.2)
             ax.plot(frames, guesses.mean(0), color=colour, linestyle=":", label=f"{label}: guess rate (mean)")
@@ -263,7 +267,7 @@ def run(args) -> int:
     if "targets" in result and "budget_targets" in preset:  # a budget preset's own first, then the protocol's
         result["targets"] = {**budget_targets(preset["budget_targets"], start_fresh, result["final_success"]),
                              **result["targets"]}
-    rows = [{"arm": "PPO from few-demo BC" if arm == "bc" else "PPO from scratch", "seed": seed,
+    rows = [{"arm": ARM_LABELS[arm], "seed": seed,
              "check start": f"{c[0]['success_rate']:.0%}", "check end": f"{c[-1]['success_rate']:.0%}",
              "last.pt, fresh boards": ci_cell(f["last"]["rate"], f["last"]["ci95"]),
              "best.pt, fresh boards": ci_cell(f["best"]["rate"], f["best"]["ci95"]),
