@@ -96,7 +96,8 @@ bench-reliability: $(STAMP)
 	$(BIN)/python benchmarks/promises.py --variant all
 
 # The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch
-# (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; 12 runs; a stopped run resumes where it was).
+# (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; 12 runs; a stopped run resumes where it was), and
+# the demo's start with PPO training the encoder too (end to end, at the quick recipe's 65,536 frames).
 bench-rl-budgets: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-bc
@@ -108,7 +109,7 @@ bench-rl-budgets: $(STAMP)
 bench-test-suite: $(STAMP)
 	$(BIN)/python benchmarks/test_suite.py --variant fresh-clone
 
-# Encoder pretraining and recolouring under the perturbation suite (about 14 hours on 2 CPU cores).
+# Encoder pretraining and recolouring under the perturbation suite (about 17 hours on 2 CPU cores).
 bench-perception: $(STAMP)
 	$(BIN)/python benchmarks/perception.py --variant all
 

@@ -333,7 +333,8 @@ COMMANDS = {command.name: command for command in (
     Command("export-dataset", "write a demo dataset as a LeRobot dataset (v3.0: parquet + MP4)",
             "robot-rl export-dataset --data data/demos --out data/demos-lerobot", "export", "ExportDatasetConfig",
             _cmd_export_dataset),
-    Command("pipeline", "collect-demos -> pretrain -> finetune -> evaluate, each stage feeding the next",
+    Command("pipeline",
+            "collect-demos -> [pretrain-encoder] -> pretrain -> [dagger] -> finetune -> evaluate, in order",
             "robot-rl pipeline --preset quick", "pipeline", "PipelineConfig", _cmd_pipeline,
             writes=("root", "pipeline root"), continues=True),
 )}
@@ -347,10 +348,10 @@ def _add_command(commands, command: Command) -> None:
     import dataclasses
 
     from robot_rl import configs
-    from robot_rl.options import HelpFormatter, add_options
+    from robot_rl.options import HelpFormatter, add_options, flag_of
 
     config_cls = getattr(configs, command.config)
-    reads_policy = any(f.name == "checkpoint_kind" for f in dataclasses.fields(config_cls))
+    reads_policy = any(flag_of(f) == "--policy" for f in dataclasses.fields(config_cls))
     paragraphs = [command.help[0].upper() + command.help[1:] + ".", *([POLICY_RULE] if reads_policy else [])]
     description = "\n\n".join(textwrap.fill(paragraph, 100) for paragraph in paragraphs)
     parser = commands.add_parser(command.name, help=command.help, description=description,

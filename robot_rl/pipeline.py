@@ -1,6 +1,6 @@
 """``robot-rl pipeline``: collect-demos -> pretrain -> finetune -> evaluate, each stage feeding the next
-(with pretrain-encoder before pretrain on the tasks where it pays, and DAgger after it: rounds while its checks say
-the policy needs them).
+(with pretrain-encoder before pretrain, which ``--encoder auto`` runs for every task, and DAgger after it: rounds
+while its checks say the policy needs them).
 
 A stage whose output is complete is skipped; one that was interrupted is resumed. So running the same command
 again after a crash picks up where it stopped; a root made with other preset options is refused, and so is a
