@@ -133,6 +133,16 @@ def table(rows, columns=None, headers=None) -> str:
     return "\n".join(lines)
 
 
+# The BC arm's name in a bc_vs_scratch table (``bc_vs_scratch.ARM_LABELS``): files written before it named no recipe
+# call it by the few-demo start's name, which other starts' rows must not show.
+BC_ARM_LABEL, BC_ARM_OLD_LABEL = "PPO from the BC start", "PPO from few-demo BC"
+
+
+def scratch_table(rows) -> str:
+    """A bc_vs_scratch results table, its BC arm under ``BC_ARM_LABEL``."""
+    return table({**row, "arm": BC_ARM_LABEL} if row.get("arm") == BC_ARM_OLD_LABEL else row for row in rows)
+
+
 # -- tables used on several pages ------------------------------------------------------------------------------
 def metrics_row(label: str, m: dict) -> dict:
     return {"what": label, "success (95% CI)": rate_ci(m),
@@ -440,7 +450,8 @@ def _header(source: str) -> str:
 def environment(results: dict[str, dict]) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, table=table, metrics_row=metrics_row,
+    env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, table=table, scratch_table=scratch_table,
+                       metrics_row=metrics_row,
                        bc_checks_table=bc_checks_table, suite_table=suite_table, lead_inspect_rows=lead_inspect_rows,
                        perception_rows=perception_rows, option_default=option_default, preset_value=preset_value,
                        recipe_changes=recipe_changes, retired=RETIRED,

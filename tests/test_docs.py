@@ -301,6 +301,45 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
             "91% (3 guesses) on 100 fresh boards; checks stop rising at 98,304 frames") in readme
 
 
+def test_a_budget_runs_scratch_arm_renders_its_censored_bound_and_the_bc_arm_under_todays_name():
+    import bc_vs_scratch
+
+    frames, budget = 16_384, 4 * 16_384
+    def curve(rates):
+        return [{"frames": i * frames, "success_rate": rate, "success_ci95": [0.0, 1.0], "guess_rate": 0.1,
+                 "failures": {"guess": 5, "wrong_verdict": 2}} for i, rate in enumerate(rates)]
+    last = {"rate": 0.85, "ci95": [0.77, 0.91], "boards": 100, "guesses": 0}
+    never = {"rate": 0.0, "ci95": [0.0, 0.04], "boards": 100, "guesses": 1}
+    start = {"rate": 0.66, "ci95": [0.56, 0.74], "boards": 100, "guesses": 20}
+    # BC+PPO reaches tau (74%) at 16,384 frames; scratch never does in its 65,536
+    summary = bc_vs_scratch.summarize(
+        {"bc": [curve([0.5, 0.8, 0.8, 0.8, 0.8])], "scratch": [curve([0.0] * 5)]},
+        {"bc": [{"last": last, "best": last}], "scratch": [{"last": never, "best": never}]}, start, (0,), 0.74,
+        {"bc": budget, "scratch": budget}, 2186, 2048)
+    assert summary["ratio"] is None and summary["ratio_lower_bound"] == 4.0
+    results = render_docs.load_results()
+    results["bc_vs_scratch_few-1m"] = {
+        **summary, "benchmark": "bc_vs_scratch", "date": "2026-12-06T00:00:00+00:00", "commit": "0" * 40,
+        "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "few-1m-scratch", "--seeds", "0"], "wall_s": 5000.0,
+        "machine": {"cpu": "Intel Xeon", "logical_cpus": 2}, "seeds": [0], "precision": {"ran": "bf16"},
+        "bc_start_metrics": {"episodes": 50}, "bc_config": {},
+        "ppo_config": {"eval_every": 16, "frames_per_batch": 1024, "encoder_lr": 0.0},
+        "table": [{"arm": "PPO from few-demo BC", "seed": 0}, {"arm": "PPO from scratch", "seed": 0}],
+        "curves": {"bc": [curve([0.5, 0.8, 0.8, 0.8, 0.8])], "scratch": [curve([0.0] * 5)]}}
+    env = render_docs.environment(results)
+    page = " ".join(env.get_template("results/fine-tuning.md").render().split())
+    assert ("up to 65,536 frames, 1 seed: it never reaches tau, so the ratio is censored at **>= 4.0x** (BC+PPO's "
+            "median frames to tau: 16,384; >= 3.5x counting the 2,186 demonstration frames as BC's). Its last policy "
+            "on the fresh boards: 0% (0%-4%), 1 guess.") in page
+    assert "| PPO from the BC start | 0 |" in page and "| PPO from scratch | 0 |" in page
+    assert "few-demo BC | 0 |" not in page
+    assert render_docs.BC_ARM_LABEL == bc_vs_scratch.ARM_LABELS["bc"]
+    readme = env.get_template("readme/results.md").render()
+    assert "PPO from scratch never reaches tau in 65,536 frames: >= 4.0x (censored)" in readme
+    index = " ".join(env.get_template("results/index.md").render().split())
+    assert "to a million frames (1 of 3 seeds): scratch never reaches tau, **>= 4.0x** (censored)" in index
+
+
 def _demo_result(after_dagger: dict | None, runs: int, dagger_stage: bool) -> dict:
     bc = {"success_rate": 0.3, "guesses": 9, "episodes": 50}
     ppo = {"success_rate": 0.84, "guesses": 1, "episodes": 50}
