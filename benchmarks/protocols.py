@@ -239,12 +239,16 @@ def largest_fall_after(curve: list[dict], frames: int) -> float:
     return round(fall, 4)
 
 
-def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision: str = "auto") -> dict:
+def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision: str = "auto",
+                    prepare: Callable[[torch.nn.Module], None] | None = None) -> dict:
     """A policy checkpoint (or run folder) on ``boards`` boards no run has seen (not the check boards): success
     with its Wilson interval, guesses (and how many came after the board had been localized), timeouts, verdict
-    accuracy, failed episodes by kind and by defect."""
+    accuracy, failed episodes by kind and by defect. ``prepare(actor)``, if given, changes the loaded actor first
+    (a benchmark's way of reading its actions)."""
     device = resolve_device(device)
     actor, provenance, _ = load_actor(checkpoint, device, precision=precision)
+    if prepare is not None:
+        prepare(actor)
     metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()), num_envs=8,
                                         device=device, **provenance.env_kwargs())
     return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
