@@ -97,10 +97,12 @@ bench-reliability: $(STAMP)
 
 # The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch
 # (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; 12 runs; a stopped run resumes where it was), and
-# the demo's start with PPO training the encoder too (end to end, at the quick recipe's 65,536 frames).
+# the demo's start with PPO training the encoder too (end to end, at the quick recipe's 65,536 frames); the lead
+# runs' last policies with their verdict read three ways (verdict_decoding).
 bench-rl-budgets: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-bc
+	$(BIN)/python benchmarks/verdict_decoding.py --variant lead-encoder-1m
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-e2e-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-scratch
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-scratch
