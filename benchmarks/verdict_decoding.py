@@ -9,7 +9,8 @@
 The pose is the deterministic one in all three. Why: PPO optimizes the sampled policy; a per-step "answer now?"
 decision that the sampled policy takes within a few steps at the inspection view (p(answer now) below 1/2 on each)
 is never taken by the deterministic one, which then times out at the view. The lead task's million-frame runs ended
-with last policies failing that way while their training episodes kept succeeding.
+with last policies failing that way while their training episodes' success (the run logs' ``train/success_rate``)
+kept rising.
 
     python benchmarks/verdict_decoding.py --variant lead-encoder-1m  # results/verdict_decoding_lead-encoder-1m.json
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import torch
 from harness import Benchmark, Variant
-from protocols import on_fresh_boards
+from protocols import PRESETS, on_fresh_boards
 
 from robot_rl.policy import ActorHeads
 from robot_rl.tables import markdown_table
@@ -30,7 +31,7 @@ DECODINGS = ("mode", "factored-mode", "sampled")
 SAMPLING_SEED = 0
 
 BENCHMARK = Benchmark("verdict_decoding", __doc__, variants=(
-    Variant("lead-encoder-1m", ("--runs", "runs/bench-lead-encoder-1m", "--seeds", "0", "1", "2", "--out",
+    Variant("lead-encoder-1m", ("--runs", PRESETS["lead-encoder-1m"]["ppo_root"], "--seeds", "0", "1", "2", "--out",
                                 "benchmarks/results/verdict_decoding_lead-encoder-1m.json"),
             "the lead start's million-frame PPO runs (bc_vs_scratch.py --variant lead-encoder-1m-bc makes them)"),
 ), common={"seeds": (None, "the PPO runs' seeds (folders bc-seedN under --runs)"), "boards": 100, "device": "cpu",
@@ -50,8 +51,11 @@ def decoded(decoding: str, logits: torch.Tensor, generator: torch.Generator) -> 
     if decoding == "factored-mode":
         answer_now = logits[..., 1:].logsumexp(-1) >= logits[..., 0]
         return _choose(logits, torch.where(answer_now, 1 + logits[..., 1:].argmax(-1), 0))
-    probs = logits.float().softmax(-1).reshape(-1, logits.shape[-1])
-    return _choose(logits, torch.multinomial(probs, 1, generator=generator).reshape(logits.shape[:-1]))
+    if decoding == "sampled":  # drawn on the CPU, where the seeded generator lives, whatever the policy's device
+        probs = logits.float().softmax(-1).reshape(-1, logits.shape[-1]).cpu()
+        choice = torch.multinomial(probs, 1, generator=generator).reshape(logits.shape[:-1]).to(logits.device)
+        return _choose(logits, choice)
+    raise ValueError(f"verdict_decoding: unknown reading {decoding!r} (one of {', '.join(DECODINGS)})")
 
 
 def reading(decoding: str, generator: torch.Generator):

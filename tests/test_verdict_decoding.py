@@ -6,13 +6,14 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import verdict_decoding  # noqa: E402  (benchmarks/ is not a package: its scripts import each other by name)
 
-from robot_rl.policy import ActorHeads  # noqa: E402
+from robot_rl.policy import ActorHeads, ResidualActorHeads  # noqa: E402
 
 # continue, pass, rework: the most likely single verdict is "continue" (0.4), yet answering (0.6) beats waiting
 UNSURE_WHICH = torch.tensor([[math.log(0.4), math.log(0.35), math.log(0.25)]])
@@ -37,9 +38,17 @@ def test_the_sampled_reading_draws_each_verdict_as_often_as_its_probability():
     assert torch.equal(draws, _read("sampled", UNSURE_WHICH.expand(20_000, 3)))  # seeded
 
 
-def test_reading_rewires_every_verdict_head_of_an_actor_and_leaves_the_pose_alone():
+def test_an_unknown_reading_is_refused():
+    with pytest.raises(ValueError, match="unknown reading 'median'"):
+        verdict_decoding.decoded("median", UNSURE_WHICH, torch.Generator())
+
+
+@pytest.mark.parametrize("kind", [ActorHeads, ResidualActorHeads])
+def test_reading_rewires_every_verdict_head_of_an_actor_and_leaves_the_pose_alone(kind):
     torch.manual_seed(0)
-    heads = ActorHeads(features=5, hidden=8, pose_dim=6, verdicts=3, min_scale=0.01)
+    options = {"residual_scale": 0.1} if kind is ResidualActorHeads else {}
+    heads = kind(features=5, hidden=8, pose_dim=6, verdicts=3, min_scale=0.01, answer_temperature=0.25,
+                 continue_floor=0.05, **options)
     actor = torch.nn.Sequential(torch.nn.Identity(), heads)
     features = torch.randn(64, 5)
     loc, scale, logits = heads(features)
