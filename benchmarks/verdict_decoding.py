@@ -7,8 +7,8 @@
 - ``sampled``: drawn from the verdict's distribution at every step, as PPO's collection draws it (seeded).
 
 The pose is the deterministic one in all three. Why: PPO optimizes the sampled policy; a per-step "answer now?"
-decision that the sampled policy takes within a few steps at the inspection view (p(answer now) below 1/2 on each)
-is never taken by the deterministic one, which then times out at the view. The lead task's million-frame runs ended
+decision that the sampled policy takes at some step at the inspection view (p(answer now) below 1/2 on each) is
+never taken by the deterministic one, which then times out at the view. The lead task's million-frame runs ended
 with last policies failing that way while their training episodes' success (the run logs' ``train/success_rate``)
 kept rising.
 
