@@ -94,6 +94,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the lead task's quick-pipeline start to 1,048,576 frames, 3 seeds (about 2 h per seed on 2 CPU cores)"),
     Variant("lead-encoder-1m-scratch", ("--preset", "lead-encoder-1m", "--arms", "scratch"),
             "then scratch, at least as many frames (up to 3x)"),
+    Variant("lead-dwell-1m-bc", ("--preset", "lead-dwell-1m", "--arms", "bc"),
+            "the lead start to 1,048,576 frames with waiting at the view costing 0.05 a step, 3 seeds"),
     Variant("few-e2e-bc", ("--preset", "few-e2e", "--arms", "bc"),
             "the demo's start, PPO training the encoder too (--encoder-lr 1e-5), 65,536 frames, 3 seeds"),
     Variant("demo-bc", ("--preset", "demo", "--arms", "bc"),

@@ -144,6 +144,13 @@ MILLION_FRAMES = 1_048_576
 PRESETS["few-1m"] = with_budget("few", "few-1m", MILLION_FRAMES, 16, {"success_min": 0.90})
 PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILLION_FRAMES, 16,
                                          {"success_min": 0.80, "lift_points_min": 30, "guesses_per_100_max": 10})
+# The same with waiting at the inspection view made to cost (``dwell_penalty``): the million-frame last policies
+# that failed timed out at the view, their deterministic verdict never answering there while the sampled one PPO
+# trains did (verdict_decoding.py). 0.05 a step: 20 steps of waiting cost what a correct verdict pays. Its targets,
+# fixed before it ran: the lead start's above, and at most 5 of 100 episodes ending at the view without a verdict.
+PRESETS["lead-dwell-1m"] = with_budget("lead-encoder", "lead-dwell-1m", MILLION_FRAMES, 16,
+                                       {**PRESETS["lead-encoder-1m"]["budget_targets"], "no_verdict_at_view_max": 5},
+                                       dwell_penalty=0.05)
 
 # `make demo`'s own start, measured with seeds: the few demos (the few preset's folder), the pipeline's encoder and
 # BC from it, then the pipeline's ``--dagger auto`` stage (no round where BC's check already works); PPO at the
@@ -165,7 +172,8 @@ PRESETS["few-e2e"] = with_budget("few", "few-e2e", PRESETS["few"]["bc_frames"], 
 def budget_targets(targets: dict, start: dict, final: dict[str, dict]) -> dict[str, bool]:
     """A budget preset's ``targets`` checked on every seed's last policy (``final``: seed -> its fresh-board
     record) against the BC start on the same boards (``start``): success at least ``success_min``, at least
-    ``lift_points_min`` points above the start, at most ``guesses_per_100_max`` guesses per 100 episodes."""
+    ``lift_points_min`` points above the start, at most ``guesses_per_100_max`` guesses per 100 episodes, at most
+    ``no_verdict_at_view_max`` per 100 ending at the inspection view without a verdict."""
     checked = {}
     if "success_min" in targets:
         checked[f"last_policy_at_least_{round(100 * targets['success_min'])}_percent_every_seed_at_this_budget"] = all(
@@ -176,6 +184,10 @@ def budget_targets(targets: dict, start: dict, final: dict[str, dict]) -> dict[s
     if "guesses_per_100_max" in targets:
         checked[f"at_most_{targets['guesses_per_100_max']}_guesses_per_100_every_seed_at_this_budget"] = all(
             100 * f["guesses"] / f["boards"] <= targets["guesses_per_100_max"] + 1e-9 for f in final.values())
+    if "no_verdict_at_view_max" in targets:
+        checked[f"at_most_{targets['no_verdict_at_view_max']}_per_100_at_the_view_without_a_verdict_every_seed"] = all(
+            100 * f["failures"].get("no_verdict_at_view", 0) / f["boards"] <= targets["no_verdict_at_view_max"] + 1e-9
+            for f in final.values())
     return checked
 
 

@@ -72,7 +72,7 @@ NEXT = "next"
 
 # Reward terms, each already multiplied by its weight.
 REWARD_TERMS = "reward_terms"
-REWARD_TERM_NAMES = ("verdict", "localization", "collision", "shaping", "guess")
+REWARD_TERM_NAMES = ("verdict", "localization", "collision", "shaping", "guess", "dwell")
 
 
 def reward_term(name: str) -> tuple[str, str]:

@@ -19,6 +19,7 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
+from robot_rl.envs import keys
 from robot_rl.envs.arms import ArmSpec
 from robot_rl.envs.defaults import DEFAULT_ARM
 from robot_rl.envs.difficulty import Difficulty, pick_difficulty
@@ -64,6 +65,8 @@ class RewardWeights:
     collision: float = -0.3  # per control step in which the arm touches the table, board or a post
     shaping: float = 0.0  # potential-based: weight * (gamma * phi(s') - phi(s)), phi in [0, 1]
     guess: float = 0.0  # added once to a verdict given while the board is not localized (0: a guess pays as a look)
+    dwell: float = 0.0  # per control step that ends at the inspection view without a verdict (0: waiting there costs
+    # only discounting, so a policy sampled every step answers there while its deterministic mode may never)
 
 
 @dataclass(frozen=True)
@@ -301,7 +304,7 @@ class InspectionTask:
             raise RuntimeError(f"{type(self).__name__}.step called after the episode ended; call reset() first")
         pose, verdict = validate_action(pose, verdict)
         w = self.config.reward_weights
-        terms = dict.fromkeys(("verdict", "localization", "collision", "shaping", "guess"), 0.0)
+        terms = dict.fromkeys(keys.REWARD_TERM_NAMES, 0.0)
         flags = dict.fromkeys(("collision", "localized", "success", "unstable"), False)
         self._step_count += 1
         terminated = truncated = False
@@ -330,6 +333,7 @@ class InspectionTask:
                 next_potential = self._phi()
                 flags["localized"] = self.localized()
             terms["collision"] = w.collision if outcome.collision else 0.0
+            terms["dwell"] = w.dwell if flags["localized"] else 0.0
             if flags["localized"] and not self._localized_once:
                 self._localized_once = True
                 if self._step_count <= self.config.localization_budget:

@@ -435,6 +435,8 @@ class FinetuneConfig:
     guess_penalty: float = option(1.0, "subtracted from the reward of a verdict given while the board is not "
                                   "localized, so the reward agrees with success (0 = the env's reward: a lucky "
                                   "guess pays as much as an inspection)")
+    dwell_penalty: float = option(0.0, "subtracted from the reward of every step that ends at the inspection view "
+                                  "without a verdict, so waiting there costs (0 = off: only discounting does)")
     eval_every: int = option(4, "closed-loop check every N iterations (0 = only at the end)")
     eval_episodes: int = option(50, "episodes per closed-loop check (held-out boards)")
     eval_seed: int = eval_board_seed_option(20_000_000)
@@ -489,6 +491,7 @@ class FinetuneConfig:
             ("answer_temperature", self.answer_temperature > 0, "> 0"),
             ("continue_floor", 0 <= self.continue_floor < 0.5, "in [0, 0.5)"),
             ("shaping", self.shaping >= 0, ">= 0"), ("guess_penalty", self.guess_penalty >= 0, ">= 0"),
+            ("dwell_penalty", self.dwell_penalty >= 0, ">= 0"),
             ("eval_every", self.eval_every >= 0, ">= 0"),
             ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("checkpoint_every", self.checkpoint_every >= 1, ">= 1"),

@@ -93,7 +93,8 @@ def starting_point(config: FinetuneConfig) -> StartingPoint:
 
 def env_options(config: FinetuneConfig, provenance: Provenance) -> dict:
     """``make_env``'s options for the run's collection and checks: the starting point's env, fine-tuning's reward."""
-    return provenance.env_kwargs(reward_weights={"shaping": config.shaping, "guess": -config.guess_penalty},
+    return provenance.env_kwargs(reward_weights={"shaping": config.shaping, "guess": -config.guess_penalty,
+                                                 "dwell": -config.dwell_penalty},
                                  shaping_gamma=config.gamma)
 
 

@@ -17,9 +17,13 @@ from robot_rl.provenance import Provenance
 BOARDS = range(6)
 
 
-def fine_tuning_task(name: str):
-    """The task as PPO fine-tunes it: the reward weights and shaping discount of the default fine-tuning options."""
-    config = FinetuneConfig(from_scratch=True)
+DWELL_PENALTIES = (0.0, 0.05)  # the default, and the lead-dwell-1m preset's (benchmarks/protocols.py)
+
+
+def fine_tuning_task(name: str, dwell_penalty: float = 0.0):
+    """The task as PPO fine-tunes it: the reward weights and shaping discount of the fine-tuning options (the
+    defaults, but for ``dwell_penalty``)."""
+    config = FinetuneConfig(from_scratch=True, dwell_penalty=dwell_penalty)
     options = env_options(config, Provenance(task=name))
     return build_task(name, "default", 64, options["reward_weights"], {"shaping_gamma": options["shaping_gamma"]})
 
@@ -28,17 +32,22 @@ def discounted_return(rewards: list[float], gamma: float) -> float:
     return sum(reward * gamma**step for step, reward in enumerate(rewards))
 
 
-def expert_episode(task, seed: int, answer_after: int | None = None) -> tuple[list[float], dict]:
+def expert_episode(task, seed: int, answer_after: int | None = None,
+                   wait_at_view: bool = False) -> tuple[list[float], dict]:
     """The task's scripted expert on board ``seed`` (its rewards and the last step's flags); with ``answer_after``,
-    the right verdict is given after that many of the expert's steps instead (a right guess, if not localized)."""
+    the right verdict is given after that many of the expert's steps instead (a right guess, if not localized);
+    with ``wait_at_view``, from where the expert answers the arm stays put and never answers."""
     expert = task.expert_class(task.config)
-    observation, rewards = task.reset(seed), []
+    observation, rewards, waiting = task.reset(seed), [], False
     for step in range(task.config.max_steps):
         state = task.privileged()
         pose, verdict = expert.act(state["camera_pose"], state["board_pose"], state["defective"],
                                    observation["joint_state"])
         if step == answer_after:
             pose, verdict = np.zeros(POSE_DIM, dtype=np.float32), Verdict.REWORK if task.defective else Verdict.PASS
+        waiting = waiting or (wait_at_view and verdict != Verdict.CONTINUE)
+        if waiting:
+            pose, verdict = np.zeros(POSE_DIM, dtype=np.float32), Verdict.CONTINUE
         result = task.step(pose, verdict)
         observation = result.observation
         rewards.append(result.reward)
@@ -66,9 +75,10 @@ def silent_episode(task, seed: int) -> list[float]:
             return rewards
 
 
+@pytest.mark.parametrize("dwell_penalty", DWELL_PENALTIES)
 @pytest.mark.parametrize("name", sorted(TASKS))
-def test_a_right_guess_on_the_way_earns_less_than_looking_first(name):
-    task, gamma = fine_tuning_task(name), FinetuneConfig(from_scratch=True).gamma
+def test_a_right_guess_on_the_way_earns_less_than_looking_first(name, dwell_penalty):
+    task, gamma = fine_tuning_task(name, dwell_penalty), FinetuneConfig(from_scratch=True).gamma
     for seed in BOARDS:
         rewards, flags = expert_episode(task, seed)
         assert flags["success"], f"{name}: the expert failed board {seed}"
@@ -83,12 +93,29 @@ def test_a_right_guess_on_the_way_earns_less_than_looking_first(name):
         assert guesses, f"{name}: board {seed} starts localized"
 
 
+@pytest.mark.parametrize("dwell_penalty", DWELL_PENALTIES)
 @pytest.mark.parametrize("name", sorted(TASKS))
-def test_a_constant_verdict_earns_less_than_looking_and_less_than_never_answering(name):
-    task, gamma = fine_tuning_task(name), FinetuneConfig(from_scratch=True).gamma
+def test_a_constant_verdict_earns_less_than_looking_and_less_than_never_answering(name, dwell_penalty):
+    task, gamma = fine_tuning_task(name, dwell_penalty), FinetuneConfig(from_scratch=True).gamma
     looked = [discounted_return(expert_episode(task, seed)[0], gamma) for seed in BOARDS]
     silent = np.mean([discounted_return(silent_episode(task, seed), gamma) for seed in BOARDS])
     for verdict in (Verdict.PASS, Verdict.REWORK):
         guessed = np.mean([discounted_return(guess_episode(task, seed, verdict), gamma) for seed in BOARDS])
         # Even a guess that is always right is worth less than looking: it earns the verdict and gives it back.
         assert guessed < min(looked) and guessed < silent, (name, verdict.name, guessed, min(looked), silent)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_the_dwell_penalty_charges_waiting_at_the_view_for_every_step_it_lasts(name):
+    # Without it, staying at the view to the time limit costs only the verdict not earned (and discounting); with
+    # it, each step there costs its weight too, so answering there is worth more than waiting also step by step.
+    plain, charged = fine_tuning_task(name), fine_tuning_task(name, dwell_penalty=0.05)
+    for seed in BOARDS:
+        waited, flags = expert_episode(plain, seed, wait_at_view=True)
+        waited_charged, _ = expert_episode(charged, seed, wait_at_view=True)
+        answered, _ = expert_episode(charged, seed)
+        assert flags["localized"] and not flags["success"] and len(waited) == plain.config.max_steps
+        steps_at_view = sum(1 for a, b in zip(waited, waited_charged) if a != b)
+        assert steps_at_view > plain.config.max_steps // 2, (name, seed, steps_at_view)
+        assert sum(waited_charged) == pytest.approx(sum(waited) - 0.05 * steps_at_view)
+        assert sum(answered) > sum(waited_charged)

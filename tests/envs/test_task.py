@@ -99,6 +99,21 @@ def test_guess_term_takes_back_only_verdicts_given_off_the_board():
     assert rewards[-1] == pytest.approx(infos[-1]["reward_terms"]["verdict"] + infos[-1]["reward_terms"]["collision"])
 
 
+def test_dwell_term_charges_every_step_spent_at_the_view_without_a_verdict():
+    # Off by default; with fine-tuning's weight each continue step that ends localized pays it, and nothing else.
+    _, plain, _, _ = run_expert(InspectionGymEnv(), seed=3, stop_before_verdict=True)
+    assert all(i["reward_terms"]["dwell"] == 0.0 for i in plain[1:])
+    env = InspectionGymEnv(reward_weights={"dwell": -0.05})
+    _, infos, _, _ = run_expert(env, seed=3, stop_before_verdict=True)
+    assert any(i["localized"] for i in infos[1:]) and any(not i["localized"] for i in infos[1:])
+    assert [i["reward_terms"]["dwell"] for i in infos[1:]] == [-0.05 if i["localized"] else 0.0 for i in infos[1:]]
+    # Waiting at the view costs a step's weight; the verdict step itself is not charged.
+    _, reward, _, _, info = env.step({"pose": ZERO, "verdict": int(Verdict.CONTINUE)})
+    assert info["localized"] and info["reward_terms"]["dwell"] == -0.05
+    _, reward, terminated, _, info = env.step({"pose": ZERO, "verdict": int(Verdict.PASS)})
+    assert terminated and info["reward_terms"]["dwell"] == 0.0
+
+
 def test_potential_shaping_rewards_progress_towards_the_inspection_pose():
     env = InspectionGymEnv(reward_weights={"shaping": 1.0})
     _, infos, _, _ = run_expert(env, seed=4)
