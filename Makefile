@@ -49,11 +49,8 @@ bench-list: $(STAMP)
 	$(BIN)/python benchmarks/harness.py --list
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/env_throughput.py --variant all
-	$(BIN)/python benchmarks/env_step.py --variant all
 	$(BIN)/python benchmarks/bc_throughput.py --variant all
 	$(BIN)/python benchmarks/collector_scaling.py --variant all
-	$(BIN)/python benchmarks/export_latency.py --variant fresh-weights
 
 # What the README says BC and the demo achieve: the demo from a fresh clone, the BC recipe, its robustness.
 bench-quality: $(STAMP)
@@ -64,8 +61,6 @@ bench-quality: $(STAMP)
 bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-scratch
-	$(BIN)/python benchmarks/finetune_stability.py --variant start
-	$(BIN)/python benchmarks/finetune_stability.py --variant ppo
 	$(BIN)/python benchmarks/ppo_throughput.py --variant few
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant cpu
 	$(BIN)/python benchmarks/finetune_ablation.py --variant all
@@ -98,11 +93,13 @@ bench-reliability: $(STAMP)
 # The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch
 # (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; 12 runs; a stopped run resumes where it was), and
 # the demo's start with PPO training the encoder too (end to end, at the quick recipe's 65,536 frames); the lead
-# runs' last policies with their verdict read three ways (verdict_decoding).
+# runs' last policies with their verdict read three ways (verdict_decoding), and the lead start with waiting at
+# the view made to cost (lead-dwell-1m).
 bench-rl-budgets: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-bc
 	$(BIN)/python benchmarks/verdict_decoding.py --variant lead-encoder-1m
+	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-dwell-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-e2e-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-scratch
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-scratch

@@ -49,6 +49,7 @@ class Retired:
 
 
 # Kept out of the working tree so that the lab holds what is still measured; listed by ``--list``.
+_LAST_LIVE = "9c36e94a7e3830a9825610f818bf6881ecea6b42"  # the last commit holding the scripts retired with it
 RETIRED = {
     "bc_loss_ablation": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "which BC loss terms and inputs a "
                                 "1,000-demo policy needs, one seed each: the recipe kept the deterministic-pose term "
@@ -60,6 +61,15 @@ RETIRED = {
                               "policy's failures under it come from (the calibrated cell followed)"),
     "verdict_probe": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "what a BC verdict head says at the board: "
                              "why the Panda's policy never answered, which its timing loss fixed"),
+    "env_step": Retired(_LAST_LIVE, "what the fast paths (direct DAQP IK, one MuJoCo call per control period) save "
+                        "per frame against the reference path; tests/envs/test_step_speedups.py keeps both "
+                        "bit-identical"),
+    "env_throughput": Retired(_LAST_LIVE, "the env's steps/s against Gymnasium's Pusher-v5 with rgb rendering, before "
+                              "and after the task API; the env's rate since: ppo_throughput's 'env alone' row"),
+    "export_latency": Retired(_LAST_LIVE, "what each export format costs to serve on the CPU against the eager actor; "
+                              "tests/test_evaluate.py keeps every format's actions equal to the actor's"),
+    "finetune_stability": Retired(_LAST_LIVE, "which verdict sampling and actor learning rate let PPO lift fast and "
+                                  "stay up from a BC start: the factored verdict and 3e-5, now the defaults"),
 }
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it

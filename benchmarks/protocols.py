@@ -1,8 +1,8 @@
 """The protocols the benchmarks share, in one importable module: the PPO presets (demos, BC, PPO and seeds of
 each comparison), the threshold rule and frames-to-threshold, the fresh-board evaluations, the helpers that
 prepare and run one arm, and the table cell and PNG figure the scripts report with. ``bc_vs_scratch.py`` defines
-the BC-vs-scratch protocol over them; ``finetune_ablation``, ``finetune_stability`` and ``ppo_throughput``
-reuse its presets and runs.
+the BC-vs-scratch protocol over them; ``finetune_ablation``, ``ppo_throughput`` and ``verdict_decoding`` reuse
+its presets and runs.
 
 The ``few`` preset (and the lead task's two) is the recipe of the pipeline's ``quick`` preset
 (``robot_rl.pipeline.PRESETS``), built from it: one recipe, one place for its numbers.
