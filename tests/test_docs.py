@@ -301,6 +301,26 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
             "91% (3 guesses) on 100 fresh boards; checks stop rising at 98,304 frames") in readme
 
 
+def test_the_dwell_run_renders_its_last_policies_beside_the_lead_runs_without_the_penalty_by_failure_kind():
+    results = render_docs.load_results()
+    plain = results["bc_vs_scratch_lead-encoder-1m"]
+    last = {"rate": 0.9, "ci95": [0.83, 0.94], "boards": 100, "guesses": 4,
+            "failures": {"guess": 4, "wrong_verdict": 5, "no_verdict_at_view": 1, "view_never_found": 0, "unstable": 0}}
+    arms = {"bc": {**plain["arms"]["bc"], "final_success": {"0": last}}}
+    results["bc_vs_scratch_lead-dwell-1m"] = {
+        **plain, "arms": arms, "final_success": {"bc": {"0": last}}, "seeds": [0],
+        "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "lead-dwell-1m-bc", "--seeds", "0"],
+        "ppo_config": {**plain["ppo_config"], "dwell_penalty": 0.05}}
+    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    assert "## PPO to a million frames from the lead start, waiting at the view made to cost" in page
+    assert "with `--dwell-penalty 0.05`" in page
+    f = plain["arms"]["bc"]["final_success"]["0"]
+    assert (f"| 0 | 0 | {render_docs.rate_ci(f)} | {f['failures']['no_verdict_at_view']} | {f['guesses']} | "
+            f"{f['failures']['wrong_verdict']} | {f['failures']['view_never_found']} |") in page
+    assert f"| 0 | 0.05 | {render_docs.rate_ci(last)} | 1 | 4 | 5 | 0 |" in page
+    assert "| 1 | 0.05 |" not in page  # seeds the dwell run has not reached get no row of theirs
+
+
 def test_a_budget_runs_scratch_arm_renders_its_censored_bound_and_the_bc_arm_under_todays_name():
     import bc_vs_scratch
 
