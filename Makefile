@@ -49,6 +49,7 @@ bench-list: $(STAMP)
 	$(BIN)/python benchmarks/harness.py --list
 
 bench: $(STAMP)
+	$(BIN)/python benchmarks/env_step.py --variant all
 	$(BIN)/python benchmarks/bc_throughput.py --variant all
 	$(BIN)/python benchmarks/collector_scaling.py --variant all
 

@@ -61,9 +61,6 @@ RETIRED = {
                               "policy's failures under it come from (the calibrated cell followed)"),
     "verdict_probe": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "what a BC verdict head says at the board: "
                              "why the Panda's policy never answered, which its timing loss fixed"),
-    "env_step": Retired(_LAST_LIVE, "what the fast paths (direct DAQP IK, one MuJoCo call per control period) save "
-                        "per frame against the reference path; tests/envs/test_step_speedups.py keeps both "
-                        "bit-identical"),
     "env_throughput": Retired(_LAST_LIVE, "the env's steps/s against Gymnasium's Pusher-v5 with rgb rendering, before "
                               "and after the task API; the env's rate since: ppo_throughput's 'env alone' row"),
     "export_latency": Retired(_LAST_LIVE, "what each export format costs to serve on the CPU against the eager actor; "

@@ -8,7 +8,7 @@ configuration limit keeps the answer inside the joint ranges.
 CPU core, mostly Python around a few-microsecond QP). ``CameraPoseIK`` builds the same QP with the same numerical
 operations in the same order into preallocated arrays and calls the DAQP solver directly: its answers equal the
 reference's bit for bit (``tests/envs/test_step_speedups.py`` compares them) in about a third of the time
-(``benchmarks/results/env_step.json``). ``camera_ik`` builds either for a scene's arm, as the tasks set it up.
+(``benchmarks/env_step.py``). ``camera_ik`` builds either for a scene's arm, as the tasks set it up.
 """
 
 from __future__ import annotations
