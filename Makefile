@@ -92,7 +92,7 @@ bench-reliability: $(STAMP)
 	$(BIN)/python benchmarks/promises.py --variant all
 
 # The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch
-# (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; 12 runs; a stopped run resumes where it was), and
+# (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; 15 runs; a stopped run resumes where it was), and
 # the demo's start with PPO training the encoder too (end to end, at the quick recipe's 65,536 frames); the lead
 # runs' last policies with their verdict read three ways (verdict_decoding), and the lead start with waiting at
 # the view made to cost (lead-dwell-1m).

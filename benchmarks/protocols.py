@@ -185,9 +185,9 @@ def budget_targets(targets: dict, start: dict, final: dict[str, dict]) -> dict[s
         checked[f"at_most_{targets['guesses_per_100_max']}_guesses_per_100_every_seed_at_this_budget"] = all(
             100 * f["guesses"] / f["boards"] <= targets["guesses_per_100_max"] + 1e-9 for f in final.values())
     if "no_verdict_at_view_max" in targets:
-        checked[f"at_most_{targets['no_verdict_at_view_max']}_per_100_at_the_view_without_a_verdict_every_seed"] = all(
-            100 * f["failures"].get("no_verdict_at_view", 0) / f["boards"] <= targets["no_verdict_at_view_max"] + 1e-9
-            for f in final.values())
+        checked[f"at_most_{targets['no_verdict_at_view_max']}_per_100_at_the_view_without_a_verdict_every_seed_at_this_"
+                "budget"] = all(100 * (f.get("failures") or {}).get("no_verdict_at_view", 0) / f["boards"]
+                                <= targets["no_verdict_at_view_max"] + 1e-9 for f in final.values())
     return checked
 
 

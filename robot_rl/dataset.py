@@ -159,6 +159,10 @@ class DemoDataset:
         """Writes whole episodes (their frames, contiguous, shape [N]) past the committed end. Not visible to
         readers until ``commit``. ``episodes`` give lengths, seeds and successes; starts are assigned here."""
         frames = frames.exclude(*EXCLUDED_KEYS)
+        if self._storage is not None:
+            # A dataset keeps the keys it was created with: frames of a newer env (a reward term added since, say)
+            # append to it in its own layout.
+            frames = frames.select(*self._storage.keys(True, True), strict=False)
         start = self.frames
         if start + frames.shape[0] > self.meta["capacity"]:
             self._grow(start + frames.shape[0], template=frames[0])

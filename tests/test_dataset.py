@@ -81,6 +81,28 @@ def test_a_new_dataset_killed_before_its_first_commit_leaves_nothing_behind(demo
     assert len(DemoDataset.open(root).episodes) == 2
 
 
+def test_a_dataset_written_before_a_reward_term_existed_takes_appends_in_its_own_layout(demos_dir, tmp_path):
+    source = DemoDataset.open(demos_dir)
+    older = tmp_path / "older"
+    dwell = (keys.NEXT, keys.REWARD_TERMS, "dwell")
+    writer = DemoDataset.open_for_append(older, source.meta)
+    writer.add_episodes(source.data.to_tensordict().exclude(dwell),
+                        [EpisodeRecord(-1, e.length, e.seed, e.success) for e in source.episodes])
+    writer.commit()
+    collect(older, episodes=2, seed=1)  # today's env emits the dwell term
+    appended = DemoDataset.open(older)
+    assert len(appended.episodes) == len(source.episodes) + 2 and dwell not in appended.data.keys(True, True)
+    # ... also when the appends outgrow the storage (a new one is made from the frames being added).
+    frames = source.data.to_tensordict()
+    writer = DemoDataset.open_for_append(older, appended.meta)
+    for _ in range(writer.meta["capacity"] // frames.shape[0] + 1):
+        writer.add_episodes(frames, [EpisodeRecord(-1, e.length, e.seed, e.success) for e in source.episodes])
+    writer.commit()
+    grown = DemoDataset.open(older)
+    assert grown.meta["storage"] != appended.meta["storage"] and dwell not in grown.data.keys(True, True)
+    assert (keys.NEXT, keys.REWARD_TERMS, "collision") in grown.data.keys(True, True)
+
+
 def test_growing_past_the_capacity_switches_storage_atomically(demos_copy):
     dataset = DemoDataset.open(demos_copy)
     old_storage = dataset.meta["storage"]

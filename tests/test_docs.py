@@ -308,17 +308,20 @@ def test_the_dwell_run_renders_its_last_policies_beside_the_lead_runs_without_th
             "failures": {"guess": 4, "wrong_verdict": 5, "no_verdict_at_view": 1, "view_never_found": 0, "unstable": 0}}
     arms = {"bc": {**plain["arms"]["bc"], "final_success": {"0": last}}}
     results["bc_vs_scratch_lead-dwell-1m"] = {
-        **plain, "arms": arms, "final_success": {"bc": {"0": last}}, "seeds": [0],
+        **plain, "arms": arms, "final_success": {"bc": {"0": last}}, "seeds": [0, 1],
         "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "lead-dwell-1m-bc", "--seeds", "0"],
         "ppo_config": {**plain["ppo_config"], "dwell_penalty": 0.05}}
     page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
-    assert "## PPO to a million frames from the lead start, waiting at the view made to cost" in page
+    page = page.split("## PPO to a million frames from the lead start, waiting at the view made to cost")[1]
+    page = page.split(" ## ")[0]  # the dwell run's section
     assert "with `--dwell-penalty 0.05`" in page
     f = plain["arms"]["bc"]["final_success"]["0"]
     assert (f"| 0 | 0 | {render_docs.rate_ci(f)} | {f['failures']['no_verdict_at_view']} | {f['guesses']} | "
             f"{f['failures']['wrong_verdict']} | {f['failures']['view_never_found']} |") in page
     assert f"| 0 | 0.05 | {render_docs.rate_ci(last)} | 1 | 4 | 5 | 0 |" in page
-    assert "| 1 | 0.05 |" not in page  # seeds the dwell run has not reached get no row of theirs
+    # a seed the dwell run lists but has not finished gets no row, neither its own nor the plain run's
+    assert "| 1 | 0.05 |" not in page and "| 1 | 0 |" not in page
+    assert "then scratch" not in page  # no scratch arm for this preset
 
 
 def test_a_budget_runs_scratch_arm_renders_its_censored_bound_and_the_bc_arm_under_todays_name():

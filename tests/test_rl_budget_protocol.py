@@ -93,7 +93,7 @@ def test_budget_targets_check_every_seeds_last_policy_against_the_start_on_the_s
         "last_policy_at_least_90_percent_every_seed_at_this_budget": True}
     # The dwell preset adds the episodes that end at the view without a verdict: 5 of 100 pass, 6 miss.
     dwell = PRESETS["lead-dwell-1m"]["budget_targets"]
-    at_view = "at_most_5_per_100_at_the_view_without_a_verdict_every_seed"
+    at_view = "at_most_5_per_100_at_the_view_without_a_verdict_every_seed_at_this_budget"
     for stalled, expected in ((5, True), (6, False)):
         final = {**fresh(0.85, 3), "failures": {"no_verdict_at_view": stalled, "guess": 3}}
         assert budget_targets(dwell, start, {"0": final})[at_view] is expected

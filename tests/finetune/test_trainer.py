@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from robot_rl import keys
 from robot_rl.checkpoints import load_checkpoint
 from robot_rl.cli import main
 from robot_rl.configs import FinetuneConfig
@@ -32,7 +33,7 @@ LOGGED = ["train/loss_objective", "train/loss_critic", "train/loss_entropy", "tr
           "train/loss_verdict_ce", "train/explained_variance", "train/max_ratio", "eval/success_rate",
           "eval/guess_rate", "eval/verdict_accuracy", "eval/collisions_per_episode", "eval/episode_length",
           "eval/success_ci95_low", "eval/success_ci95_high"] + [
-          f"reward/{term}" for term in ("verdict", "localization", "collision", "shaping", "guess")]
+          f"reward/{term}" for term in keys.REWARD_TERM_NAMES]
 
 
 def test_a_tiny_run_from_bc_logs_every_metric(bc_run_dir, tmp_path, capsys):
