@@ -6,7 +6,9 @@
   "which answer" factoring PPO samples from, ``robot_rl.policy.factored_verdict_logits``);
 - ``sampled``: drawn from the verdict's distribution at every step, as PPO's collection draws it (seeded).
 
-The pose is the deterministic one in all three. Why: PPO optimizes the sampled policy; a per-step "answer now?"
+The pose is the deterministic one in all three. Then, for the episodes the mode reading leaves at the view without
+a verdict (``stalls``): p(answer now) on each of their steps at the view (its highest and its median, per episode)
+and how far the camera moves per step there. Why: PPO optimizes the sampled policy; a per-step "answer now?"
 decision that the sampled policy takes at some step at the inspection view (p(answer now) below 1/2 on each) is
 never taken by the deterministic one, which then times out at the view. The lead task's million-frame runs ended
 with last policies failing that way while their training episodes' success (the run logs' ``train/success_rate``)
@@ -17,14 +19,18 @@ kept rising.
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
 import torch
 from harness import Benchmark, Variant
-from protocols import PRESETS, on_fresh_boards
+from protocols import FRESH_BOARDS_SEED, PRESETS, on_fresh_boards
 
+from robot_rl import keys
+from robot_rl.closed_loop import held_out_seeds, run_episodes
 from robot_rl.policy import ActorHeads
+from robot_rl.policy_io import load_actor
 from robot_rl.tables import markdown_table
 
 DECODINGS = ("mode", "factored-mode", "sampled")
@@ -72,6 +78,46 @@ def reading(decoding: str, generator: torch.Generator):
     return prepare
 
 
+ANSWER_NOW = "answer_now"  # written beside the actor's output: p(answer now) under the policy's verdict
+
+
+def stall(rollout) -> dict | None:
+    """One episode ([T] TensorDict with ``ANSWER_NOW``) that ends at the view without a verdict: its steps at the
+    view (the camera localized when the policy acted), p(answer now) there (highest and median) and the camera's
+    mean travel per step there (mm); None for any other episode."""
+    localized = rollout.get((keys.NEXT, *keys.LOCALIZED)).reshape(-1)
+    if int(rollout.get(keys.VERDICT).reshape(-1)[-1]) != 0 or not localized.any():
+        return None
+    at_view = torch.cat([torch.zeros(1, dtype=torch.bool), localized[:-1]])
+    p = rollout.get(ANSWER_NOW).reshape(-1)[at_view]
+    camera = rollout.get((keys.NEXT, *keys.CAMERA_POSE))[:, :3]
+    travel = (camera[1:] - camera[:-1]).norm(dim=-1)[at_view[1:]]
+    return {"steps_at_view": int(at_view.sum()), "p_answer_max": round(float(p.max()), 4),
+            "p_answer_median": round(float(p.median()), 4), "travel_mm_per_step": round(1000 * float(travel.mean()), 2)}
+
+
+def stalls(checkpoint: Path, boards: int, device: str) -> dict:
+    """The mode-read policy's episodes on ``on_fresh_boards``' boards that end at the view without a verdict: per
+    episode, p(answer now) over its steps at the view (the camera localized when the policy acted), highest and
+    median, and the camera's mean travel per step there (mm)."""
+    actor, provenance, _ = load_actor(checkpoint, device, precision="auto")
+
+    def policy(td):
+        td = actor(td)
+        return td.set(ANSWER_NOW, 1 - td.get((*keys.VERDICT_PARAMS, "logits")).float().softmax(-1)[..., 0])
+
+    env = provenance.make_env(num_envs=8, parallel=False, device=device,
+                              episode_seeds=held_out_seeds(FRESH_BOARDS_SEED, boards, set()))
+    try:
+        rollouts = run_episodes(env, policy, boards)
+    finally:
+        env.close()
+    found = [s for s in map(stall, rollouts) if s is not None]
+    return {"episodes": found,
+            "median_p_answer_max": statistics.median(e["p_answer_max"] for e in found) if found else None,
+            "median_travel_mm_per_step": statistics.median(e["travel_mm_per_step"] for e in found) if found else None}
+
+
 def options(parser) -> None:
     parser.add_argument("--runs", type=Path, required=True, help="the folder holding the PPO runs bc-seedN")
 
@@ -79,7 +125,7 @@ def options(parser) -> None:
 def run(args) -> dict:
     if not args.seeds:
         raise SystemExit("verdict_decoding: --seeds: name the PPO runs' seeds")
-    runs, rows = {}, []
+    runs, rows, stalled = {}, [], {}
     for seed in args.seeds:
         checkpoint = args.runs / f"bc-seed{seed}" / "checkpoints" / "last.pt"
         if not checkpoint.is_file():
@@ -93,9 +139,10 @@ def run(args) -> dict:
                          "guesses": metrics["guesses"], "timed out": metrics["timed_out"],
                          **{kind.replace("_", " "): n for kind, n in metrics["failures"].items()
                             if kind != "unstable"}})
+        stalled[str(seed)] = stalls(checkpoint, args.boards, args.device)
     print(markdown_table(rows))
     return {"runs_folder": str(args.runs), "boards": args.boards, "sampling_seed": SAMPLING_SEED, "runs": runs,
-            "table": rows}
+            "stalls": stalled, "table": rows}
 
 
 if __name__ == "__main__":

@@ -58,3 +58,25 @@ def test_reading_rewires_every_verdict_head_of_an_actor_and_leaves_the_pose_alon
     answer_now = logits[:, 1:].logsumexp(-1) >= logits[:, 0]
     expected = torch.where(answer_now, 1 + logits[:, 1:].argmax(-1), 0)
     assert torch.equal(logits_read.argmax(-1), expected)
+
+
+def test_a_stall_is_read_on_the_steps_whose_observation_was_at_the_view():
+    from tensordict import TensorDict
+
+    from robot_rl import keys
+
+    # localized after steps 1-3 (so the policy acted at the view on steps 2 and 3); no verdict: it stalled
+    camera = torch.zeros(4, 7)
+    camera[:, 0] = torch.tensor([0.0, 0.010, 0.013, 0.017])
+    rollout = TensorDict({keys.VERDICT: torch.zeros(4, dtype=torch.long),
+                          verdict_decoding.ANSWER_NOW: torch.tensor([0.1, 0.2, 0.6, 0.3]),
+                          (keys.NEXT, *keys.LOCALIZED): torch.tensor([[False], [True], [True], [True]]),
+                          (keys.NEXT, *keys.CAMERA_POSE): camera}, batch_size=[4])
+    assert verdict_decoding.stall(rollout) == {"steps_at_view": 2, "p_answer_max": 0.6, "p_answer_median": 0.3,
+                                               "travel_mm_per_step": 3.5}
+    answered = rollout.clone()
+    answered[keys.VERDICT][-1] = 1
+    assert verdict_decoding.stall(answered) is None
+    never_there = rollout.clone()
+    never_there[(keys.NEXT, *keys.LOCALIZED)].zero_()
+    assert verdict_decoding.stall(never_there) is None
