@@ -324,6 +324,24 @@ def test_the_dwell_run_renders_its_last_policies_beside_the_lead_runs_without_th
     assert "then scratch" not in page  # no scratch arm for this preset
 
 
+def test_the_stalls_at_the_view_render_with_their_answer_probabilities_and_camera_travel():
+    results = render_docs.load_results()
+    decoding = dict(results["verdict_decoding_lead-encoder-1m"])
+    decoding["stalls"] = {"0": {"episodes": [
+        {"steps_at_view": 30, "p_answer_max": 0.42, "p_answer_median": 0.009, "travel_mm_per_step": 6.5}]},
+        "1": {"episodes": [
+            {"steps_at_view": 60, "p_answer_max": 0.06, "p_answer_median": 0.002, "travel_mm_per_step": 4.7},
+            {"steps_at_view": 40, "p_answer_max": 0.25, "p_answer_median": 0.003, "travel_mm_per_step": 6.0}]}}
+    results["verdict_decoding_lead-encoder-1m"] = decoding
+    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    assert ("On those 3 episodes' steps at the view (read as the mode), p(answer now) peaked between 6% and 42% "
+            "(median 25%) and sat at a median of 0.3%, and the camera moved a median 6.0 mm per step there: the "
+            "deterministic pose does not come to rest at the view.") in page
+    decoding["stalls"] = {"0": {"episodes": []}}
+    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    assert "episodes' steps at the view" not in page
+
+
 def test_a_budget_runs_scratch_arm_renders_its_censored_bound_and_the_bc_arm_under_todays_name():
     import bc_vs_scratch
 
