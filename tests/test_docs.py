@@ -334,8 +334,8 @@ def test_the_stalls_at_the_view_render_with_their_answer_probabilities_and_camer
             {"steps_at_view": 40, "p_answer_max": 0.25, "p_answer_median": 0.003, "travel_mm_per_step": 6.0}]}}
     results["verdict_decoding_lead-encoder-1m"] = decoding
     page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
-    assert ("On those 3 episodes' steps at the view (read as the mode), p(answer now) peaked between 6% and 42% "
-            "(median 25%) and sat at a median of 0.3%, and the camera moved a median 6.0 mm per step there: the "
+    assert ("On those 3 episodes' steps at the view (read as the mode), p(answer now) peaked between 6.0% and 42.0% "
+            "(median 25.0%) and sat at a median of 0.3%, and the camera moved a median 6.0 mm per step there: the "
             "deterministic pose does not come to rest at the view.") in page
     decoding["stalls"] = {"0": {"episodes": []}}
     page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
