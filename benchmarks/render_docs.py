@@ -35,6 +35,7 @@ COMMAND = "make docs-render"  # or: python benchmarks/render_docs.py
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 # A value the prose states that the code defines (see the module docstring); the value is what gets rewritten.
 VALUE = re.compile(r"(<!-- (?P<kind>default|preset): (?P<key>[^>]*?) -->)(?P<value>.*?)(<!-- end -->)")
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}  # counts the prose spells out
 # The page templates, each rendered with the same helpers to the same path under docs/.
 PAGES = (*(f"results/{name}.md" for name in ("index", "demo", "bc", "fine-tuning", "robustness", "throughput",
                                              "arms-tasks", "reliability")), "history.md")
@@ -108,6 +109,18 @@ def rate_ci(metrics: dict, digits: int = 0) -> str:
 
 def num(value, digits: int = 0) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def and_list(items) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = [str(item) for item in items]
+    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def span(values, text=pct) -> str:
+    """The range of ``values`` as 'low-high' (or the one value), each through ``text``."""
+    low, high = text(min(values)), text(max(values))
+    return low if low == high else f"{low[:-1] if low.endswith('%') else low}-{high}"
 
 
 def cell(value) -> str:
@@ -210,6 +223,34 @@ def perception_rows(data: dict) -> list[dict]:
                      "suite": f"{num(arm['evaluate_wall_s'])} s", "target": target,
                      "measured at": f"`{str((arm.get('kept_from') or data).get('commit'))[:7]}`"})
     return rows
+
+
+def seeds_of(arms: dict, arm: str) -> list[dict]:
+    """The records of ``arm`` and its seeds (``ARM``, ``ARM-seed1``, ...) among ``arms``, in seed order."""
+    return [record for name, record in sorted(arms.items()) if re.fullmatch(re.escape(arm) + r"(-seed\d+)?", name)]
+
+
+def shift_of(arm: dict, shift: str) -> dict:
+    """An arm's suite row under ``shift``."""
+    return next(row for row in arm["suite"] if row["shift"] == shift)
+
+
+def lead_limits(run: dict, decoding: dict) -> dict:
+    """What the README's known limits say of the lead start's million-frame runs: per seed (in seed order) the last
+    policy's success and guesses, the checks' peaks, the worst seed's fall after its peak and its failures, and the
+    episodes its runs leave at the view without a verdict, the verdict read as the mode and sampled."""
+    final, curves = run["arms"]["bc"]["final_success"], run["curves"]["bc"]
+    seeds = sorted(final, key=int)
+    worst = min(seeds, key=lambda seed: final[seed]["rate"])
+    rates = [point["success_rate"] for point in curves[seeds.index(worst)]]
+    peak = max(rates)
+    return {"rates": [final[s]["rate"] for s in seeds], "guesses": [final[s]["guesses"] for s in seeds],
+            "peaks": [max(point["success_rate"] for point in curve) for curve in curves],
+            "worst": seeds.index(worst), "worst_peak": peak, "worst_low": min(rates[rates.index(peak):]),
+            "worst_failures": final[worst]["failures"], "worst_boards": final[worst]["boards"],
+            "worst_rate": final[worst]["rate"],
+            "stuck": {reading: sum(readings[reading]["failures"]["no_verdict_at_view"]
+                                   for readings in decoding["runs"].values()) for reading in ("mode", "sampled")}}
 
 
 # -- the code-generated reference pages ------------------------------------------------------------------------
@@ -450,7 +491,9 @@ def _header(source: str) -> str:
 def environment(results: dict[str, dict]) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, table=table, scratch_table=scratch_table,
+    env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, and_list=and_list, span=span,
+                       words=NUMBER_WORDS, seeds_of=seeds_of, shift_of=shift_of, lead_limits=lead_limits,
+                       table=table, scratch_table=scratch_table,
                        metrics_row=metrics_row,
                        bc_checks_table=bc_checks_table, suite_table=suite_table, lead_inspect_rows=lead_inspect_rows,
                        perception_rows=perception_rows, option_default=option_default, preset_value=preset_value,

@@ -342,6 +342,31 @@ def test_the_stalls_at_the_view_render_with_their_answer_probabilities_and_camer
     assert "episodes' steps at the view" not in page
 
 
+def test_the_known_limits_state_the_figures_of_their_results_files():
+    import copy
+
+    results = copy.deepcopy(render_docs.load_results())
+    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    lead = results["bc_vs_scratch_lead-encoder-1m"]["arms"]["bc"]["final_success"]
+    rates = [render_docs.pct(lead[seed]["rate"]) for seed in sorted(lead, key=int)]
+    assert f"its last policies reached {render_docs.and_list(rates)} with" in limits
+    # a second few-1m seed, a lead seed at the target, a calibrated seed whose bright light recovers
+    results["bc_vs_scratch_few-1m"]["seeds"] = [0, 1]
+    for seed in lead:
+        lead[seed]["rate"] = 0.85
+    calibrated = render_docs.seeds_of(results["perception"]["arms"], "encoder+recolour+calibrated")
+    bright = [render_docs.shift_of(arm, "bright_light") for arm in calibrated]
+    for row in bright:
+        row["success_rate"] = 0.95
+    bright[-1]["success_rate"] = 0.8
+    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    assert "run to a million frames (two seeds so far)" in limits
+    assert "reached 85%, 85% and 85% with" in limits and "(the 80% target met on three)" in limits
+    assert "bright light falls to 80% on one seed," in limits
+    assert render_docs.and_list(["a"]) == "a" and render_docs.and_list(["a", "b", "c"]) == "a, b and c"
+    assert render_docs.span([0.96, 0.99, 0.98]) == "96-99%" and render_docs.span([1.0, 1.0]) == "100%"
+
+
 def test_a_budget_runs_scratch_arm_renders_its_censored_bound_and_the_bc_arm_under_todays_name():
     import bc_vs_scratch
 
