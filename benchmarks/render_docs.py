@@ -246,7 +246,8 @@ def lead_limits(run: dict, decoding: dict) -> dict:
     peak = max(rates)
     return {"rates": [final[s]["rate"] for s in seeds], "guesses": [final[s]["guesses"] for s in seeds],
             "peaks": [max(point["success_rate"] for point in curve) for curve in curves],
-            "worst": seeds.index(worst), "worst_peak": peak, "worst_low": min(rates[rates.index(peak):]),
+            "worst": seeds.index(worst), "worst_seed": worst, "worst_peak": peak,
+            "worst_low": min(rates[rates.index(peak):]),
             "worst_failures": final[worst]["failures"], "worst_boards": final[worst]["boards"],
             "worst_rate": final[worst]["rate"],
             "stuck": {reading: sum(readings[reading]["failures"]["no_verdict_at_view"]
