@@ -227,7 +227,9 @@ def perception_rows(data: dict) -> list[dict]:
 
 def seeds_of(arms: dict, arm: str) -> list[dict]:
     """The records of ``arm`` and its seeds (``ARM``, ``ARM-seed1``, ...) among ``arms``, in seed order."""
-    return [record for name, record in sorted(arms.items()) if re.fullmatch(re.escape(arm) + r"(-seed\d+)?", name)]
+    found = {int(match[1] or 0): record for name, record in arms.items()
+             if (match := re.fullmatch(re.escape(arm) + r"(?:-seed(\d+))?", name))}
+    return [found[seed] for seed in sorted(found)]
 
 
 def shift_of(arm: dict, shift: str) -> dict:
@@ -242,7 +244,7 @@ def lead_limits(run: dict, decoding: dict) -> dict:
     final, curves = run["arms"]["bc"]["final_success"], run["curves"]["bc"]
     seeds = sorted(final, key=int)
     worst = min(seeds, key=lambda seed: final[seed]["rate"])
-    rates = [point["success_rate"] for point in curves[seeds.index(worst)]]
+    rates = [point["success_rate"] for point in curves[run["seeds"].index(int(worst))]]  # curves: in run order
     peak = max(rates)
     return {"rates": [final[s]["rate"] for s in seeds], "guesses": [final[s]["guesses"] for s in seeds],
             "peaks": [max(point["success_rate"] for point in curve) for curve in curves],

@@ -86,9 +86,9 @@ def stall(rollout) -> dict | None:
     view (the camera localized when the policy acted), p(answer now) there (highest and median) and the camera's
     mean travel per step there (mm); None for any other episode."""
     localized = rollout.get((keys.NEXT, *keys.LOCALIZED)).reshape(-1)
-    if int(rollout.get(keys.VERDICT).reshape(-1)[-1]) != 0 or not localized.any():
-        return None
     at_view = torch.cat([torch.zeros(1, dtype=torch.bool), localized[:-1]])
+    if int(rollout.get(keys.VERDICT).reshape(-1)[-1]) != 0 or not at_view.any():
+        return None
     p = rollout.get(ANSWER_NOW).reshape(-1)[at_view]
     camera = rollout.get((keys.NEXT, *keys.CAMERA_POSE))[:, :3]
     travel = (camera[1:] - camera[:-1]).norm(dim=-1)[at_view[1:]]

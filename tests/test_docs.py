@@ -334,12 +334,12 @@ def test_the_stalls_at_the_view_render_with_their_answer_probabilities_and_camer
             {"steps_at_view": 40, "p_answer_max": 0.25, "p_answer_median": 0.003, "travel_mm_per_step": 6.0}]}}
     results["verdict_decoding_lead-encoder-1m"] = decoding
     page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
-    assert ("On those 3 episodes' steps at the view (read as the mode), p(answer now) peaked between 6.0% and 42.0% "
-            "(median 25.0%) and sat at a median of 0.3%, and the camera moved a median 6.0 mm per step there: the "
-            "deterministic pose does not come to rest at the view.") in page
+    assert ("On the steps at the view of the 3 episodes the mode reading leaves there without a verdict, p(answer "
+            "now) peaked between 6.0% and 42.0% (median 25.0%) and sat at a median of 0.3%, and the camera moved a "
+            "median 6.0 mm per step there: the deterministic pose does not come to rest at the view.") in page
     decoding["stalls"] = {"0": {"episodes": []}}
     page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
-    assert "episodes' steps at the view" not in page
+    assert "episodes the mode reading leaves there" not in page
 
 
 def test_the_known_limits_state_the_figures_of_their_results_files():
@@ -366,21 +366,31 @@ def test_the_known_limits_state_the_figures_of_their_results_files():
     results.pop("bc_vs_scratch_lead-dwell-1m", None)
     limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
     assert "Making waiting at the view cost" not in limits  # without the dwell run's file
+    # without the penalty: seed 0 ended with 1 at the view, seeds 1 and 2 stalled (15 and 30), seed 2 the worst
+    for seed, (rate, stalled, guesses) in {"0": (0.85, 1, 9), "1": (0.76, 15, 5), "2": (0.57, 30, 9)}.items():
+        lead[seed].update(rate=rate, guesses=guesses, boards=100)
+        lead[seed]["failures"]["no_verdict_at_view"] = stalled
     failures = {"guess": 4, "wrong_verdict": 5, "no_verdict_at_view": 2, "view_never_found": 0, "unstable": 0}
     results["bc_vs_scratch_lead-dwell-1m"] = {
         "ppo_config": {"dwell_penalty": 0.05},
         "arms": {"bc": {"final_success": {"0": {"rate": 0.89, "boards": 100, "guesses": 4, "failures": failures}}}},
         "targets": {"last_policy_at_least_80_percent_every_seed_at_this_budget": True,
                     "at_most_5_per_100_at_the_view_without_a_verdict_every_seed_at_this_budget": True,
-                    "last_policy_40_points_above_start_every_seed": False}}
+                    "no_check_10_points_below_best_after_tau": True, "met": True}}
     limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
     assert ("Making waiting at the view cost (`--dwell-penalty 0.05`, the same start and budget, one seed so far) "
-            "left the last policy at 89% with 2 episodes at the view without a verdict and 4 guesses per 100 boards: "
-            "every target fixed before it ran met.") in limits
+            "left the last policy at 89% with 2 at the view without a verdict and 4 guesses per 100 boards (the same "
+            "seed without it: 85%, 1 and 9); every target fixed before it ran met. The seeds that stalled without it "
+            "(1 and 2: 15 and 30 at the view) have not run with it yet.") in limits
+    # every target counts, the protocol's as well as the budget's; seed 2 run too: only seed 1 is pending
     targets = results["bc_vs_scratch_lead-dwell-1m"]["targets"]
-    targets["last_policy_at_least_80_percent_every_seed_at_this_budget"] = False
+    targets["no_check_10_points_below_best_after_tau"] = False
+    results["bc_vs_scratch_lead-dwell-1m"]["arms"]["bc"]["final_success"]["2"] = {
+        "rate": 0.9, "boards": 100, "guesses": 3, "failures": failures}
     limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
-    assert "missed, of the targets fixed before it ran: last policy at least 80 percent every seed." in limits
+    assert "missed, of the targets fixed before it ran: no check 10 points below best after tau." in limits
+    assert "The seed that stalled without it (1: 15 at the view) has not run with it yet." in limits
+    assert "policies at 89% and 90% with 2 and 2 at the view" in limits
     assert render_docs.and_list(["a"]) == "a" and render_docs.and_list(["a", "b", "c"]) == "a, b and c"
     assert render_docs.span([0.96, 0.99, 0.98]) == "96-99%" and render_docs.span([1.0, 1.0]) == "100%"
 

@@ -80,3 +80,6 @@ def test_a_stall_is_read_on_the_steps_whose_observation_was_at_the_view():
     never_there = rollout.clone()
     never_there[(keys.NEXT, *keys.LOCALIZED)].zero_()
     assert verdict_decoding.stall(never_there) is None
+    arrived_last = rollout.clone()  # localized only by its last step: it never acted at the view
+    arrived_last[(keys.NEXT, *keys.LOCALIZED)][:3] = False
+    assert verdict_decoding.stall(arrived_last) is None
