@@ -44,6 +44,7 @@ RESULTS = Path(__file__).parent / "results"
 FINAL_METRICS = ("episodes", "success_rate", "success_ci95", "guesses", "verdict_accuracy", "collisions_per_episode",
                  "episode_length", "timed_out")
 FRESH_BOARDS_SEED = 40_000_000  # boards for last.pt / best.pt: neither demos, BC checks nor PPO checks use them
+FRESH_BOARD_ENVS = 8  # envs stepped together in a fresh-board reading
 
 # The CPU presets' PPO: frozen encoder (features cached at collection), privileged critic, shaping for both arms;
 # 16 PPO iterations of 1,024 frames for BC+PPO, scratch gets 3x what BC+PPO needed; three seeds each.
@@ -251,6 +252,11 @@ def largest_fall_after(curve: list[dict], frames: int) -> float:
     return round(fall, 4)
 
 
+def fresh_board_seeds(boards: int) -> list[int]:
+    """The episode seeds of ``boards`` boards no run has seen: the boards every last.pt / best.pt reading uses."""
+    return held_out_seeds(FRESH_BOARDS_SEED, boards, set())
+
+
 def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision: str = "auto",
                     prepare: Callable[[torch.nn.Module], None] | None = None) -> dict:
     """A policy checkpoint (or run folder) on ``boards`` boards no run has seen (not the check boards): success
@@ -261,7 +267,7 @@ def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision:
     actor, provenance, _ = load_actor(checkpoint, device, precision=precision)
     if prepare is not None:
         prepare(actor)
-    metrics, episodes = evaluate_policy(actor, held_out_seeds(FRESH_BOARDS_SEED, boards, set()), num_envs=8,
+    metrics, episodes = evaluate_policy(actor, fresh_board_seeds(boards), num_envs=FRESH_BOARD_ENVS,
                                         device=device, **provenance.env_kwargs())
     return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
             "guesses": metrics["guesses"], "timed_out": metrics["timed_out"],

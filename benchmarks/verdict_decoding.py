@@ -25,10 +25,10 @@ from pathlib import Path
 
 import torch
 from harness import Benchmark, Variant
-from protocols import FRESH_BOARDS_SEED, PRESETS, on_fresh_boards
+from protocols import FRESH_BOARD_ENVS, PRESETS, fresh_board_seeds, on_fresh_boards
 
 from robot_rl import keys
-from robot_rl.closed_loop import held_out_seeds, run_episodes
+from robot_rl.closed_loop import run_episodes
 from robot_rl.policy import ActorHeads
 from robot_rl.policy_io import load_actor
 from robot_rl.tables import markdown_table
@@ -106,8 +106,8 @@ def stalls(checkpoint: Path, boards: int, device: str) -> dict:
         td = actor(td)
         return td.set(ANSWER_NOW, 1 - td.get((*keys.VERDICT_PARAMS, "logits")).float().softmax(-1)[..., 0])
 
-    env = provenance.make_env(num_envs=8, parallel=False, device=device,
-                              episode_seeds=held_out_seeds(FRESH_BOARDS_SEED, boards, set()))
+    env = provenance.make_env(num_envs=FRESH_BOARD_ENVS, parallel=False, device=device,
+                              episode_seeds=fresh_board_seeds(boards))
     try:
         rollouts = run_episodes(env, policy, boards)
     finally:
