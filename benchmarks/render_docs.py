@@ -367,6 +367,8 @@ RANDOMIZATION_MEANING = {
                   "where it sits, not the drawn mount",
     "calibration_shift": "a calibrated cell's error on the camera's position (m), random direction",
     "calibration_tilt": "a calibrated cell's error on the camera's orientation (deg), random axis",
+    "rectified": "the cell measured its lens too: every wrist image is resampled to the nominal field of view",
+    "calibration_fov": "a rectifying cell's error on the lens's field of view (deg), either sign",
 }
 
 

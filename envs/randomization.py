@@ -14,8 +14,10 @@ image tells such an offset from a board placed that much off (the board's place 
 centres what it sees passes a test made in the mount's frame only within the room the offset leaves.
 ``calibrated`` models the cell that measured its camera after mounting it (a hand-eye calibration): the pose the arm
 controls, and so the localization test and the expert, follow the camera as it sits, off by the calibration's
-residual error (``calibration_shift``, ``calibration_tilt``). The env models the calibration's result, not its
-procedure.
+residual error (``calibration_shift``, ``calibration_tilt``). ``rectified`` models a cell that also measured its
+lens (an intrinsic calibration) and resamples every wrist image to the nominal field of view
+(``robot_rl.envs.lens``), off by the measurement's error (``calibration_fov``). The env models the calibrations'
+results, not their procedures.
 
 The perturbation suite (``PERTURBATIONS``) holds fixed shifts outside the ``default`` ranges, for evaluating how a
 policy degrades under conditions it was not trained on (``robot-rl evaluate --perturbations``).
@@ -79,11 +81,15 @@ class Randomization:
     calibrated: bool = False
     calibration_shift: Range = (0.0, 0.0)
     calibration_tilt: Range = (0.0, 0.0)
+    # Every wrist image is resampled to the nominal field of view from the lens's measured one (a cell that
+    # calibrated its camera's intrinsics), measured with an error of calibration_fov (degrees, either sign).
+    rectified: bool = False
+    calibration_fov: Range = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("name", "board_masks", "table_hsv", "table_marks", "calibrated"):
+            if f.name in ("name", "board_masks", "table_hsv", "table_marks", "calibrated", "rectified"):
                 continue
             for low, high in value if isinstance(value[0], tuple) else (value,):
                 if not low <= high:
@@ -113,8 +119,8 @@ class Randomization:
         """One episode's appearance. Always draws the same numbers in the same order, so a seed fixes it.
 
         Surfaces (mask, HSV table, marks) are drawn after everything else and only by a preset that varies them,
-        so the appearances of presets without them are those they had before surfaces existed; the calibration's
-        error comes last, drawn only by a calibrated cell.
+        so the appearances of presets without them are those they had before surfaces existed; the calibrations'
+        errors come last, each drawn only by a cell that has that calibration.
         """
         def colour(ranges: ColourRange) -> np.ndarray:
             return np.array([rng.uniform(low, high) for low, high in ranges])
@@ -144,10 +150,13 @@ class Randomization:
         )
 
     def _sample_calibration(self, rng: np.random.Generator, direction) -> dict:
-        if not self.calibrated:
-            return {}
-        return {"calibration_offset": direction() * rng.uniform(*self.calibration_shift),
-                "calibration_rotation": direction() * math.radians(rng.uniform(*self.calibration_tilt))}
+        drawn = {}
+        if self.calibrated:
+            drawn["calibration_offset"] = direction() * rng.uniform(*self.calibration_shift)
+            drawn["calibration_rotation"] = direction() * math.radians(rng.uniform(*self.calibration_tilt))
+        if self.rectified:
+            drawn["lens_error"] = rng.choice((-1.0, 1.0)) * rng.uniform(*self.calibration_fov)
+        return drawn
 
     def _sample_surfaces(self, rng: np.random.Generator) -> dict:
         mask = self.board_masks[rng.integers(len(self.board_masks))] if len(self.board_masks) > 1 else \
@@ -187,6 +196,13 @@ class Appearance:
     # drawn mount): offset [3] m and rotation vector [3] rad, in the camera's frame as it sits.
     calibration_offset: np.ndarray | None = None
     calibration_rotation: np.ndarray | None = None
+    # A rectifying cell's error of the measured field of view (degrees; None: the images are not rectified).
+    lens_error: float | None = None
+
+    @property
+    def rectified(self) -> bool:
+        """The cell resamples its wrist images to the nominal lens."""
+        return self.lens_error is not None
 
 
 # A mark row: x, y offset from the board centre (m, world frame), yaw (rad), half extents x, y (m), rgb in [0, 1].
@@ -234,11 +250,14 @@ MOUNT = replace(SURFACES, name="mount", camera_shift=(0.0, 0.012), camera_tilt=(
 # within 2 mm and 1 deg (a generous residual for a hand-eye calibration).
 CALIBRATED = replace(MOUNT, name="calibrated", calibrated=True, calibration_shift=(0.0, 0.002),
                      calibration_tilt=(0.0, 1.0))
+# Calibrated's cell that measured its lens too, to within 0.5 deg of field of view (a focal length within about
+# 1%, a routine checkerboard calibration's), and rectifies every image to the nominal lens.
+RECTIFIED = replace(CALIBRATED, name="rectified", rectified=True, calibration_fov=(0.0, 0.5))
 # Calibrated's cell under a light range that contains the suite's dim (x0.35) and bright (x1.8) light and a little
 # beyond, as the mount range contains the shifted camera: the light drawn in the scene (shading, specular
 # highlights), where pretrain --exposure changes it in image space (benchmarks/perception.py compares the two).
 LIGHTS = replace(CALIBRATED, name="lights", light_intensity=(0.3, 2.0))
-RANDOMIZATIONS = {r.name: r for r in (NONE, DEFAULT, WIDE, SURFACES, STRONG, MOUNT, CALIBRATED, LIGHTS)}
+RANDOMIZATIONS = {r.name: r for r in (NONE, DEFAULT, WIDE, SURFACES, STRONG, MOUNT, CALIBRATED, LIGHTS, RECTIFIED)}
 
 # Fixed shifts, each outside the ``default`` ranges (the README lists them). Chosen before any policy was
 # evaluated on them; changing one changes what the robustness benchmark measures.
@@ -263,11 +282,13 @@ PERTURBATIONS = {r.name: r for r in (
 
 def in_cell_of(shift: Randomization, cell: Randomization) -> Randomization:
     """``shift`` in a cell calibrated as ``cell`` is: a shift changes what the camera sees, not whether the cell
-    measured where its camera sits (a calibrated policy is evaluated calibrated)."""
-    if not cell.calibrated or shift.calibrated:
-        return shift
-    return replace(shift, calibrated=True, calibration_shift=cell.calibration_shift,
-                   calibration_tilt=cell.calibration_tilt)
+    measured where its camera sits or its lens (a calibrated policy is evaluated calibrated)."""
+    if cell.calibrated and not shift.calibrated:
+        shift = replace(shift, calibrated=True, calibration_shift=cell.calibration_shift,
+                        calibration_tilt=cell.calibration_tilt)
+    if cell.rectified and not shift.rectified:
+        shift = replace(shift, rectified=True, calibration_fov=cell.calibration_fov)
+    return shift
 
 
 def get_randomization(randomization: str | Randomization) -> Randomization:
@@ -281,7 +302,7 @@ def get_randomization(randomization: str | Randomization) -> Randomization:
 
 
 _UNITS = {"camera_shift": " m", "camera_tilt": " deg", "camera_fov": " deg", "pixel_noise": " std",
-          "calibration_shift": " m", "calibration_tilt": " deg"}
+          "calibration_shift": " m", "calibration_tilt": " deg", "calibration_fov": " deg"}
 
 
 def describe(randomization: Randomization) -> str:
@@ -291,8 +312,8 @@ def describe(randomization: Randomization) -> str:
         value = getattr(randomization, f.name)
         if f.name == "name" or value == getattr(NONE, f.name):
             continue
-        if f.name == "calibrated":
-            parts.append("calibrated")
+        if f.name in ("calibrated", "rectified"):
+            parts.append(f.name)
             continue
         if f.name == "board_masks":
             text = ", ".join(value)

@@ -153,6 +153,7 @@ class ArmScene:
         self._nominal_materials = (m.mat_rgba.copy(), m.mat_specular.copy(), m.mat_shininess.copy())
         self._nominal_camera = (m.cam_pos[self.wrist_camera_id].copy(), m.cam_quat[self.wrist_camera_id].copy(),
                                 float(m.cam_fovy[self.wrist_camera_id]))
+        self.nominal_fovy = self._nominal_camera[2]  # the drawn lens's vertical field of view (degrees)
         # Called after every physics substep when set (evaluation videos record intermediate states with it;
         # training and collection never set it).
         self.substep_observer: Callable[[], None] | None = None

@@ -24,8 +24,9 @@ from robot_rl.envs.arms import ArmSpec
 from robot_rl.envs.defaults import DEFAULT_ARM
 from robot_rl.envs.difficulty import Difficulty, pick_difficulty
 from robot_rl.envs.ik import camera_ik
+from robot_rl.envs.lens import Rectifier
 from robot_rl.envs.perception import angle_between, camera_projection, geom_classes
-from robot_rl.envs.randomization import Randomization, get_randomization
+from robot_rl.envs.randomization import Appearance, Randomization, get_randomization
 from robot_rl.envs.rendering import PRETTY, shared_renderer
 from robot_rl.envs.scene import BOARD_TOP, SCENE_CAMERA, WRIST_CAMERA, ArmScene, quat_from_rotvec
 
@@ -177,6 +178,7 @@ class InspectionTask:
         size = self.config.image_size
         self.wrist_renderer = shared_renderer(WRIST_CAMERA, size, size)
         self.appearance = None  # this episode's drawn randomization (None when randomization is nominal)
+        self._rectifier: Rectifier | None = None  # this episode's lens rectification (a rectifying cell only)
         self._noise_bank = None
         if self.randomization.pixel_noise[1] > 0:
             self._noise_bank = _noise_bank(size)
@@ -234,6 +236,8 @@ class InspectionTask:
         model, data = self.scene.model, self.scene.data
         target, viewpoint = self.inspection_target(), np.asarray(self.inspection_point(), np.float64)
         pixel, in_view = camera_projection(model, data, self.scene.wrist_camera_id, target, size, size)
+        if self._rectifier is not None:
+            pixel, in_view = self._rectifier.point(pixel, in_view)
         pos, rot = self.scene.camera_pose()
         view_axis = target - viewpoint
         if not np.linalg.norm(view_axis) > 0:
@@ -253,7 +257,8 @@ class InspectionTask:
         ``robot_rl.envs.perception.SEGMENTATION_CLASSES`` (background, table, board, parts, arm)."""
         if self._geom_classes is None:
             self._geom_classes = geom_classes(self.scene.model)
-        return self._geom_classes[self.wrist_renderer.render_geom_ids(self.scene.model, self.scene.data)]
+        mask = self._geom_classes[self.wrist_renderer.render_geom_ids(self.scene.model, self.scene.data)]
+        return mask if self._rectifier is None else self._rectifier.mask(mask)
 
     @property
     def defective(self) -> bool:
@@ -286,8 +291,7 @@ class InspectionTask:
         if self._randomized:
             # Its own stream: the board, arm and lighting of a seed stay the same with or without randomization.
             visual_rng = np.random.default_rng([int(seed), 0xD0A1])
-            self.appearance = self.randomization.sample(visual_rng)
-            self.scene.set_appearance(self.appearance)
+            self.apply_appearance(self.randomization.sample(visual_rng))
             self._noise_rng = visual_rng
         self.scene.forward()
         self._episode_seed = int(seed)
@@ -364,7 +368,20 @@ class InspectionTask:
             noisy += image
             noisy += 0.5  # rounds when cast
             image = np.clip(noisy, 0, 255, out=noisy).astype(np.uint8)
+        if self._rectifier is not None:  # after the noise: the cell rectifies what its sensor took
+            image = self._rectifier.image(image)
         return image
+
+    def apply_appearance(self, appearance: Appearance) -> None:
+        """Shows the cell as ``appearance`` draws it (written into the model, after the lighting it scales) and, in
+        a rectifying cell, resamples the wrist images from the lens as the cell measured it."""
+        self.appearance = appearance
+        self.scene.set_appearance(appearance)
+        self._rectifier = None
+        if appearance.rectified:
+            nominal = self.scene.nominal_fovy
+            self._rectifier = Rectifier(self.config.image_size, nominal,
+                                        nominal + appearance.camera_fov + appearance.lens_error)
 
     def _repeat_observation(self) -> dict[str, np.ndarray]:
         # Fresh arrays: callers may keep and modify what they were given.

@@ -70,8 +70,7 @@ class ViewRenderer:
             return
         # Lights first: the appearance scales them (scene.set_appearance).
         task.scene.set_lighting(rng, task.difficulty.light_variation)
-        task.appearance = task.randomization.sample(rng)
-        task.scene.set_appearance(task.appearance)
+        task.apply_appearance(task.randomization.sample(rng))
         task.scene.forward()  # the randomized camera mount moves the rendered camera
 
     def _view(self) -> dict[str, np.ndarray]:

@@ -170,6 +170,31 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
                           f"the recipe without it: 74%, 0 of {len(suite) - 1}; targets missed |")
 
 
+def test_the_rectified_arm_renders_against_the_calibrated_arm_of_its_seed():
+    import perception
+
+    results = render_docs.load_results()
+    record = json.loads(json.dumps(results["perception"]))
+    calibrated = record["arms"][perception.CALIBRATED_ARM]
+    suite = [dict(row, success_rate=0.97, guesses=1) if row["shift"] == "wide_lens" else row
+             for row in calibrated["suite"]]
+    record["arms"][perception.RECTIFIED_ARM] = dict(calibrated, suite=suite, randomization="rectified")
+    record["encoders"]["rectified"] = {"views": 20000, "epochs": 8, "wall_s": 1500.0}
+    record["verdicts"] = perception.judge(record)
+    results["perception"] = record
+    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    cw = next(row for row in calibrated["suite"] if row["shift"] == "wide_lens")
+    assert "### The calibrated cell that rectifies its lens" in text
+    assert "Its encoder: 20,000 views of that cell, 8 epochs, 1,500 s." in text
+    assert (f"`wide_lens` {round(100 * cw['success_rate'])}% with {cw['guesses']} guesses to 97% with 1, nominal "
+            "100% to 100%") in text
+    assert "`python benchmarks/perception.py --variant rectified` runs the others" in text
+    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    row = next(line for line in readme.splitlines() if "(`encoder+recolour+rectified`)" in line)
+    assert row.startswith("| the calibrated cell, its lens measured too, every frame rectified to the nominal lens "
+                          "(`encoder+recolour+rectified`) | seed 0: nominal 100%")
+
+
 def _guide_examples(page: str) -> dict[str, str]:
     """A guide's ``<!-- example: NAME -->`` code blocks, by name."""
     text = (DOCS / "guides" / page).read_text()
