@@ -6,7 +6,8 @@ pixels from the image centre. An image taken through a lens measured as F_m, res
 lens of the nominal F_0 would take, reads the sensor image at ``centre + d * tan(F_0 / 2) / tan(F_m / 2)`` for
 each pixel ``d`` from the centre: a wider lens is cropped about its centre and enlarged, a narrower one shrunk,
 with the border it never saw left black (segmentation: background). When F_m is the lens's true field of view the
-rectified image is the nominal camera's (up to resampling); a calibration error leaves the residual scale.
+rectified image is the nominal camera's (up to resampling, which also smooths the sensor's pixel noise, as a real
+cell's rectification does); a calibration error leaves the residual scale.
 
 OpenCV's ``cv2.resize`` / ``remap`` would do the resampling; a centred scale of a small square image is two
 separable bilinear passes in numpy, which keeps OpenCV out of the env's dependencies.
@@ -67,11 +68,7 @@ class Rectifier:
         out = mask[self._nearest][:, self._nearest]
         return np.where(self._seen, out, 0).astype(mask.dtype)
 
-    def point(self, pixel: np.ndarray, in_view: bool) -> tuple[np.ndarray, bool]:
-        """A point's (column, row) in the sensor image -> in the rectified image, and whether it is in view there
-        (in the rectified frame and on the sensor)."""
-        centre = self.size / 2
-        moved = centre + (np.asarray(pixel, np.float64) - centre) / self.scale
-        inside = bool(np.all((moved >= 0) & (moved < self.size)))
-        clipped = np.clip(moved, -self.size, 2 * self.size)
-        return clipped, in_view and inside
+    def rectified_fovy(self, true_fovy: float) -> float:
+        """The field of view (degrees) of the pinhole camera whose image the rectified one is, for a lens whose
+        true field of view is ``true_fovy``: the nominal one when the lens was measured exactly."""
+        return math.degrees(2 * math.atan(self.scale * math.tan(math.radians(true_fovy) / 2)))

@@ -26,7 +26,8 @@ BOARD_BODY, BOARD_GEOM = "board", "board_plank"
 PERCEPTION_TARGETS = {
     "point_pixel": (np.float32, (2,), "inspection target in the image: column, row (pixels, 0 at the top-left "
                     "corner, the image centre at (W/2, H/2)); clipped to one image size outside the frame"),
-    "point_in_view": (np.bool_, (1,), "the target projects inside the image, in front of the camera"),
+    "point_in_view": (np.bool_, (1,), "the target projects inside the image, in front of the camera (in a "
+                      "rectifying cell: inside the rectified image and on the sensor)"),
     "distance": (np.float32, (1,), "from the camera to the inspection target (m)"),
     "tilt": (np.float32, (1,), "angle between the optical axis and the inspection view's axis (rad)"),
     "viewpoint_offset": (np.float32, (3,), "from the camera to the inspection point, in the camera frame (m; x "
@@ -62,10 +63,11 @@ def geom_classes(model: mujoco.MjModel) -> np.ndarray:
 
 
 def camera_projection(model: mujoco.MjModel, data: mujoco.MjData, camera_id: int, point: np.ndarray,
-                      height: int, width: int) -> tuple[np.ndarray, bool]:
+                      height: int, width: int, fovy: float | None = None) -> tuple[np.ndarray, bool]:
     """Where ``point`` (m, world) appears in the image of camera ``camera_id`` (as rendered now, its randomized
     mount and field of view included): ((column, row) in pixels, float64 [2]; whether it is in the image and in
-    front of the camera).
+    front of the camera). ``fovy`` (degrees) replaces the camera's field of view: the one a rectified image
+    shows (``robot_rl.envs.lens``).
 
     Pinhole model of MuJoCo's camera: it looks along its local -z with y up in the image; ``fovy`` is the
     vertical field of view, pixels are square. Column 0 / row 0 is the top-left corner of the image, so the
@@ -76,7 +78,7 @@ def camera_projection(model: mujoco.MjModel, data: mujoco.MjData, camera_id: int
     rotation = data.cam_xmat[camera_id].reshape(3, 3)
     local = rotation.T @ (np.asarray(point, np.float64) - position)
     depth = -local[2]
-    focal = (height / 2) / math.tan(math.radians(model.cam_fovy[camera_id]) / 2)
+    focal = (height / 2) / math.tan(math.radians(model.cam_fovy[camera_id] if fovy is None else fovy) / 2)
     safe_depth = max(depth, 1e-6)
     column = width / 2 + focal * local[0] / safe_depth
     row = height / 2 - focal * local[1] / safe_depth

@@ -231,13 +231,18 @@ class InspectionTask:
         distance to it and tilt from the inspection view's axis, the offset to the inspection point in the camera
         frame, localized, the defect. Built from ``inspection_point()`` and ``inspection_target()``; a task may
         add entries (extend the dict). The image position uses the camera as rendered (its randomized mount
-        included), the pose labels the camera the arm controls, as ``localized()`` does."""
+        included) and the image as the policy sees it (rectified in a rectifying cell), the pose labels the camera
+        the arm controls, as ``localized()`` does."""
         size = self.config.image_size
         model, data = self.scene.model, self.scene.data
         target, viewpoint = self.inspection_target(), np.asarray(self.inspection_point(), np.float64)
-        pixel, in_view = camera_projection(model, data, self.scene.wrist_camera_id, target, size, size)
-        if self._rectifier is not None:
-            pixel, in_view = self._rectifier.point(pixel, in_view)
+        camera = self.scene.wrist_camera_id
+        if self._rectifier is None:
+            pixel, in_view = camera_projection(model, data, camera, target, size, size)
+        else:  # where the rectified image shows it, in view only where the sensor saw it too
+            pixel, in_view = camera_projection(model, data, camera, target, size, size,
+                                               fovy=self._rectifier.rectified_fovy(model.cam_fovy[camera]))
+            in_view = in_view and camera_projection(model, data, camera, target, size, size)[1]
         pos, rot = self.scene.camera_pose()
         view_axis = target - viewpoint
         if not np.linalg.norm(view_axis) > 0:
@@ -253,8 +258,9 @@ class InspectionTask:
         }
 
     def segmentation(self) -> np.ndarray:
-        """The class of every pixel of the current wrist image (noise-free), uint8 [H, W]: values index
-        ``robot_rl.envs.perception.SEGMENTATION_CLASSES`` (background, table, board, parts, arm)."""
+        """The class of every pixel of the current wrist image (noise-free; rectified as the image is), uint8
+        [H, W]: values index ``robot_rl.envs.perception.SEGMENTATION_CLASSES`` (background, table, board, parts,
+        arm)."""
         if self._geom_classes is None:
             self._geom_classes = geom_classes(self.scene.model)
         mask = self._geom_classes[self.wrist_renderer.render_geom_ids(self.scene.model, self.scene.data)]
