@@ -595,10 +595,11 @@ def options(parser) -> None:
 
 
 def earlier_records(previous: dict, records: dict | None) -> dict:
-    """``records`` (arms of the results file ``previous``), each with the date and commit it was measured at
-    (``kept_from``: its own when an earlier rewrite kept it, else the file's)."""
-    source = {"date": previous.get("date"), "commit": previous.get("commit")}
-    return {name: {**record, "kept_from": record.get("kept_from") or source}
+    """``records`` (arms of the results file ``previous``), each with the date, commit and machine it was measured
+    at (``kept_from``: its own when an earlier rewrite kept it, else the file's; a kept_from from before machines
+    were kept gets the file's machine, the one every rewrite until then ran on)."""
+    source = {"date": previous.get("date"), "commit": previous.get("commit"), "machine": previous.get("machine")}
+    return {name: {**record, "kept_from": {"machine": source["machine"], **(record.get("kept_from") or source)}}
             for name, record in (records or {}).items() if record is not None}
 
 

@@ -49,14 +49,18 @@ def test_a_folder_finished_before_stage_records_keeps_its_recorded_seconds(tmp_p
     assert not record.exists()  # reusing it is not a measurement
 
 
-def test_an_arm_keeps_the_date_and_commit_it_was_measured_at():
-    previous = {"date": "2026-12-03T16:40:00+00:00", "commit": "a" * 40,
+def test_an_arm_keeps_the_date_commit_and_machine_it_was_measured_at():
+    previous = {"date": "2026-12-03T16:40:00+00:00", "commit": "a" * 40, "machine": {"cpu": "AMD EPYC"},
                 "metrics": {"arms": {"encoder": {"run_dir": "runs/bc-surfaces-encoder"},
                                      "recolour": {"run_dir": "runs/bc-surfaces-recolour",
                                                   "kept_from": {"date": "2026-12-02", "commit": "b" * 40}}}}}
     arms = perception.earlier_records(previous, previous["metrics"]["arms"])
     assert arms["encoder"]["kept_from"]["commit"] == "a" * 40  # measured by the invocation that wrote the file
     assert arms["recolour"]["kept_from"]["commit"] == "b" * 40  # kept by that rewrite from an earlier one
+    # The machine: the file's, for a stamp written before machines were kept too (every rewrite ran there).
+    assert arms["encoder"]["kept_from"]["machine"] == arms["recolour"]["kept_from"]["machine"] == {"cpu": "AMD EPYC"}
+    kept = {"date": "2026-12-01", "commit": "c" * 40, "machine": {"cpu": "Intel Xeon"}}
+    assert perception.earlier_records(previous, {"x": {"kept_from": kept}})["x"]["kept_from"] == kept
     # Run again: an arm whose suite finished before keeps its stamp; one evaluated now is the new file's.
     again = {"run_dir": "runs/bc-surfaces-encoder", "suite": []}
     assert perception.measured_then(again, arms["encoder"], {"evaluate:bc-surfaces-encoder"})["kept_from"] == \
