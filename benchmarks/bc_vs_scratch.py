@@ -96,6 +96,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "then scratch, at least as many frames (up to 3x)"),
     Variant("lead-dwell-1m-bc", ("--preset", "lead-dwell-1m", "--arms", "bc"),
             "the lead start to 1,048,576 frames with waiting at the view costing 0.05 a step, 3 seeds"),
+    Variant("lead-look-1m-bc", ("--preset", "lead-look-1m", "--arms", "bc"),
+            "the same, 'continue' taught on every frame away from the view (--off-view-ce-weight 1), 3 seeds"),
     Variant("few-e2e-bc", ("--preset", "few-e2e", "--arms", "bc"),
             "the demo's start, PPO training the encoder too (--encoder-lr 1e-5), 65,536 frames, 3 seeds"),
     Variant("demo-bc", ("--preset", "demo", "--arms", "bc"),

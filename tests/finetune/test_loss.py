@@ -75,6 +75,42 @@ def test_verdict_cross_entropy_pulls_towards_the_rewarded_class():
     assert "loss_verdict_ce" not in off.keys()
 
 
+def with_localized(batch, localized: torch.Tensor):
+    """``batch`` with the env's per-frame ``localized`` flag set (the toy env has no view)."""
+    batch = batch.clone()
+    batch.set(keys.LOCALIZED, localized.reshape(*batch.shape, 1))
+    return batch
+
+
+def continue_probability(learner, batch) -> torch.Tensor:
+    params = learner.loss.actor_network.get_dist_params(batch.clone())
+    return params.get((*keys.VERDICT_PARAMS, "logits")).softmax(-1)[..., 0]
+
+
+def test_off_view_cross_entropy_teaches_continue_where_a_verdict_is_a_guess():
+    learner, flat = prepared_batch(off_view_ce_weight=1.0, verdict_ce_weight=0.0)
+    minibatch = flat[:128]
+    at_view = with_localized(minibatch, torch.ones(128, dtype=torch.bool))
+    assert learner.loss(at_view)["loss_off_view_ce"] == 0  # nothing to teach where a verdict is a look
+    off_view = with_localized(minibatch, torch.zeros(128, dtype=torch.bool))
+    assert learner.loss(off_view)["loss_off_view_ce"] > 0
+    before = continue_probability(learner, off_view)
+    optimizer = torch.optim.SGD(learner.loss.actor_network.parameters(), lr=0.1)
+    for _ in range(20):
+        optimizer.zero_grad()
+        learner.loss(off_view)["loss_off_view_ce"].backward()
+        optimizer.step()
+    assert continue_probability(learner, off_view).mean() > before.mean() + 0.05
+
+
+def test_off_view_cross_entropy_is_off_by_default_and_needs_the_flag():
+    learner, flat = prepared_batch()
+    assert "loss_off_view_ce" not in learner.loss(flat[:128]).keys()
+    learner, flat = prepared_batch(off_view_ce_weight=1.0)
+    with pytest.raises(KeyError, match="localized"):
+        learner.loss(flat[:128])
+
+
 def test_anchor_is_zero_at_the_start_and_grows_as_the_policy_moves():
     env = ToyInspectionEnv(seed=4)
     actor, critic = toy_models(env)
