@@ -369,6 +369,8 @@ RANDOMIZATION_MEANING = {
     "calibration_tilt": "a calibrated cell's error on the camera's orientation (deg), random axis",
     "rectified": "the cell measured its lens too: every wrist image is resampled to the nominal field of view",
     "calibration_fov": "a rectifying cell's error on the lens's field of view (deg), either sign",
+    "auto_exposure": "the camera sets its exposure every frame from the centre of its image (all light scaled "
+                     "towards the nominal level before the sensor clips)",
 }
 
 

@@ -17,7 +17,8 @@ controls, and so the localization test and the expert, follow the camera as it s
 residual error (``calibration_shift``, ``calibration_tilt``). ``rectified`` models a cell that also measured its
 lens (an intrinsic calibration) and resamples every wrist image to the nominal field of view
 (``robot_rl.envs.lens``), off by the measurement's error (``calibration_fov``). The env models the calibrations'
-results, not their procedures.
+results, not their procedures. ``auto_exposure`` gives the camera an exposure loop that meters the centre of its
+image and scales all the light it gathers towards the nominal level (``robot_rl.envs.exposure``).
 
 The perturbation suite (``PERTURBATIONS``) holds fixed shifts outside the ``default`` ranges, for evaluating how a
 policy degrades under conditions it was not trained on (``robot-rl evaluate --perturbations``).
@@ -85,11 +86,14 @@ class Randomization:
     # calibrated its camera's intrinsics), measured with an error of calibration_fov (degrees, either sign).
     rectified: bool = False
     calibration_fov: Range = (0.0, 0.0)
+    # The camera meters the centre of its image every frame and sets its exposure from it (robot_rl.envs.exposure).
+    auto_exposure: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("name", "board_masks", "table_hsv", "table_marks", "calibrated", "rectified"):
+            if f.name in ("name", "board_masks", "table_hsv", "table_marks", "calibrated", "rectified",
+                          "auto_exposure"):
                 continue
             for low, high in value if isinstance(value[0], tuple) else (value,):
                 if not low <= high:
@@ -147,6 +151,7 @@ class Randomization:
             pixel_noise=rng.uniform(*self.pixel_noise),
             **self._sample_surfaces(rng),
             **self._sample_calibration(rng, direction),
+            auto_exposure=self.auto_exposure,
         )
 
     def _sample_calibration(self, rng: np.random.Generator, direction) -> dict:
@@ -198,6 +203,7 @@ class Appearance:
     calibration_rotation: np.ndarray | None = None
     # A rectifying cell's error of the measured field of view (degrees; None: the images are not rectified).
     lens_error: float | None = None
+    auto_exposure: bool = False  # the camera sets its exposure from its own image (robot_rl.envs.exposure)
 
     @property
     def rectified(self) -> bool:
@@ -257,7 +263,12 @@ RECTIFIED = replace(CALIBRATED, name="rectified", rectified=True, calibration_fo
 # beyond, as the mount range contains the shifted camera: the light drawn in the scene (shading, specular
 # highlights), where pretrain --exposure changes it in image space (benchmarks/perception.py compares the two).
 LIGHTS = replace(CALIBRATED, name="lights", light_intensity=(0.3, 2.0))
-RANDOMIZATIONS = {r.name: r for r in (NONE, DEFAULT, WIDE, SURFACES, STRONG, MOUNT, CALIBRATED, LIGHTS, RECTIFIED)}
+# Rectified's cell with a camera that sets its exposure from the centre of its image every frame, as a camera's
+# auto-exposure does before its sensor clips: the light shifts change the light the sensor gathers, the exposure
+# brings the inspected part back towards its nominal level.
+METERED = replace(RECTIFIED, name="metered", auto_exposure=True)
+RANDOMIZATIONS = {r.name: r for r in (NONE, DEFAULT, WIDE, SURFACES, STRONG, MOUNT, CALIBRATED, LIGHTS, RECTIFIED,
+                                      METERED)}
 
 # Fixed shifts, each outside the ``default`` ranges (the README lists them). Chosen before any policy was
 # evaluated on them; changing one changes what the robustness benchmark measures.
@@ -282,12 +293,15 @@ PERTURBATIONS = {r.name: r for r in (
 
 def in_cell_of(shift: Randomization, cell: Randomization) -> Randomization:
     """``shift`` in a cell calibrated as ``cell`` is: a shift changes what the camera sees, not whether the cell
-    measured where its camera sits or its lens (a calibrated policy is evaluated calibrated)."""
+    measured where its camera sits or its lens, or how its camera sets its exposure (a calibrated policy is
+    evaluated calibrated)."""
     if cell.calibrated and not shift.calibrated:
         shift = replace(shift, calibrated=True, calibration_shift=cell.calibration_shift,
                         calibration_tilt=cell.calibration_tilt)
     if cell.rectified and not shift.rectified:
         shift = replace(shift, rectified=True, calibration_fov=cell.calibration_fov)
+    if cell.auto_exposure:
+        shift = replace(shift, auto_exposure=True)
     return shift
 
 
@@ -312,8 +326,8 @@ def describe(randomization: Randomization) -> str:
         value = getattr(randomization, f.name)
         if f.name == "name" or value == getattr(NONE, f.name):
             continue
-        if f.name in ("calibrated", "rectified"):
-            parts.append(f.name)
+        if f.name in ("calibrated", "rectified", "auto_exposure"):
+            parts.append(f.name.replace("_", " "))
             continue
         if f.name == "board_masks":
             text = ", ".join(value)

@@ -143,6 +143,10 @@ class ArmScene:
         self.post_mocap_ids = [m.body(f"post_{i}").mocapid[0] for i in range(num_posts)]
         self.key_light_id, self.fill_light_id = m.light("key_light").id, m.light("fill_light").id
         self._nominal_lights = (m.light_diffuse.copy(), m.light_dir.copy(), m.vis.headlight.ambient.copy())
+        # What an exposure scales besides (set_exposure): the parts of the light no randomization draws.
+        self._undrawn_light = (m.light_specular.copy(), m.light_ambient.copy(), m.vis.headlight.diffuse.copy(),
+                               m.vis.headlight.specular.copy())
+        self._drawn_light = (m.light_diffuse.copy(), m.vis.headlight.ambient.copy())
         self.board_material_id, self.table_material_id = m.material("pcb").id, m.material("table").id
         self.mask_texture_ids = {mask: m.texture(mask_texture_name(mask)).id for mask in SOLDER_MASKS}
         self.mark_geom_ids = np.array([m.geom(f"table_mark_{i}").id for i in range(MAX_MARKS)])
@@ -235,6 +239,23 @@ class ArmScene:
         m.light_diffuse[:] = diffuse * rng.uniform(1 - variation, 1 + variation, size=(len(diffuse), 1))
         m.light_dir[:] = direction + rng.uniform(-variation, variation, size=direction.shape)
         m.vis.headlight.ambient[:] = ambient * rng.uniform(1 - variation, 1 + variation)
+        self._keep_drawn_light()
+        self.set_exposure(1.0)  # an earlier episode's exposure does not carry over
+
+    def _keep_drawn_light(self) -> None:
+        m = self.model
+        self._drawn_light = (m.light_diffuse.copy(), m.vis.headlight.ambient.copy())
+
+    def set_exposure(self, gain: float) -> None:
+        """The wrist camera's exposure (``robot_rl.envs.exposure``): every light scaled by ``gain`` from the
+        episode's drawn lights (1 = as drawn). An exposure scales all the light a sensor gathers before it clips,
+        which in this renderer is the lights' every term."""
+        m = self.model
+        diffuse, ambient = self._drawn_light
+        specular, light_ambient, head_diffuse, head_specular = self._undrawn_light
+        m.light_diffuse[:], m.vis.headlight.ambient[:] = diffuse * gain, ambient * gain
+        m.light_specular[:], m.light_ambient[:] = specular * gain, light_ambient * gain
+        m.vis.headlight.diffuse[:], m.vis.headlight.specular[:] = head_diffuse * gain, head_specular * gain
 
     def set_appearance(self, appearance: Appearance) -> None:
         """Writes one episode's domain randomization into the model (after ``set_lighting``, which it scales).
@@ -251,6 +272,7 @@ class ArmScene:
         m.light_diffuse[:] *= a.light_intensity * a.light_colour
         m.vis.headlight.ambient[:] *= a.light_intensity * a.light_colour
         m.light_dir[:, :2] += a.light_tilt * np.abs(m.light_dir[:, 2:])
+        self._keep_drawn_light()
         board = self.board_material_id
         m.mat_rgba[board, :3] *= a.board_colour
         m.mat_specular[board] = min(1.0, specular[board] * a.board_gloss)

@@ -19,7 +19,7 @@ from typing import ClassVar
 import mujoco
 import numpy as np
 
-from robot_rl.envs import keys
+from robot_rl.envs import exposure, keys
 from robot_rl.envs.arms import ArmSpec
 from robot_rl.envs.defaults import DEFAULT_ARM
 from robot_rl.envs.difficulty import Difficulty, pick_difficulty
@@ -179,6 +179,7 @@ class InspectionTask:
         self.wrist_renderer = shared_renderer(WRIST_CAMERA, size, size)
         self.appearance = None  # this episode's drawn randomization (None when randomization is nominal)
         self._rectifier: Rectifier | None = None  # this episode's lens rectification (a rectifying cell only)
+        self._exposure_gain: float | None = None  # the camera's exposure (a cell with auto-exposure only)
         self._noise_bank = None
         if self.randomization.pixel_noise[1] > 0:
             self._noise_bank = _noise_bank(size)
@@ -300,6 +301,7 @@ class InspectionTask:
             self.apply_appearance(self.randomization.sample(visual_rng))
             self._noise_rng = visual_rng
         self.scene.forward()
+        self.settle_exposure()
         self._episode_seed = int(seed)
         self._step_count = 0
         self._done = False
@@ -367,6 +369,9 @@ class InspectionTask:
     def camera_image(self) -> np.ndarray:
         """The wrist camera's image of the current state as the policy sees it (pixel noise included)."""
         image = self.wrist_renderer.render(self.scene.model, self.scene.data)
+        if self._exposure_gain is not None:  # this frame's metering sets the next frame's exposure
+            self._exposure_gain = exposure.next_gain(self._exposure_gain, exposure.metered_level(image))
+            self.scene.set_exposure(self._exposure_gain)
         if self.appearance is not None and self.appearance.pixel_noise > 0:
             noisy = self._noise_frame  # in place: a quarter of the time of the same arithmetic with temporaries
             np.multiply(self._noise_bank[self._noise_rng.integers(NOISE_BANK_FRAMES)], self.appearance.pixel_noise,
@@ -377,6 +382,20 @@ class InspectionTask:
         if self._rectifier is not None:  # after the noise: the cell rectifies what its sensor took
             image = self._rectifier.image(image)
         return image
+
+    def settle_exposure(self) -> None:
+        """In a cell whose camera sets its own exposure, runs its exposure loop to the steady gain of the camera
+        where it is now (at reset, before the first frame; for an encoder's still views)."""
+        self._exposure_gain = None
+        if self.appearance is None or not self.appearance.auto_exposure:
+            return
+
+        def render_at(gain: float) -> np.ndarray:
+            self.scene.set_exposure(gain)
+            return self.wrist_renderer.render(self.scene.model, self.scene.data)
+
+        self._exposure_gain = exposure.settle(render_at)
+        self.scene.set_exposure(self._exposure_gain)
 
     def apply_appearance(self, appearance: Appearance) -> None:
         """Shows the cell as ``appearance`` draws it (written into the model, after the lighting it scales) and, in

@@ -72,6 +72,7 @@ class ViewRenderer:
         task.scene.set_lighting(rng, task.difficulty.light_variation)
         task.apply_appearance(task.randomization.sample(rng))
         task.scene.forward()  # the randomized camera mount moves the rendered camera
+        task.settle_exposure()  # a still view: the camera's exposure loop at its steady state there
 
     def _view(self) -> dict[str, np.ndarray]:
         return {"pixels": self.task.camera_image(), "segmentation": self.task.segmentation(),

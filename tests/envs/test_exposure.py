@@ -1,0 +1,82 @@
+"""The wrist camera's auto-exposure: the loop's arithmetic, and what it does to the cell's images."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robot_rl.envs import exposure
+from robot_rl.envs.randomization import METERED, NONE, PERTURBATIONS, RECTIFIED, describe, in_cell_of
+from robot_rl.envs.tasks import get_task
+
+
+def test_the_loop_moves_the_gain_towards_the_target_within_its_reach():
+    assert exposure.next_gain(1.0, exposure.TARGET_LEVEL) == pytest.approx(1.0)
+    assert exposure.next_gain(1.0, 2 * exposure.TARGET_LEVEL) == pytest.approx(2 ** -exposure.SMOOTHING)
+    assert exposure.next_gain(1.0, exposure.TARGET_LEVEL / 4, smoothing=1.0) == pytest.approx(4.0)
+    assert exposure.next_gain(1.0, 1.0, smoothing=1.0) == exposure.GAIN_RANGE[1]  # a black frame: longest exposure
+    assert exposure.next_gain(1.0, 255.0, smoothing=1.0) >= exposure.GAIN_RANGE[0]
+
+
+def test_settling_reaches_the_target_through_a_sensor_that_clips():
+    scene = np.linspace(20, 400, 84 * 84 * 3).reshape(84, 84, 3)  # a third of it clips at gain 1
+
+    def render_at(gain: float) -> np.ndarray:
+        return np.clip(scene * gain, 0, 255).astype(np.uint8)
+
+    gain = exposure.settle(render_at)
+    assert exposure.metered_level(render_at(gain)) == pytest.approx(exposure.TARGET_LEVEL, rel=0.02)
+
+
+def test_metering_reads_the_centre_of_the_image():
+    image = np.zeros((84, 84, 3), np.uint8)
+    image[28:56, 28:56] = 90
+    assert exposure.metered_level(image) == 90.0
+    image[:28] = 255  # a bright table at the edge does not move it
+    assert exposure.metered_level(image) == 90.0
+
+
+def _level_at_view(randomization, boards: int = 3) -> float:
+    """The expert's inspection view's metered level, median over boards."""
+    task = get_task("pcb-inspect")(randomization=randomization)
+    expert = task.expert_class(task.config)
+    levels = []
+    for seed in range(boards):
+        observation = task.reset(40_000_000 + seed)
+        for _ in range(task.config.max_steps):
+            state = task.privileged()
+            pose, verdict = expert.act(state["camera_pose"], state["board_pose"], state["defective"],
+                                       observation["joint_state"])
+            if verdict != 0:
+                levels.append(exposure.metered_level(observation["pixels"]))
+                break
+            observation = task.step(pose, 0).observation
+    assert len(levels) == boards
+    return float(np.median(levels))
+
+
+def test_a_metered_camera_brings_dim_light_back_to_the_nominal_board():
+    dim = PERTURBATIONS["dim_light"]
+    nominal_level = _level_at_view(in_cell_of(NONE, RECTIFIED))
+    assert _level_at_view(in_cell_of(dim, RECTIFIED)) < 0.8 * nominal_level  # without: a third darker
+    assert _level_at_view(in_cell_of(dim, METERED)) == pytest.approx(nominal_level, rel=0.08)
+
+
+def test_an_episode_starts_from_its_own_lights_not_the_last_exposure():
+    task = get_task("pcb-inspect")(randomization=METERED)
+    model = task.scene.model
+    nominal_specular = model.light_specular.copy()
+    task.reset(5)
+    assert task._exposure_gain is not None and task._exposure_gain != pytest.approx(1.0)
+    assert not np.allclose(model.light_specular, nominal_specular)  # the exposure scales every light
+    plain = get_task("pcb-inspect")(randomization=RECTIFIED)
+    plain.scene.model.light_specular[:] *= 3  # a scene left exposed by someone else
+    plain.scene.set_lighting(np.random.default_rng(0), 0.0)
+    assert np.allclose(plain.scene.model.light_specular, nominal_specular)
+
+
+def test_a_shift_in_a_metered_cell_keeps_the_cells_exposure():
+    shifted = in_cell_of(PERTURBATIONS["bright_light"], METERED)
+    assert shifted.auto_exposure and shifted.rectified and shifted.light_intensity == (1.8, 1.8)
+    assert not in_cell_of(PERTURBATIONS["bright_light"], RECTIFIED).auto_exposure
+    assert "auto exposure" in describe(METERED)
