@@ -156,7 +156,7 @@ PRESETS["lead-dwell-1m"] = with_budget("lead-encoder", "lead-dwell-1m", MILLION_
 # penalty the stalls went, but 12 and 13 of 100 last-policy episodes on two seeds answered on schedule with the
 # camera just outside the view's tolerance. Its targets, fixed before it ran: lead-dwell-1m's.
 PRESETS["lead-look-1m"] = with_budget("lead-encoder", "lead-look-1m", MILLION_FRAMES, 16,
-                                      PRESETS["lead-dwell-1m"]["budget_targets"], dwell_penalty=0.05,
+                                      dict(PRESETS["lead-dwell-1m"]["budget_targets"]), dwell_penalty=0.05,
                                       off_view_ce_weight=1.0)
 
 # `make demo`'s own start, measured with seeds: the few demos (the few preset's folder), the pipeline's encoder and

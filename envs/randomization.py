@@ -300,9 +300,16 @@ def in_cell_of(shift: Randomization, cell: Randomization) -> Randomization:
                         calibration_tilt=cell.calibration_tilt)
     if cell.rectified and not shift.rectified:
         shift = replace(shift, rectified=True, calibration_fov=cell.calibration_fov)
-    if cell.auto_exposure:
-        shift = replace(shift, auto_exposure=True)
-    return shift
+    return with_camera_of(shift, cell)
+
+
+def with_camera_of(setting: Randomization, cell: Randomization) -> Randomization:
+    """``setting`` seen through the camera of ``cell``: a camera that sets its own exposure does so in every
+    setting a policy trained with it meets, the nominal one included (a behaviour of the camera, not a condition
+    of the cell). ``setting`` itself when there is nothing to carry."""
+    if cell.auto_exposure and not setting.auto_exposure:
+        return replace(setting, auto_exposure=True)
+    return setting
 
 
 def get_randomization(randomization: str | Randomization) -> Randomization:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar
@@ -440,7 +441,33 @@ class InspectionTask:
     # -- rendering and bookkeeping ----------------------------------------------------------------------------
     def render_scene(self, height: int = 360, width: int = 480) -> np.ndarray:
         """The third-person camera with shadows, uint8 [H, W, 3] (for videos)."""
-        return shared_renderer(SCENE_CAMERA, height, width, PRETTY).render(self.scene.model, self.scene.data)
+        with self.lit_as_drawn():
+            return shared_renderer(SCENE_CAMERA, height, width, PRETTY).render(self.scene.model, self.scene.data)
+
+    @contextmanager
+    def lit_as_drawn(self):
+        """The lights as the episode drew them while the block runs (a third-person camera has no part in the
+        wrist camera's exposure); the exposure returns after it."""
+        gain = self._exposure_gain
+        if gain is not None:
+            self.scene.set_exposure(1.0)
+        try:
+            yield
+        finally:
+            if gain is not None:
+                self.scene.set_exposure(gain)
+
+    @contextmanager
+    def exposure_kept(self):
+        """The wrist camera's exposure as it is now, restored after the block (whose frames may run the camera's
+        exposure loop: a video replaying an episode)."""
+        gain = self._exposure_gain
+        try:
+            yield
+        finally:
+            self._exposure_gain = gain
+            if gain is not None:
+                self.scene.set_exposure(gain)
 
     @property
     def step_count(self) -> int:

@@ -18,7 +18,15 @@ from robot_rl.artefact_files import REPORT
 from robot_rl.checkpoints import run_folder_of
 from robot_rl.closed_loop import run_episodes
 from robot_rl.configs import EvaluateConfig
-from robot_rl.envs.randomization import NONE, PERTURBATIONS, Randomization, describe, get_randomization, in_cell_of
+from robot_rl.envs.randomization import (
+    NONE,
+    PERTURBATIONS,
+    Randomization,
+    describe,
+    get_randomization,
+    in_cell_of,
+    with_camera_of,
+)
 from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import aggregate, summarize_episode
 from robot_rl.io import write_json, write_text
@@ -59,7 +67,9 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
         f"# Evaluation of `{info['checkpoint']}`",
         f"task {info.get('task', 'pcb-inspect')}, {info['difficulty']} boards, "
         f"{info['image_size']}x{info['image_size']} pixels, "
-        f"randomization {info.get('randomization', 'none')}, arm {info.get('arm', 'ur5e_like')}, "
+        f"randomization {info.get('randomization', 'none')}"
+        f"{' (its camera setting its own exposure)' if info.get('auto_exposure') else ''}, "
+        f"arm {info.get('arm', 'ur5e_like')}, "
         f"{'stochastic' if info['stochastic'] else 'deterministic'} policy, board seeds "
         f"{info['seeds'][0]}-{info['seeds'][-1]}.",
         markdown_table(headline), "## Why episodes failed",
@@ -108,13 +118,13 @@ def perturbation_suite(actor, provenance: Provenance, config: EvaluateConfig, ou
     rows = []
     for name, shift in {"none": NONE, **(PERTURBATIONS if shifts is None else shifts)}.items():
         folder = out_dir / "perturbations" / name
-        setting = shift if name == "none" else in_cell_of(shift, cell)
+        setting = with_camera_of(shift, cell) if name == "none" else in_cell_of(shift, cell)
         if name == "none" and nominal is not None:
             metrics, videos, folder = nominal[0], nominal[1][:1], out_dir
         else:
             # The suite's shifts by name, as a run's record spells a randomization; a caller's, or one in a
             # calibrated cell, by value.
-            by_name = name == "none" or (shifts is None and setting is shift)
+            by_name = setting is shift and (name == "none" or shifts is None)
             metrics, _, videos = _run_boards(actor, replace(provenance, randomization=name if by_name else setting),
                                              suite_config, folder, device, progress, desc=f"evaluate {name}")
         rows.append({"shift": name, "change": describe(setting), "episodes": metrics["episodes"],
@@ -158,12 +168,17 @@ def evaluate(config: EvaluateConfig, progress: bool = True, shifts: dict[str, Ra
                                     difficulty=config.difficulty, randomization=config.randomization)
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "eval"
+    cell = get_randomization(trained_in.randomization)
+    asked = get_randomization(provenance.randomization)
+    seen = with_camera_of(asked, cell)  # the policy's camera comes with it (its exposure loop, if it has one)
     with exclusive(out_dir, "evaluation folder"):  # one writer of its report and videos at a time
         seeds = list(range(config.seed, config.seed + config.episodes))
-        metrics, summaries, videos = _run_boards(actor, provenance, config, out_dir, device, progress)
+        metrics, summaries, videos = _run_boards(actor, provenance if seen is asked else replace(
+            provenance, randomization=seen), config, out_dir, device, progress)
         info = {"checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind,
                 "difficulty": provenance.difficulty, "image_size": provenance.image_size,
-                "randomization": provenance.randomization, "arm": provenance.arm, "task": provenance.task,
+                "randomization": provenance.randomization, "auto_exposure": seen.auto_exposure,
+                "arm": provenance.arm, "task": provenance.task,
                 "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": context.precision,
                 "defect_types": list(get_task(provenance.task).defect_types)}
         report = {"metrics": metrics, "info": info, "config": asdict(config), "compute": context.record(),
@@ -171,7 +186,6 @@ def evaluate(config: EvaluateConfig, progress: bool = True, shifts: dict[str, Ra
         markdown = report_markdown(metrics, summaries, info)
         if config.perturbations:
             nominal = (metrics, [v for v in videos if "failure" in v]) if provenance.randomization == "none" else None
-            cell = get_randomization(trained_in.randomization)
             report["perturbations"] = perturbation_suite(actor, provenance, config, out_dir, device, nominal,
                                                            progress, shifts, cell)
             markdown += "\n" + perturbation_markdown(report["perturbations"]) + "\n"

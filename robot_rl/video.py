@@ -167,15 +167,18 @@ class VideoRecorder:
         frames: list[np.ndarray] = []
         start = 0
         try:
-            for end, text in self.steps[slot]:
-                # A verdict step does not move the arm: its outcome is held on screen for half a second.
-                states = self.states[slot][start:end] or [self.states[slot][end - 1] if end else saved[0]] * (FPS // 2)
-                for qpos in states:
-                    data.qpos[:] = qpos
-                    mujoco.mj_forward(model, data)
-                    frames.append(compose_frame(task.camera_image(),
-                                                scene_camera.render(model, data), text))
-                start = end
+            with task.exposure_kept():  # a metered camera runs its exposure loop at the video's frame rate
+                for end, text in self.steps[slot]:
+                    # A verdict step does not move the arm: its outcome is held on screen for half a second.
+                    states = (self.states[slot][start:end]
+                              or [self.states[slot][end - 1] if end else saved[0]] * (FPS // 2))
+                    for qpos in states:
+                        data.qpos[:] = qpos
+                        mujoco.mj_forward(model, data)
+                        wrist = task.camera_image()
+                        with task.lit_as_drawn():
+                            frames.append(compose_frame(wrist, scene_camera.render(model, data), text))
+                    start = end
         finally:
             data.qpos[:], data.qvel[:] = saved
             mujoco.mj_forward(model, data)

@@ -14,10 +14,11 @@ TorchRL, which knows nothing of what the action leaves mean):
   verdicts given with the board localized (when the batch has the env's ``localized`` flag): learning to guess
   better from afar would make guessing pay and pull the policy away from inspecting.
 - **'Continue' away from the view** (``off_view_ce_weight``): on every frame where the board is not localized (the
-  env's ``localized`` flag for the frame's own state, privileged like the critic's), a cross-entropy toward
-  'continue'. The reward already prices a guess below a look, but it shows the edge of the view only through the
-  guesses the sampled policy happens to make near it, and the deterministic policy that evaluation and export read
-  can answer a step early, just outside the view's tolerance. The labels say only where a verdict would be a
+  env's ``localized`` flag for the frame's own state, privileged like the critic's; a reset frame's is False, as
+  the built-in tasks start away from the view), a cross-entropy toward 'continue'. The reward already prices a
+  guess below a look, but it shows the edge of the view only through the guesses the sampled policy happens to
+  make near it, and the deterministic policy that evaluation and export read can answer a step early, just
+  outside the view's tolerance. The labels say only where a verdict would be a
   guess, which the optimal policy never gives: the term never pushes the policy to answer, and agrees with it.
 - **An optional KL anchor** toward the pretrained policy (DAPG-style, decaying to a floor),
   ``weight * KL(pretrained || current)`` on the pose and the verdict, or on the pose only (``anchor_verdict=False``).
@@ -67,7 +68,7 @@ class FinetunePPOLoss(ClipPPOLoss):
 
     Inputs: what ``ClipPPOLoss`` reads, plus, when present, ``keys.ANCHOR`` (the start policy's distribution
     parameters and the iteration's anchor weight, written by ``PPOLearner.prepare``) and the env's
-    ``("next", "localized")`` and verdict reward term (the cross-entropy's labels) and the frame's own
+    ``("next", "info", "localized")`` and verdict reward term (the cross-entropy's labels) and the frame's own
     ``localized`` flag (the off-view term's). Overrides: ``forward`` (the mask
     on the stored log-prob, the extra terms) and ``_get_cur_log_prob``, TorchRL's extension point for the current
     policy's log-prob (a private name, pinned by a test against ``ClipPPOLoss``), to apply the mask there and

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from robot_rl.envs import exposure
-from robot_rl.envs.randomization import METERED, NONE, PERTURBATIONS, RECTIFIED, describe, in_cell_of
+from robot_rl.envs.randomization import (
+    METERED,
+    NONE,
+    PERTURBATIONS,
+    RECTIFIED,
+    describe,
+    in_cell_of,
+    with_camera_of,
+)
 from robot_rl.envs.tasks import get_task
 
 
@@ -80,3 +88,22 @@ def test_a_shift_in_a_metered_cell_keeps_the_cells_exposure():
     assert shifted.auto_exposure and shifted.rectified and shifted.light_intensity == (1.8, 1.8)
     assert not in_cell_of(PERTURBATIONS["bright_light"], RECTIFIED).auto_exposure
     assert "auto exposure" in describe(METERED)
+
+
+def test_the_nominal_setting_of_a_metered_policy_keeps_its_camera():
+    assert with_camera_of(NONE, METERED).auto_exposure and with_camera_of(NONE, METERED).light_intensity == (1.0, 1.0)
+    assert with_camera_of(NONE, RECTIFIED) is NONE  # nothing to carry: the named preset itself
+
+
+def test_a_video_replay_leaves_the_exposure_and_lights_the_scene_as_drawn():
+    task = get_task("pcb-inspect")(randomization=METERED)
+    model = task.scene.model
+    task.reset(7)
+    gain, exposed = task._exposure_gain, model.light_specular.copy()
+    with task.exposure_kept():
+        task.scene.data.qpos[:] += 0.05  # elsewhere: the loop moves the gain
+        for _ in range(3):
+            task.camera_image()
+        with task.lit_as_drawn():
+            assert np.allclose(model.light_specular, task.scene._undrawn_light[0])
+    assert task._exposure_gain == gain and np.array_equal(model.light_specular, exposed)
