@@ -195,6 +195,30 @@ def test_the_rectified_arm_renders_against_the_calibrated_arm_of_its_seed():
                           "(`encoder+recolour+rectified`) | seed 0: nominal 100%")
 
 
+def test_the_metered_arm_renders_against_the_rectified_arm_of_its_seed():
+    import perception
+
+    results = render_docs.load_results()
+    record = json.loads(json.dumps(results["perception"]))
+    rectified = record["arms"][perception.RECTIFIED_ARM]
+    suite = [dict(row, success_rate=0.95, failures=dict(row["failures"], wrong_verdict=5))
+             if row["shift"] in ("dim_light", "bright_light") else row for row in rectified["suite"]]
+    record["arms"][perception.METERED_ARM] = dict(rectified, suite=suite, randomization="metered")
+    record["encoders"]["metered"] = {"views": 20000, "epochs": 8, "wall_s": 1400.0}
+    record["verdicts"] = perception.judge(record)
+    results["perception"] = record
+    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    assert "### The rectified cell with a camera that sets its own exposure" in text
+    assert "Its encoder: 20,000 views of that cell, 8 epochs, 1,400 s." in text
+    light = sum(render_docs.shift_of(rectified, s)["failures"]["wrong_verdict"] for s in ("dim_light", "bright_light"))
+    assert f"wrong verdicts under the two light shifts from {light} to 10," in text
+    assert "`python benchmarks/perception.py --variant metered` runs the others" in text
+    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    assert "its lens measured too and its camera setting its own exposure (`encoder+recolour+metered`)" in readme
+    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    assert "`dim_light` went to 95% and `bright_light` to 95%" in limits
+
+
 def _guide_examples(page: str) -> dict[str, str]:
     """A guide's ``<!-- example: NAME -->`` code blocks, by name."""
     text = (DOCS / "guides" / page).read_text()
@@ -347,6 +371,34 @@ def test_the_dwell_run_renders_its_last_policies_beside_the_lead_runs_without_th
     # a seed the dwell run lists but has not finished gets no row, neither its own nor the plain run's
     assert "| 1 | 0.05 |" not in page and "| 1 | 0 |" not in page
     assert "then scratch" not in page  # no scratch arm for this preset
+
+
+def test_the_off_view_run_renders_beside_the_dwell_run_and_names_the_seeds_it_has_not_run():
+    results = render_docs.load_results()
+    dwell = results["bc_vs_scratch_lead-dwell-1m"]
+    last = {"rate": 0.91, "ci95": [0.84, 0.95], "boards": 100, "guesses": 3,
+            "failures": {"guess": 3, "wrong_verdict": 6, "no_verdict_at_view": 0, "view_never_found": 0, "unstable": 0}}
+    results["bc_vs_scratch_lead-look-1m"] = {
+        **dwell, "arms": {"bc": {**dwell["arms"]["bc"], "final_success": {"1": last}}}, "seeds": [1],
+        "final_success": {"1": last},
+        "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "lead-look-1m-bc", "--seeds", "1"],
+        "ppo_config": {**dwell["ppo_config"], "off_view_ce_weight": 1.0},
+        "targets": {**dwell["targets"], "at_most_10_guesses_per_100_every_seed_at_this_budget": True}}
+    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    page = page.split("## PPO to a million frames from the lead start, 'continue' taught away from the view")[1]
+    page = page.split(" ## ")[0]
+    alone = dwell["arms"]["bc"]["final_success"]
+    assert f"| 1 | 0 | {render_docs.rate_ci(alone['1'])} | {alone['1']['guesses']} |" in page
+    assert f"| 1 | 1.0 | {render_docs.rate_ci(last)} | 3 | 0 | 6 | 0 |" in page
+    assert "| 0 | 0 |" not in page  # a seed not run with the term gets no row
+    assert (f"Not yet run with the cross-entropy: seeds 0 and 2, whose last policies with the dwell penalty alone "
+            f"guessed on {alone['0']['guesses']} and {alone['2']['guesses']} of 100 boards.") in page
+    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    assert ("Teaching 'continue' on every frame away from the view besides (`--off-view-ce-weight 1.0`, seed 1 so "
+            f"far) left the last policy at 91% with 3 guesses per 100 boards (the dwell penalty alone: "
+            f"{render_docs.pct(alone['1']['rate'])} and {alone['1']['guesses']})") in limits
+    stages = render_docs.environment(results).get_template("readme/stages.md").render()
+    assert "'continue' taught away from the view besides (`--off-view-ce-weight 1`)" in stages
 
 
 def test_the_stalls_at_the_view_render_with_their_answer_probabilities_and_camera_travel():
