@@ -152,12 +152,12 @@ PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILL
 PRESETS["lead-dwell-1m"] = with_budget("lead-encoder", "lead-dwell-1m", MILLION_FRAMES, 16,
                                        {**PRESETS["lead-encoder-1m"]["budget_targets"], "no_verdict_at_view_max": 5},
                                        dwell_penalty=0.05)
-# The same with 'continue' taught on every frame away from the view (``off_view_ce_weight``): with the dwell
+# The same with 'continue' taught on every guess (``guess_ce_weight``): with the dwell
 # penalty the stalls went, but 12 and 13 of 100 last-policy episodes on two seeds answered on schedule with the
 # camera just outside the view's tolerance. Its targets, fixed before it ran: lead-dwell-1m's.
-PRESETS["lead-look-1m"] = with_budget("lead-encoder", "lead-look-1m", MILLION_FRAMES, 16,
+PRESETS["lead-guess-1m"] = with_budget("lead-encoder", "lead-guess-1m", MILLION_FRAMES, 16,
                                       dict(PRESETS["lead-dwell-1m"]["budget_targets"]), dwell_penalty=0.05,
-                                      off_view_ce_weight=1.0)
+                                      guess_ce_weight=1.0)
 
 # `make demo`'s own start, measured with seeds: the few demos (the few preset's folder), the pipeline's encoder and
 # BC from it, then the pipeline's ``--dagger auto`` stage (no round where BC's check already works); PPO at the

@@ -30,7 +30,7 @@ RUN_CONFIG_DEFAULTS = {
                  "eval_episodes": 50},
     "DAggerConfig": {"checkpoint_kind": "best"},
     "FinetuneConfig": {"target_kl": 0.0, "answer_temperature": 1.0, "continue_floor": 0.0, "anchor_floor": 0.0,
-                       "guess_penalty": 0.0, "dwell_penalty": 0.0, "off_view_ce_weight": 0.0, "precision": "fp32",
+                       "guess_penalty": 0.0, "dwell_penalty": 0.0, "guess_ce_weight": 0.0, "precision": "fp32",
                        "checkpoint_kind": "best",
                        "total_frames": 200_000, "num_envs": 4, "ppo_epochs": 4, "minibatch_size": 128,
                        "critic_warmup": 3, "shaping": 0.0, "eval_every": 5, "checkpoint_every": 5},

@@ -427,9 +427,8 @@ class FinetuneConfig:
                                      ablation=True)
     verdict_ce_weight: float = option(1.0, "weight of the verdict cross-entropy whose labels the verdict reward "
                                       "reveals (0 = off)", ablation=True)
-    off_view_ce_weight: float = option(0.0, "weight of a cross-entropy toward 'continue' on the frames where the "
-                                       "board is not localized (the env's flag: a verdict there is a guess); "
-                                       "0 = off", ablation=True)
+    guess_ce_weight: float = option(0.0, "weight of a cross-entropy toward 'continue' on every guess (a verdict "
+                                    "given with the board not localized, the env's flag); 0 = off", ablation=True)
     continue_prob: float = option(0.0, "--from-scratch: initial probability of 'continue' (verdict head bias), so "
                                   "early episodes last long enough to explore; 0 = leave the head as initialized")
     pose_min_scale: float = option(0.1, "lower bound of the pose TanhNormal's scale while fine-tuning (pre-tanh); "
@@ -481,7 +480,7 @@ class FinetuneConfig:
             ("lr", self.lr >= 0, ">= 0"), ("encoder_lr", self.encoder_lr >= 0, ">= 0"),
             ("critic_lr", self.critic_lr > 0, "> 0"),
             ("verdict_ce_weight", self.verdict_ce_weight >= 0, ">= 0"),
-            ("off_view_ce_weight", self.off_view_ce_weight >= 0, ">= 0"),
+            ("guess_ce_weight", self.guess_ce_weight >= 0, ">= 0"),
             ("continue_prob", 0 <= self.continue_prob < 1, "in [0, 1)"),
             ("pose_min_scale", self.pose_min_scale >= 0, ">= 0"),
             ("residual_scale", 0 <= self.residual_scale < 10, "in [0, 10)"),

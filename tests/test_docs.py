@@ -375,19 +375,19 @@ def test_the_dwell_run_renders_its_last_policies_beside_the_lead_runs_without_th
     assert "then scratch" not in page  # no scratch arm for this preset
 
 
-def test_the_off_view_run_renders_beside_the_dwell_run_and_names_the_seeds_it_has_not_run():
+def test_the_guess_ce_run_renders_beside_the_dwell_run_and_names_the_seeds_it_has_not_run():
     results = render_docs.load_results()
     dwell = results["bc_vs_scratch_lead-dwell-1m"]
     last = {"rate": 0.91, "ci95": [0.84, 0.95], "boards": 100, "guesses": 3,
             "failures": {"guess": 3, "wrong_verdict": 6, "no_verdict_at_view": 0, "view_never_found": 0, "unstable": 0}}
-    results["bc_vs_scratch_lead-look-1m"] = {
+    results["bc_vs_scratch_lead-guess-1m"] = {
         **dwell, "arms": {"bc": {**dwell["arms"]["bc"], "final_success": {"1": last}}}, "seeds": [1],
         "final_success": {"1": last},
-        "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "lead-look-1m-bc", "--seeds", "1"],
-        "ppo_config": {**dwell["ppo_config"], "off_view_ce_weight": 1.0},
+        "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "lead-guess-1m-bc", "--seeds", "1"],
+        "ppo_config": {**dwell["ppo_config"], "guess_ce_weight": 1.0},
         "targets": {**dwell["targets"], "at_most_10_guesses_per_100_every_seed_at_this_budget": True}}
     page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
-    page = page.split("## PPO to a million frames from the lead start, 'continue' taught away from the view")[1]
+    page = page.split("## PPO to a million frames from the lead start, 'continue' taught on every guess")[1]
     page = page.split(" ## ")[0]
     alone = dwell["arms"]["bc"]["final_success"]
     assert f"| 1 | 0 | {render_docs.rate_ci(alone['1'])} | {alone['1']['guesses']} |" in page
@@ -396,11 +396,11 @@ def test_the_off_view_run_renders_beside_the_dwell_run_and_names_the_seeds_it_ha
     assert (f"Not yet run with the cross-entropy: seeds 0 and 2, whose last policies with the dwell penalty alone "
             f"guessed on {alone['0']['guesses']} and {alone['2']['guesses']} of 100 boards.") in page
     limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
-    assert ("Teaching 'continue' on every frame away from the view besides (`--off-view-ce-weight 1.0`, seed 1 so "
+    assert ("Teaching 'continue' on every guess besides (`--guess-ce-weight 1.0`, seed 1 so "
             f"far) left the last policy at 91% with 3 guesses per 100 boards (the dwell penalty alone: "
             f"{render_docs.pct(alone['1']['rate'])} and {alone['1']['guesses']})") in limits
     stages = render_docs.environment(results).get_template("readme/stages.md").render()
-    assert "'continue' taught away from the view besides (`--off-view-ce-weight 1`)" in stages
+    assert "'continue' taught on every guess besides (`--guess-ce-weight 1`)" in stages
 
 
 def test_the_stalls_at_the_view_render_with_their_answer_probabilities_and_camera_travel():

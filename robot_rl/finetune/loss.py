@@ -13,13 +13,13 @@ TorchRL, which knows nothing of what the action leaves mean):
   answer logits only, so it never pushes the policy to answer earlier (that is the surrogate's job), and only on
   verdicts given with the board localized (when the batch has the env's ``localized`` flag): learning to guess
   better from afar would make guessing pay and pull the policy away from inspecting.
-- **'Continue' away from the view** (``off_view_ce_weight``): on every frame where the board is not localized (the
-  env's ``localized`` flag for the frame's own state, privileged like the critic's; a reset frame's is False, as
-  the built-in tasks start away from the view), a cross-entropy toward 'continue'. The reward already prices a
-  guess below a look, but it shows the edge of the view only through the guesses the sampled policy happens to
-  make near it, and the deterministic policy that evaluation and export read can answer a step early, just
-  outside the view's tolerance. The labels say only where a verdict would be a
-  guess, which the optimal policy never gives: the term never pushes the policy to answer, and agrees with it.
+- **'Continue' taught on every guess** (``guess_ce_weight``): on every step that gave a verdict with the board not
+  localized (the env's ``localized`` flag for the frame's own state, privileged like the critic's), a
+  cross-entropy toward 'continue': the guess's counterpart of the verdict cross-entropy. The reward prices a guess
+  below a look, but a policy-gradient step on a confident guess moves its logits by about p(continue), almost
+  nothing; the cross-entropy moves them by p(answer). It acts only where the sampled policy answered away from the
+  view, never on the frames where it kept looking: taught on every frame away from the view, the same label
+  outweighs the clipped surrogate near the view and the policy stops answering there too.
 - **An optional KL anchor** toward the pretrained policy (DAPG-style, decaying to a floor),
   ``weight * KL(pretrained || current)`` on the pose and the verdict, or on the pose only (``anchor_verdict=False``).
   The trainer leaves it off by default: anchored to a partly working BC policy, PPO lifted less far.
@@ -62,24 +62,24 @@ def verdict_targets(verdict: torch.Tensor, verdict_reward: torch.Tensor) -> torc
 
 
 class FinetunePPOLoss(ClipPPOLoss):
-    """``ClipPPOLoss`` plus the pose mask, the reward-derived verdict cross-entropy, the off-view 'continue'
-    cross-entropy and the KL anchor (see the module docstring). Reports ``loss_verdict_ce``, ``loss_off_view_ce``,
+    """``ClipPPOLoss`` plus the pose mask, the reward-derived verdict cross-entropy, the guesses' 'continue'
+    cross-entropy and the KL anchor (see the module docstring). Reports ``loss_verdict_ce``, ``loss_guess_ce``,
     ``loss_anchor`` and ``anchor_kl`` when they are active.
 
     Inputs: what ``ClipPPOLoss`` reads, plus, when present, ``keys.ANCHOR`` (the start policy's distribution
     parameters and the iteration's anchor weight, written by ``PPOLearner.prepare``) and the env's
     ``("next", "info", "localized")`` and verdict reward term (the cross-entropy's labels) and the frame's own
-    ``localized`` flag (the off-view term's). Overrides: ``forward`` (the mask
+    ``localized`` flag (the guess term's). Overrides: ``forward`` (the mask
     on the stored log-prob, the extra terms) and ``_get_cur_log_prob``, TorchRL's extension point for the current
     policy's log-prob (a private name, pinned by a test against ``ClipPPOLoss``), to apply the mask there and
     keep the distribution for the anchor and the cross-entropy without a second forward pass."""
 
     def __init__(self, *args, anchor_verdict: bool = True, mask_verdict_pose: bool = True,
-                 verdict_ce_weight: float = 0.0, off_view_ce_weight: float = 0.0, **kwargs):
+                 verdict_ce_weight: float = 0.0, guess_ce_weight: float = 0.0, **kwargs):
         super().__init__(*args, **kwargs)
         self.anchor_verdict = anchor_verdict
         self.mask_verdict_pose, self.verdict_ce_weight = mask_verdict_pose, verdict_ce_weight
-        self.off_view_ce_weight = off_view_ce_weight
+        self.guess_ce_weight = guess_ce_weight
         self._current_dist = None
         self._pose_kept = None
 
@@ -119,8 +119,8 @@ class FinetunePPOLoss(ClipPPOLoss):
             else:
                 ce = dist.dists[keys.VERDICT].logits.sum() * 0.0  # keeps the graph (DDP expects every parameter)
             out.set("loss_verdict_ce", self.verdict_ce_weight * ce)
-        if self.off_view_ce_weight > 0:
-            out.set("loss_off_view_ce", self.off_view_ce_weight * self._off_view_ce(dist, tensordict, verdict))
+        if self.guess_ce_weight > 0:
+            out.set("loss_guess_ce", self.guess_ce_weight * self._guess_ce(dist, tensordict, verdict))
         if keys.ANCHOR in tensordict.keys():
             pose_kl, verdict_kl = (kl.mean() for kl in self._anchor_kl(dist, tensordict))
             out.set("anchor_kl", (pose_kl + verdict_kl).detach())  # KL to the start, both heads, for the logs
@@ -130,14 +130,15 @@ class FinetunePPOLoss(ClipPPOLoss):
         return out
 
     @staticmethod
-    def _off_view_ce(dist, tensordict: TensorDictBase, verdict: torch.Tensor) -> torch.Tensor:
-        """-log p(continue) summed over the frames whose board is not localized, per frame of the batch."""
+    def _guess_ce(dist, tensordict: TensorDictBase, verdict: torch.Tensor) -> torch.Tensor:
+        """-log p(continue) summed over the guesses (a verdict given with the board not localized), per frame of
+        the batch."""
         localized = tensordict.get(keys.LOCALIZED, None)
         if localized is None:
-            raise KeyError(f"off_view_ce_weight > 0 needs the env's {keys.LOCALIZED} flag on every frame")
-        off_view = ~localized.reshape(verdict.shape)
+            raise KeyError(f"guess_ce_weight > 0 needs the env's {keys.LOCALIZED} flag on every frame")
+        guesses = (verdict != 0) & ~localized.reshape(verdict.shape)
         log_p_continue = dist.dists[keys.VERDICT].logits.float().log_softmax(-1)[..., 0]
-        return -(log_p_continue * off_view).sum() / verdict.numel()
+        return -(log_p_continue * guesses).sum() / verdict.numel()
 
     @staticmethod
     def _anchor_kl(dist, tensordict: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:

@@ -292,7 +292,7 @@ class PPOLearner:
             loss_actor, critic, clip_epsilon=config.clip_epsilon, entropy_coeff=config.entropy_coeff,
             critic_coeff=config.critic_coeff, clip_value=config.clip_value or None, normalize_advantage=True,
             mask_verdict_pose=config.mask_verdict_pose, verdict_ce_weight=config.verdict_ce_weight,
-            off_view_ce_weight=config.off_view_ce_weight,
+            guess_ce_weight=config.guess_ce_weight,
             anchor_verdict=not config.anchor_pose_only,
             functional=False)  # the networks run as modules, so a DDP wrapper sees every forward
         self.buffer = TensorDictReplayBuffer(

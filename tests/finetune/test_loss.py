@@ -87,26 +87,30 @@ def continue_probability(learner, batch) -> torch.Tensor:
     return params.get((*keys.VERDICT_PARAMS, "logits")).softmax(-1)[..., 0]
 
 
-def test_off_view_cross_entropy_teaches_continue_where_a_verdict_is_a_guess():
-    learner, flat = prepared_batch(off_view_ce_weight=1.0, verdict_ce_weight=0.0)
+def test_the_guess_cross_entropy_teaches_continue_on_guesses_only():
+    learner, flat = prepared_batch(guess_ce_weight=1.0, verdict_ce_weight=0.0)
     minibatch = flat[:128]
+    answered = minibatch.get(keys.VERDICT) != 0
+    assert 0 < answered.sum() < 128
     at_view = with_localized(minibatch, torch.ones(128, dtype=torch.bool))
-    assert learner.loss(at_view)["loss_off_view_ce"] == 0  # nothing to teach where a verdict is a look
-    off_view = with_localized(minibatch, torch.zeros(128, dtype=torch.bool))
-    assert learner.loss(off_view)["loss_off_view_ce"] > 0
-    before = continue_probability(learner, off_view)
+    assert learner.loss(at_view)["loss_guess_ce"] == 0  # verdicts at the view are looks, not guesses
+    kept_looking = with_localized(minibatch[~answered], torch.zeros(int((~answered).sum()), dtype=torch.bool))
+    assert learner.loss(kept_looking)["loss_guess_ce"] == 0  # away from the view but no verdict: nothing to teach
+    guesses = with_localized(minibatch[answered], torch.zeros(int(answered.sum()), dtype=torch.bool))
+    assert learner.loss(guesses)["loss_guess_ce"] > 0
+    before = continue_probability(learner, guesses)
     optimizer = torch.optim.SGD(learner.loss.actor_network.parameters(), lr=0.1)
     for _ in range(20):
         optimizer.zero_grad()
-        learner.loss(off_view)["loss_off_view_ce"].backward()
+        learner.loss(guesses)["loss_guess_ce"].backward()
         optimizer.step()
-    assert continue_probability(learner, off_view).mean() > before.mean() + 0.05
+    assert continue_probability(learner, guesses).mean() > before.mean() + 0.05
 
 
-def test_off_view_cross_entropy_is_off_by_default_and_needs_the_flag():
+def test_the_guess_cross_entropy_is_off_by_default_and_needs_the_flag():
     learner, flat = prepared_batch()
-    assert "loss_off_view_ce" not in learner.loss(flat[:128]).keys()
-    learner, flat = prepared_batch(off_view_ce_weight=1.0)
+    assert "loss_guess_ce" not in learner.loss(flat[:128]).keys()
+    learner, flat = prepared_batch(guess_ce_weight=1.0)
     with pytest.raises(KeyError, match="localized"):
         learner.loss(flat[:128])
 
