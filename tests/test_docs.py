@@ -170,6 +170,20 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
                           f"the recipe without it: 74%, 0 of {len(suite) - 1}; targets missed |")
 
 
+def _with_first_seed_of(record: dict, arm: str, source: dict, suite: list[dict], randomization: str,
+                        encoder_s: float) -> dict:
+    """``record`` (a perception results file) with ``arm`` as ``source``'s record under ``suite``, its first seed
+    alone (the others pending), judged again."""
+    import perception
+
+    record["arms"][arm] = dict(source, suite=suite, randomization=randomization)
+    for name in [name for name in record["arms"] if name.startswith(arm + "-seed")]:
+        del record["arms"][name]
+    record["encoders"][randomization] = {"views": 20000, "epochs": 8, "wall_s": encoder_s}
+    record["verdicts"] = perception.judge(record)
+    return record
+
+
 def test_the_rectified_arm_renders_against_the_calibrated_arm_of_its_seed():
     import perception
 
@@ -178,12 +192,8 @@ def test_the_rectified_arm_renders_against_the_calibrated_arm_of_its_seed():
     calibrated = record["arms"][perception.CALIBRATED_ARM]
     suite = [dict(row, success_rate=0.97, guesses=1) if row["shift"] == "wide_lens" else row
              for row in calibrated["suite"]]
-    record["arms"][perception.RECTIFIED_ARM] = dict(calibrated, suite=suite, randomization="rectified")
-    for name in [name for name in record["arms"] if name.startswith(perception.RECTIFIED_ARM + "-seed")]:
-        del record["arms"][name]  # its first seed alone: the others pending
-    record["encoders"]["rectified"] = {"views": 20000, "epochs": 8, "wall_s": 1500.0}
-    record["verdicts"] = perception.judge(record)
-    results["perception"] = record
+    results["perception"] = _with_first_seed_of(record, perception.RECTIFIED_ARM, calibrated, suite, "rectified",
+                                                1500.0)
     text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
     cw = next(row for row in calibrated["suite"] if row["shift"] == "wide_lens")
     assert "### The calibrated cell that rectifies its lens" in text
@@ -205,12 +215,7 @@ def test_the_metered_arm_renders_against_the_rectified_arm_of_its_seed():
     rectified = record["arms"][perception.RECTIFIED_ARM]
     suite = [dict(row, success_rate=0.95, failures=dict(row["failures"], wrong_verdict=5))
              if row["shift"] in ("dim_light", "bright_light") else row for row in rectified["suite"]]
-    record["arms"][perception.METERED_ARM] = dict(rectified, suite=suite, randomization="metered")
-    for name in [name for name in record["arms"] if name.startswith(perception.METERED_ARM + "-seed")]:
-        del record["arms"][name]  # its first seed alone: the others pending
-    record["encoders"]["metered"] = {"views": 20000, "epochs": 8, "wall_s": 1400.0}
-    record["verdicts"] = perception.judge(record)
-    results["perception"] = record
+    results["perception"] = _with_first_seed_of(record, perception.METERED_ARM, rectified, suite, "metered", 1400.0)
     text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
     assert "### The rectified cell with a camera that sets its own exposure" in text
     assert "Its encoder: 20,000 views of that cell, 8 epochs, 1,400 s." in text
