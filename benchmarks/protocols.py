@@ -294,11 +294,13 @@ def evaluate_fresh(checkpoint: str | Path, boards: int, out: str | Path, shifts:
 
 
 def perturbation_suite(checkpoint: str | Path, boards: int, out: str | Path, device: str,
-                       shifts: dict | None = None) -> list[dict]:
+                       shifts: dict | None = None, camera_exposure: str = "") -> list[dict]:
     """``evaluate --perturbations`` of a checkpoint on ``boards`` fresh boards, nominal (no randomization) and
-    under every fixed shift of the suite (or of ``shifts``; one failure video each): one metrics row per shift."""
+    under every fixed shift of the suite (or of ``shifts``; one failure video each), on a camera with
+    ``camera_exposure`` (evaluate's ``--camera-exposure``): one metrics row per shift."""
     return evaluate_fresh(checkpoint, boards, out, shifts, randomization="none", perturbations=True,
-                          failure_videos=1, video_quality="fast", device=device)["perturbations"]
+                          failure_videos=1, video_quality="fast", device=device,
+                          camera_exposure=camera_exposure)["perturbations"]
 
 
 def suite_rows(arm: str, suite: list[dict]) -> list[dict]:

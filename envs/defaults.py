@@ -1,5 +1,8 @@
-"""The task and the arm every entry point uses when none is named, written once. Light to import (no MuJoCo):
-``robot_rl.configs`` builds the CLI's help from them."""
+"""The task and the arm every entry point uses when none is named, and the names of a deployed camera's exposure,
+written once. Light to import (no MuJoCo): ``robot_rl.configs`` builds the CLI's help from them."""
 
 DEFAULT_TASK = "pcb-inspect"
 DEFAULT_ARM = "ur5e_like"
+
+# A deployed camera's exposure (robot-rl evaluate --camera-exposure): set from its own image, or as the scene is lit.
+CAMERA_EXPOSURES = ("auto", "fixed")

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
+from robot_rl.envs.defaults import CAMERA_EXPOSURES
+
 Range = tuple[float, float]
 ColourRange = tuple[Range, Range, Range]  # per channel (r, g, b), or (hue, saturation, value) for an HSV range
 
@@ -310,6 +312,17 @@ def with_camera_of(setting: Randomization, cell: Randomization) -> Randomization
     if cell.auto_exposure and not setting.auto_exposure:
         return replace(setting, auto_exposure=True)
     return setting
+
+
+def with_exposure(setting: Randomization, camera_exposure: str) -> Randomization:
+    """``setting`` with the camera's exposure a deployment names (``CAMERA_EXPOSURES``; '' keeps the setting's):
+    the camera on the cell, not the one the policy was trained with, sets the exposure (``robot-rl evaluate
+    --camera-exposure``). ``setting`` itself when it already has that exposure."""
+    if camera_exposure not in ("", *CAMERA_EXPOSURES):
+        raise ValueError(f"unknown camera exposure {camera_exposure!r}; choose one of {', '.join(CAMERA_EXPOSURES)}")
+    if not camera_exposure or setting.auto_exposure == (camera_exposure == "auto"):
+        return setting
+    return replace(setting, auto_exposure=camera_exposure == "auto")
 
 
 def get_randomization(randomization: str | Randomization) -> Randomization:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from robot_rl.envs.defaults import DEFAULT_ARM, DEFAULT_TASK
+from robot_rl.envs.defaults import CAMERA_EXPOSURES, DEFAULT_ARM, DEFAULT_TASK
 from robot_rl.options import option, validate
 
 # Kept in step with every task's difficulty presets (robot_rl.envs.difficulty.DIFFICULTY_NAMES) and
@@ -540,6 +540,10 @@ class EvaluateConfig:
     arm: str = option("", "'' = the policy's arm; another arm is refused (a policy knows one arm's joints)")
     task: str = option("", "'' = the policy's task; another task is refused (a policy learned one task); naming "
                        "its module:Class allows importing it")
+    camera_exposure: str = option("", "the deployed wrist camera's exposure, under every setting evaluated: auto "
+                                  "(it sets its exposure from the centre of its image every frame), fixed (as the "
+                                  "scene is lit), '' = as the camera the policy was trained with",
+                                  choices=CAMERA_EXPOSURES)
     perturbations: bool = option(False, "also run the same boards under each shift of the perturbation suite "
                                  "(success per shift next to nominal, one failure video each)")
     num_envs: int = option(8, "envs stepped together (in this process)")
@@ -562,6 +566,8 @@ class EvaluateConfig:
             ("difficulty", self.difficulty in ("", *DIFFICULTY_NAMES), f"'' or one of {', '.join(DIFFICULTY_NAMES)}"),
             ("randomization", self.randomization in ("", *RANDOMIZATION_NAMES),
              f"'' or one of {', '.join(RANDOMIZATION_NAMES)}"),
+            ("camera_exposure", self.camera_exposure in ("", *CAMERA_EXPOSURES),
+             f"'' or one of {', '.join(CAMERA_EXPOSURES)}"),
             ("num_envs", self.num_envs >= 1, ">= 1"), ("videos", self.videos >= 0, ">= 0"),
             ("failure_videos", self.failure_videos >= 0, ">= 0"),
             ("video_height", 64 <= self.video_height <= 1080 and self.video_height % 2 == 0, "even, in [64, 1080]"),

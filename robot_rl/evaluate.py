@@ -26,6 +26,7 @@ from robot_rl.envs.randomization import (
     get_randomization,
     in_cell_of,
     with_camera_of,
+    with_exposure,
 )
 from robot_rl.envs.tasks import get_task
 from robot_rl.episodes import aggregate, summarize_episode
@@ -113,7 +114,8 @@ def perturbation_suite(actor, provenance: Provenance, config: EvaluateConfig, ou
     """The same boards without randomization and under each fixed shift of ``shifts`` (None: ``PERTURBATIONS``);
     one row per setting (success with its Wilson interval, guesses, collisions, a failure video). ``nominal``
     reuses an evaluation already run without randomization: (metrics, videos). ``cell`` is the randomization
-    the policy was trained in: a calibrated cell stays calibrated under every shift."""
+    the policy was trained in, with the deployed camera's exposure: a calibrated cell stays calibrated, and a camera
+    that sets its own exposure keeps doing so, under every shift."""
     suite_config = replace(config, videos=0, failure_videos=min(1, config.failure_videos))
     rows = []
     for name, shift in {"none": NONE, **(PERTURBATIONS if shifts is None else shifts)}.items():
@@ -168,9 +170,10 @@ def evaluate(config: EvaluateConfig, progress: bool = True, shifts: dict[str, Ra
                                     difficulty=config.difficulty, randomization=config.randomization)
     run_dir = run_folder_of(checkpoint)
     out_dir = Path(config.out) if config.out else run_dir / "eval"
-    cell = get_randomization(trained_in.randomization)
+    # The policy's camera comes with it (its exposure loop, if it has one), unless the deployment names its own.
+    cell = with_exposure(get_randomization(trained_in.randomization), config.camera_exposure)
     asked = get_randomization(provenance.randomization)
-    seen = with_camera_of(asked, cell)  # the policy's camera comes with it (its exposure loop, if it has one)
+    seen = with_exposure(with_camera_of(asked, cell), config.camera_exposure)
     with exclusive(out_dir, "evaluation folder"):  # one writer of its report and videos at a time
         seeds = list(range(config.seed, config.seed + config.episodes))
         metrics, summaries, videos = _run_boards(actor, provenance if seen is asked else replace(

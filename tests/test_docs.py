@@ -228,6 +228,48 @@ def test_the_metered_arm_renders_against_the_rectified_arm_of_its_seed():
     assert "`dim_light` went to 95% and `bright_light` to 95%" in limits
 
 
+def test_the_deployed_exposure_arm_renders_against_the_same_policies_at_a_fixed_exposure():
+    import perception
+
+    results = render_docs.load_results()
+    record = json.loads(json.dumps(results["perception"]))
+    rectified = record["arms"][perception.RECTIFIED_ARM]
+    suite = [dict(row, success_rate=0.96, failures=dict(row["failures"], wrong_verdict=4))
+             if row["shift"] in ("dim_light", "bright_light") else row for row in rectified["suite"]]
+    results["perception"] = _with_first_seed_of(record, perception.DEPLOYED_EXPOSURE_ARM, rectified, suite,
+                                                "rectified", 1500.0)
+    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    assert "### The rectified policies on a camera that sets its own exposure" in text
+    light = sum(render_docs.shift_of(rectified, s)["failures"]["wrong_verdict"] for s in ("dim_light", "bright_light"))
+    assert f"seed by seed (seed 0): wrong verdicts under the two light shifts {light} to 8;" in text
+    assert "`python benchmarks/perception.py --variant deployed-exposure` runs the others" in text
+    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    assert "the rectified policies on a camera setting its own exposure (`encoder+recolour+rectified+deployed" in readme
+    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    assert "trained without it (one seed so far): `dim_light` 96%, `bright_light` 96%" in limits
+
+
+def test_the_rectified_exposure_arm_renders_against_the_rectified_arm_of_its_seed():
+    import perception
+
+    results = render_docs.load_results()
+    record = json.loads(json.dumps(results["perception"]))
+    rectified = record["arms"][perception.RECTIFIED_ARM]
+    suite = [dict(row, success_rate=0.97, guesses=3) if row["shift"] == "wide_lens" else row
+             for row in rectified["suite"]]
+    results["perception"] = _with_first_seed_of(record, perception.RECTIFIED_EXPOSURE_ARM, rectified, suite,
+                                                "rectified", 1500.0)
+    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    assert "### The rectified cell with frames at other exposures" in text
+    wide = render_docs.shift_of(rectified, "wide_lens")["guesses"]
+    assert f"guesses under `wide_lens` {wide} to 3." in text
+    assert "`python benchmarks/perception.py --variant rectified-exposure` runs the others" in text
+    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    assert "BC on rectified frames at other exposures (`encoder+recolour+rectified+exposure`)" in readme
+    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    assert "`wide_lens` 97% with 3 guesses" in limits
+
+
 def _guide_examples(page: str) -> dict[str, str]:
     """A guide's ``<!-- example: NAME -->`` code blocks, by name."""
     text = (DOCS / "guides" / page).read_text()

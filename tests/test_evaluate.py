@@ -264,6 +264,23 @@ def test_the_suite_takes_other_shifts_by_value(bc_run_dir, tmp_path):
         assert sum(sum(d["failures"].values()) for d in row["by_defect"].values()) == failed
 
 
+def test_a_deployed_camera_sets_its_own_exposure_under_every_setting(bc_run_dir, tmp_path):
+    from robot_rl.envs.randomization import PERTURBATIONS
+
+    shifts = {"dim_light": PERTURBATIONS["dim_light"]}
+    reports = {}
+    for exposure in ("auto", "fixed"):
+        out = tmp_path / exposure
+        evaluate(EvaluateConfig(checkpoint=str(bc_run_dir), out=str(out), episodes=1, num_envs=1, videos=0,
+                                failure_videos=0, perturbations=True, camera_exposure=exposure),
+                 progress=False, shifts=shifts)
+        reports[exposure] = json.loads((out / "report.json").read_text())
+    auto, fixed = reports["auto"], reports["fixed"]
+    assert auto["info"]["auto_exposure"] and not fixed["info"]["auto_exposure"]  # the policy's camera had none
+    assert [row["change"] for row in auto["perturbations"]] == ["auto exposure", "light_intensity x0.35; auto exposure"]
+    assert [row["change"] for row in fixed["perturbations"]] == ["nominal", "light_intensity x0.35"]
+
+
 def test_a_calibrated_cell_stays_calibrated_under_every_shift_of_the_suite(bc_run_dir, tmp_path):
     from robot_rl.envs.randomization import CALIBRATED, NONE, PERTURBATIONS
     from robot_rl.evaluate import perturbation_suite

@@ -144,3 +144,34 @@ def test_failure_kinds_merge_only_into_a_record_that_the_new_evaluation_repeats(
     kept = perception.keep_failure_kinds(read_back, record)
     assert kept["suite"][1]["failures"] == failures and kept["failures_from"] == record["failures_from"]
     assert perception.keep_failure_kinds(other, record) is other
+
+
+def test_a_deployed_arm_evaluates_the_policies_of_the_arm_that_trained_them_on_its_own_camera(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    deployed, trained = perception.DEPLOYED_EXPOSURE_ARM, perception.RECTIFIED_ARM
+    where = perception.paths(tmp_path)
+    assert perception.arm_run_dir(where, deployed, 2) == perception.arm_run_dir(where, trained, 2)
+    assert perception.deployed_exposure(deployed) == "auto" and perception.deployed_exposure(trained) == ""
+
+    calls = []
+
+    def suite(checkpoint, boards, out, device, shifts=None, camera_exposure=""):
+        calls.append((Path(out).name, camera_exposure))
+        Path(out).mkdir(parents=True)
+        rows = [_row("none", 0.97, 0), _row("dim_light", 0.96, 0)]
+        (Path(out) / "report.json").write_text(json.dumps({"perturbations": rows}))
+        return rows
+
+    monkeypatch.setattr(perception, "perturbation_suite", suite)
+    monkeypatch.setattr(perception, "ensure_trained", lambda config: {"best_success": 0.99})
+    args = SimpleNamespace(boards=100, device="cpu")
+    stages = perception.Stages(tmp_path / "stages.json", progress=False)
+    run_dir = perception.arm_run_dir(where, deployed, 0)
+    config = perception.bc_config(tmp_path / "demos", run_dir, 12, SimpleNamespace(boards=100, device="cpu"))
+    as_trained = perception.train_and_evaluate(config, args, stages, None)
+    on_its_camera = perception.train_and_evaluate(config, args, stages, None, camera_exposure="auto")
+    assert calls == [("eval-perturbations-last", ""), ("eval-perturbations-last-exposure-auto", "auto")]
+    assert on_its_camera["camera_exposure"] == "auto" and "camera_exposure" not in as_trained
+    assert stages.finished(f"evaluate:{run_dir.name}-exposure-auto")

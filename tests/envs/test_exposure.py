@@ -14,6 +14,7 @@ from robot_rl.envs.randomization import (
     describe,
     in_cell_of,
     with_camera_of,
+    with_exposure,
 )
 from robot_rl.envs.tasks import get_task
 
@@ -93,6 +94,15 @@ def test_a_shift_in_a_metered_cell_keeps_the_cells_exposure():
 def test_the_nominal_setting_of_a_metered_policy_keeps_its_camera():
     assert with_camera_of(NONE, METERED).auto_exposure and with_camera_of(NONE, METERED).light_intensity == (1.0, 1.0)
     assert with_camera_of(NONE, RECTIFIED) is NONE  # nothing to carry: the named preset itself
+
+
+def test_a_deployment_names_the_cameras_exposure_whatever_the_policy_was_trained_with():
+    assert with_exposure(RECTIFIED, "") is RECTIFIED and with_exposure(METERED, "auto") is METERED
+    deployed = with_exposure(RECTIFIED, "auto")
+    assert deployed.auto_exposure and deployed.rectified and deployed.calibrated
+    assert not with_exposure(METERED, "fixed").auto_exposure and with_exposure(METERED, "fixed").rectified
+    with pytest.raises(ValueError, match="camera exposure 'manual'"):
+        with_exposure(RECTIFIED, "manual")
 
 
 def test_a_video_replay_leaves_the_exposure_and_lights_the_scene_as_drawn():
