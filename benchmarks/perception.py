@@ -119,9 +119,9 @@ RECTIFIED_ARM = "encoder+recolour+rectified"
 # level under either light; demos, encoder views and suite metered, BC's recipe the calibrated arm's.
 METERED_ARM = "encoder+recolour+metered"
 # The exposure as the deployed camera's alone (fixed before it ran): the metered arm held both light shifts on
-# every seed, but its wrong verdicts elsewhere came with its own demos and encoder (missing and rotated parts, on
-# every seed and nominally too). An exposure loop belongs to the camera on the cell, not to the policy: this arm
-# is the rectified arm's policies, trained at a fixed exposure, deployed on a camera that sets its own
+# every seed but added wrong verdicts elsewhere (missing and rotated parts, on every seed and nominally too); this
+# arm asks whether they came with its demos and encoder. An exposure loop belongs to the camera on the cell, not
+# to the policy: the rectified arm's policies, trained at a fixed exposure, deployed on a camera that sets its own
 # (``robot-rl evaluate --camera-exposure auto``) under every setting of the suite. It trains nothing.
 DEPLOYED_EXPOSURE_ARM = "encoder+recolour+rectified+deployed-exposure"
 # The two levers that each fixed one failure, together (fixed before it ran): exposure augmentation held the
@@ -147,8 +147,8 @@ ARMS = {"baseline": (False, False, "", "surfaces"), "encoder": (False, True, "",
         MOUNT_ARM: (True, True, RECOLOURED, "mount"), CALIBRATED_ARM: (True, True, RECOLOURED, "calibrated"),
         EXPOSURE_ARM: (True, True, RECOLOURED, "calibrated"), ZOOM_ARM: (True, True, RECOLOURED, "calibrated"),
         LIGHTS_ARM: (True, True, RECOLOURED, "lights"), RECTIFIED_ARM: (True, True, RECOLOURED, "rectified"),
-        METERED_ARM: (True, True, RECOLOURED, "metered"), DEPLOYED_EXPOSURE_ARM: (True, True, RECOLOURED, "rectified"),
-        RECTIFIED_EXPOSURE_ARM: (True, True, RECOLOURED, "rectified")}
+        METERED_ARM: (True, True, RECOLOURED, "metered"), RECTIFIED_EXPOSURE_ARM: (True, True, RECOLOURED, "rectified")}
+ARMS.update({name: ARMS[trained] for name, (trained, _) in DEPLOYED_AS.items()})  # its trainer's recipe
 
 BENCHMARK = Benchmark("perception", __doc__, variants=(
     Variant("all", (), "every part (about 20 h on 2 CPU cores)"),
@@ -338,8 +338,8 @@ def train_and_evaluate(config: BCConfig, args, stages: Stages, previous: dict | 
     earlier = (previous or {}).get("bc_wall_s") or (_recorded_baseline_seconds(config) if done else None)
     summary, bc_seconds = timed(stages, f"train:{run_dir.name}", lambda: ensure_trained(config), done, earlier)
     # An evaluation finished before is read back, not run again (nor timed again).
-    out = evaluation_folder(run_dir, "perturbations", camera_exposure)
-    evaluation = f"evaluate:{run_dir.name}{out.name.removeprefix('eval-perturbations-last')}"
+    out, evaluation = evaluation_folder(run_dir, "perturbations", camera_exposure), evaluation_stage(run_dir,
+                                                                                                   camera_exposure)
     suite = stages.evaluate(evaluation, out / REPORT, lambda: perturbation_suite(
         run_dir / "checkpoints" / "last.pt", args.boards, out, args.device,
         camera_exposure=camera_exposure))["perturbations"]
@@ -383,18 +383,21 @@ def run_arms(args, where: dict, results: dict, stages: Stages) -> dict:
     others: one seed per arm first, then more for the winner)."""
     arms = {}
     for name in args.arms:
-        masks, with_encoder, recolour, randomization = ARMS[name]
+        trained = trained_by(name)
+        masks, with_encoder, recolour, randomization = ARMS[trained]
         data = demos_folder(where, randomization, masks)
         ensure_demos(data, masks, args, randomization)
         encoder = encoder_record(args, where, results, stages, randomization) if with_encoder else None
         for seed in args.seeds:
             key, run_dir = arm_key(name, seed), arm_run_dir(where, name, seed)
-            options = {"recolour": recolour, "seed": seed, **ARM_BC_OPTIONS.get(name, {}),
+            options = {"recolour": recolour, "seed": seed, **ARM_BC_OPTIONS.get(trained, {}),
                        **({"encoder_weights": str(encoder_folder(where, randomization))} if with_encoder else {})}
             arms[key] = train_and_evaluate(bc_config(data, run_dir, args.epochs, args, **options), args, stages,
                                            (results.get("arms") or {}).get(key),
                                            extra_seconds=encoder["wall_s"] if with_encoder else 0.0,
                                            camera_exposure=deployed_exposure(name))
+            if trained != name:  # the policies of another arm: their training is that arm's record, not this one's
+                arms[key].update(policies_from=arm_key(trained, seed), bc_wall_s=None, extra_wall_s=0.0)
             if randomization != "surfaces":  # the records of the surfaces arms predate this field
                 arms[key]["randomization"] = randomization
     return arms
@@ -405,18 +408,34 @@ def arm_key(name: str, seed: int) -> str:
     return name if seed == 0 else f"{name}-seed{seed}"
 
 
+def trained_by(name: str) -> str:
+    """The arm whose BC runs arm ``name`` evaluates: another's for a deployed arm (``DEPLOYED_AS``), else its own."""
+    return DEPLOYED_AS.get(name, (name,))[0]
+
+
 def deployed_exposure(name: str) -> str:
     """The deployed camera's exposure of arm ``name`` (evaluate's ``--camera-exposure``; '' as trained)."""
     return DEPLOYED_AS.get(name, (name, ""))[1]
 
 
+def on_camera(camera_exposure: str) -> str:
+    """What names an evaluation on a deployed camera with ``camera_exposure`` after its folder or stage ('' as
+    trained)."""
+    return f"-exposure-{camera_exposure}" if camera_exposure else ""
+
+
 def evaluation_folder(run_dir: Path, what: str, camera_exposure: str) -> Path:
-    """Where an evaluation of ``run_dir``'s last policy goes: ``eval-WHAT-last``, the deployed exposure after it."""
-    return run_dir / f"eval-{what}-last{f'-exposure-{camera_exposure}' if camera_exposure else ''}"
+    """Where an evaluation of ``run_dir``'s last policy goes: ``eval-WHAT-last``, the deployed camera after it."""
+    return run_dir / f"eval-{what}-last{on_camera(camera_exposure)}"
+
+
+def evaluation_stage(run_dir: str | Path, camera_exposure: str) -> str:
+    """The stage name of the suite's evaluation of ``run_dir``'s last policy (on a camera with ``camera_exposure``)."""
+    return f"evaluate:{Path(run_dir).name}{on_camera(camera_exposure)}"
 
 
 def arm_run_dir(where: dict, name: str, seed: int) -> Path:
-    name = DEPLOYED_AS.get(name, (name,))[0]  # a deployed arm's policies are the arm's that trained them
+    name = trained_by(name)  # a deployed arm's policies are the arm's that trained them
     run_dir = where["baseline" if name == "baseline" else "encoder_bc" if name == "encoder" else name]
     return run_dir if seed == 0 else run_dir.with_name(f"{run_dir.name}-seed{seed}")
 
@@ -451,10 +470,11 @@ def add_failure_kinds(args, where: dict, arms: dict) -> None:
             record = arms.get(key)
             if record is None or all("failures" in row for row in record["suite"]):
                 continue
-            out = run_dir / "eval-perturbations-failures"
+            out = run_dir / f"eval-perturbations-failures{on_camera(deployed_exposure(name))}"
             report = out / REPORT
             rows = (json.loads(report.read_text())["perturbations"] if report.is_file() else
-                    perturbation_suite(run_dir / "checkpoints" / record["checkpoint"], args.boards, out, args.device))
+                    perturbation_suite(run_dir / "checkpoints" / record["checkpoint"], args.boards, out, args.device,
+                                       camera_exposure=deployed_exposure(name)))
             if not _same_outcomes(rows, record["suite"]):
                 print(f"failure-kinds: {report} disagrees with the record of {key}; not merged", file=sys.stderr)
                 continue
@@ -650,9 +670,10 @@ def options(parser) -> None:
 
 def earlier_records(previous: dict, records: dict | None) -> dict:
     """``records`` (arms of the results file ``previous``), each with the date, commit and machine it was measured
-    at (``kept_from``: its own when an earlier rewrite kept it, else the file's; a kept_from from before machines
-    were kept gets the file's machine, the one every rewrite until then ran on)."""
-    source = {"date": previous.get("date"), "commit": previous.get("commit"), "machine": previous.get("machine")}
+    at (``kept_from``: its own when an earlier rewrite kept it, else the file's, uncommitted changes included; a
+    kept_from from before machines were kept gets the file's machine, the one every rewrite until then ran on)."""
+    source = {"date": previous.get("date"), "commit": previous.get("commit"), "machine": previous.get("machine"),
+              **({"uncommitted_changes": True} if previous.get("uncommitted_changes") else {})}
     return {name: {**record, "kept_from": {"machine": source["machine"], **(record.get("kept_from") or source)}}
             for name, record in (records or {}).items() if record is not None}
 
@@ -660,7 +681,7 @@ def earlier_records(previous: dict, records: dict | None) -> dict:
 def measured_then(record: dict, earlier: dict | None, evaluated_before: set[str]) -> dict:
     """An arm's ``record`` from this invocation: one whose suite was evaluated in an earlier invocation keeps the
     date and commit ``earlier`` (the file's record of it) names; one evaluated now is this file's."""
-    if earlier and f"evaluate:{Path(record['run_dir']).name}" in evaluated_before:
+    if earlier and evaluation_stage(record["run_dir"], record.get("camera_exposure", "")) in evaluated_before:
         return {**record, "kept_from": earlier["kept_from"]}
     return record
 

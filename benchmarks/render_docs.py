@@ -217,12 +217,22 @@ def perception_rows(data: dict) -> list[dict]:
             if verdict["shifts_missed"]:
                 target += (f" ({len(verdict['shifts_missed'])} of the shifts under {pct(targets['shift_success'])}: "
                            f"{', '.join(verdict['shifts_missed'])})")
+        trained = arm.get("policies_from")  # another arm's policies: their training is in that arm's row
         rows.append({"arm": f"`{name}`",
-                     "BC wall time": "not recorded" if arm["bc_wall_s"] is None else f"{num(arm['bc_wall_s'])} s",
+                     "BC wall time": (f"`{trained}`'s" if trained else "not recorded" if arm["bc_wall_s"] is None
+                                      else f"{num(arm['bc_wall_s'])} s"),
                      "encoder pretraining": f"{num(arm['extra_wall_s'])} s" if arm["extra_wall_s"] else "none",
                      "suite": f"{num(arm['evaluate_wall_s'])} s", "target": target,
-                     "measured at": f"`{str((arm.get('kept_from') or data).get('commit'))[:7]}`"})
+                     "measured at": measured_commit(arm, data)})
     return rows
+
+
+def measured_commit(record: dict, results: dict) -> str:
+    """The commit a record was measured at (its own ``kept_from``, else its results file's), saying so when that
+    run had uncommitted changes."""
+    source = record.get("kept_from") or results
+    changes = " with uncommitted changes" if source.get("uncommitted_changes") else ""
+    return f"`{str(source.get('commit'))[:7]}`{changes}"
 
 
 def seeds_of(arms: dict, arm: str) -> list[dict]:
@@ -230,6 +240,11 @@ def seeds_of(arms: dict, arm: str) -> list[dict]:
     found = {int(match[1] or 0): record for name, record in arms.items()
              if (match := re.fullmatch(re.escape(arm) + r"(?:-seed(\d+))?", name))}
     return [found[seed] for seed in sorted(found)]
+
+
+def arm_names(arms: dict, arm: str) -> list[str]:
+    """The names of ``arm`` and its seeds (``ARM``, ``ARM-seed1``, ...) among ``arms``."""
+    return [name for name in arms if re.fullmatch(re.escape(arm) + r"(?:-seed\d+)?", name)]
 
 
 def shift_of(arm: dict, shift: str) -> dict:
@@ -500,6 +515,7 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, and_list=and_list, span=span,
                        words=NUMBER_WORDS, seeds_of=seeds_of, shift_of=shift_of, lead_limits=lead_limits,
+                       arm_names=arm_names, measured_commit=measured_commit,
                        table=table, scratch_table=scratch_table,
                        metrics_row=metrics_row,
                        bc_checks_table=bc_checks_table, suite_table=suite_table, lead_inspect_rows=lead_inspect_rows,

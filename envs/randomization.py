@@ -308,7 +308,8 @@ def in_cell_of(shift: Randomization, cell: Randomization) -> Randomization:
 def with_camera_of(setting: Randomization, cell: Randomization) -> Randomization:
     """``setting`` seen through the camera of ``cell``: a camera that sets its own exposure does so in every
     setting a policy trained with it meets, the nominal one included (a behaviour of the camera, not a condition
-    of the cell). ``setting`` itself when there is nothing to carry."""
+    of the cell; a deployment may name another: ``with_exposure``). ``setting`` itself when there is nothing to
+    carry."""
     if cell.auto_exposure and not setting.auto_exposure:
         return replace(setting, auto_exposure=True)
     return setting

@@ -69,7 +69,8 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
         f"task {info.get('task', 'pcb-inspect')}, {info['difficulty']} boards, "
         f"{info['image_size']}x{info['image_size']} pixels, "
         f"randomization {info.get('randomization', 'none')}"
-        f"{' (its camera setting its own exposure)' if info.get('auto_exposure') else ''}, "
+        f"{' (its camera setting its own exposure)' if info.get('auto_exposure') else ''}"
+        f"{' (its camera at a fixed exposure)' if info.get('camera_exposure') == 'fixed' else ''}, "
         f"arm {info.get('arm', 'ur5e_like')}, "
         f"{'stochastic' if info['stochastic'] else 'deterministic'} policy, board seeds "
         f"{info['seeds'][0]}-{info['seeds'][-1]}.",
@@ -181,6 +182,7 @@ def evaluate(config: EvaluateConfig, progress: bool = True, shifts: dict[str, Ra
         info = {"checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind,
                 "difficulty": provenance.difficulty, "image_size": provenance.image_size,
                 "randomization": provenance.randomization, "auto_exposure": seen.auto_exposure,
+                "camera_exposure": config.camera_exposure,
                 "arm": provenance.arm, "task": provenance.task,
                 "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": context.precision,
                 "defect_types": list(get_task(provenance.task).defect_types)}

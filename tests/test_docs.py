@@ -141,7 +141,7 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
                                             "localized_accuracy", "defect_accuracy")}},
         arms={"encoder+recolour": {"suite": suite, "bc_wall_s": 3000.0, "extra_wall_s": 900.0,
                                    "evaluate_wall_s": 1500.0, "epochs": 12}},
-        targets={"nominal_success": 0.95, "shift_success": 0.9},
+        targets={"nominal_success": 0.95, "shift_success": 0.9}, uncommitted_changes=False,
         verdicts={"encoder+recolour": {"nominal_met": True, "shifts_missed": ["blue_table"], "met": False},
                   "winner": {"arm": "encoder+recolour", "seeds": 1, "pooled_nominal": 0.96, "pooled_ci95": [0.9, 0.98],
                              "boards": 100, "full_preset_nominal": 0.99, "adopt": False}})
@@ -152,6 +152,10 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
     assert ("| `encoder+recolour` | 3,000 s | 900 s | 1,500 s | missed (1 of the shifts under 90%: blue_table) | "
             f"`{perception['commit'][:7]}` |") in text
     assert "The equal-wall-time baseline has not been run yet" in text
+    perception["uncommitted_changes"] = True  # a record measured with changes not yet committed says so
+    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    assert f"`{perception['commit'][:7]}` with uncommitted changes |" in text
+    perception["uncommitted_changes"] = False
     assert "pooled 96% (90%-98%, 100 boards); shifts at 90%: 0 of 13." in text and "Not adopted" in text
     assert "Not run yet: `baseline`, `encoder`, `recolour`" in text
     # The README's row: the benchmark's winner, beside the recipe without it.
@@ -246,7 +250,7 @@ def test_the_deployed_exposure_arm_renders_against_the_same_policies_at_a_fixed_
     readme = render_docs.environment(results).get_template("readme/results.md").render()
     assert "the rectified policies on a camera setting its own exposure (`encoder+recolour+rectified+deployed" in readme
     limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
-    assert "trained without it (one seed so far): `dim_light` 96%, `bright_light` 96%" in limits
+    assert "deployed on a camera that sets its own (one seed so far): `dim_light` 96%, `bright_light` 96%" in limits
 
 
 def test_the_rectified_exposure_arm_renders_against_the_rectified_arm_of_its_seed():

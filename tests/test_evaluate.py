@@ -277,8 +277,26 @@ def test_a_deployed_camera_sets_its_own_exposure_under_every_setting(bc_run_dir,
         reports[exposure] = json.loads((out / "report.json").read_text())
     auto, fixed = reports["auto"], reports["fixed"]
     assert auto["info"]["auto_exposure"] and not fixed["info"]["auto_exposure"]  # the policy's camera had none
+    assert auto["info"]["camera_exposure"] == "auto" and "(its camera setting its own exposure)" in (
+        tmp_path / "auto" / "report.md").read_text()
     assert [row["change"] for row in auto["perturbations"]] == ["auto exposure", "light_intensity x0.35; auto exposure"]
     assert [row["change"] for row in fixed["perturbations"]] == ["nominal", "light_intensity x0.35"]
+
+
+def test_a_fixed_exposure_takes_the_exposure_loop_from_a_metered_policys_camera(bc_run_dir, tmp_path):
+    from robot_rl.envs.randomization import METERED, PERTURBATIONS, with_exposure
+    from robot_rl.evaluate import perturbation_suite
+    from robot_rl.policy_io import load_actor
+
+    actor, trained_in, _ = load_actor(str(bc_run_dir))
+    config = EvaluateConfig(checkpoint=str(bc_run_dir), episodes=1, num_envs=1, videos=0, failure_videos=0)
+    shifts = {"dim_light": PERTURBATIONS["dim_light"]}
+    metered, fixed = (perturbation_suite(actor, trained_in, config, tmp_path / name, "cpu", progress=False,
+                                         shifts=shifts, cell=cell)
+                      for name, cell in (("metered", METERED), ("fixed", with_exposure(METERED, "fixed"))))
+    assert all("auto exposure" in row["change"] for row in metered)
+    assert not any("auto exposure" in row["change"] for row in fixed)
+    assert "rectified" in fixed[1]["change"]  # the rest of the cell stays the policy's
 
 
 def test_a_calibrated_cell_stays_calibrated_under_every_shift_of_the_suite(bc_run_dir, tmp_path):

@@ -174,4 +174,15 @@ def test_a_deployed_arm_evaluates_the_policies_of_the_arm_that_trained_them_on_i
     on_its_camera = perception.train_and_evaluate(config, args, stages, None, camera_exposure="auto")
     assert calls == [("eval-perturbations-last", ""), ("eval-perturbations-last-exposure-auto", "auto")]
     assert on_its_camera["camera_exposure"] == "auto" and "camera_exposure" not in as_trained
-    assert stages.finished(f"evaluate:{run_dir.name}-exposure-auto")
+    assert stages.finished(perception.evaluation_stage(run_dir, "auto"))
+
+    # the arms part: the deployed arm's record says whose policies it evaluated and claims none of their training
+    monkeypatch.setattr(perception, "ensure_demos", lambda *a, **k: 0.0)
+    monkeypatch.setattr(perception, "encoder_record", lambda *a, **k: {"wall_s": 700.0})
+    args = SimpleNamespace(boards=100, device="cpu", arms=[deployed], seeds=[0], epochs=12)
+    record = perception.run_arms(args, where, {}, stages)[deployed]
+    assert record["policies_from"] == trained and record["bc_wall_s"] is None and record["extra_wall_s"] == 0
+    assert record["camera_exposure"] == "auto" and len(calls) == 2  # its evaluation was reused, not run again
+    # an arm evaluated before keeps the provenance of the file that first recorded it
+    earlier = {"kept_from": {"commit": "abc", "uncommitted_changes": True}}
+    assert perception.measured_then(record, earlier, set(stages.stages))["kept_from"] == earlier["kept_from"]
