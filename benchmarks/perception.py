@@ -475,11 +475,12 @@ def add_failure_kinds(args, where: dict, arms: dict) -> None:
             record = arms.get(key)
             if record is None or all("failures" in row for row in record["suite"]):
                 continue
-            out = run_dir / f"eval-perturbations-failures{on_camera(deployed_exposure(name))}"
+            exposure = deployed_exposure(name)
+            out = run_dir / f"eval-perturbations-failures{on_camera(exposure)}"
             report = out / REPORT
             rows = (json.loads(report.read_text())["perturbations"] if report.is_file() else
                     perturbation_suite(run_dir / "checkpoints" / record["checkpoint"], args.boards, out, args.device,
-                                       camera_exposure=deployed_exposure(name)))
+                                       camera_exposure=exposure))
             if not _same_outcomes(rows, record["suite"]):
                 print(f"failure-kinds: {report} disagrees with the record of {key}; not merged", file=sys.stderr)
                 continue

@@ -235,16 +235,16 @@ def measured_commit(record: dict, results: dict) -> str:
     return f"`{str(source.get('commit'))[:7]}`{changes}"
 
 
-def seeds_of(arms: dict, arm: str) -> list[dict]:
-    """The records of ``arm`` and its seeds (``ARM``, ``ARM-seed1``, ...) among ``arms``, in seed order."""
-    found = {int(match[1] or 0): record for name, record in arms.items()
+def arm_names(arms: dict, arm: str) -> list[str]:
+    """The names of ``arm`` and its seeds (``ARM``, ``ARM-seed1``, ...) among ``arms``, in seed order."""
+    found = {int(match[1] or 0): name for name in arms
              if (match := re.fullmatch(re.escape(arm) + r"(?:-seed(\d+))?", name))}
     return [found[seed] for seed in sorted(found)]
 
 
-def arm_names(arms: dict, arm: str) -> list[str]:
-    """The names of ``arm`` and its seeds (``ARM``, ``ARM-seed1``, ...) among ``arms``."""
-    return [name for name in arms if re.fullmatch(re.escape(arm) + r"(?:-seed\d+)?", name)]
+def seeds_of(arms: dict, arm: str) -> list[dict]:
+    """The records of ``arm`` and its seeds among ``arms``, in seed order (``arm_names``)."""
+    return [arms[name] for name in arm_names(arms, arm)]
 
 
 def shift_of(arm: dict, shift: str) -> dict:
