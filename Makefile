@@ -53,11 +53,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bc_throughput.py --variant all
 	$(BIN)/python benchmarks/collector_scaling.py --variant all
 
-# What the README says BC and the demo achieve: the demo from a fresh clone, the BC recipe, its robustness.
+# What the README says BC and the demo achieve: the demo from a fresh clone and the BC recipe.
 bench-quality: $(STAMP)
 	$(BIN)/python benchmarks/quick_demo.py --variant fresh-clone
 	$(BIN)/python benchmarks/bc_quality.py --variant recipe
-	$(BIN)/python benchmarks/robustness.py --variant none-default
 
 bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-bc
@@ -75,12 +74,10 @@ bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/demo_decisions.py --variant ur5e-panda
 	$(BIN)/python benchmarks/bc_quality.py --variant lead-inspect
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-few-bc
-	$(BIN)/python benchmarks/lead_inspect.py --variant all
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-dagger-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-residual-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-residual-bc
-	$(BIN)/python benchmarks/lead_inspect.py --variant panda
 	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone
 	$(BIN)/python benchmarks/lerobot_validation.py --variant all
 

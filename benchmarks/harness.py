@@ -57,8 +57,8 @@ RETIRED = {
     "few_demo_bc": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "which (demos, difficulty, epochs) left room "
                            "for RL under the old BC loss: set the cpu preset's start (superseded: the history page)"),
     "shifted_camera": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "whether any policy can pass "
-                              "shifted_camera (yes, by geometry; robustness reads that file) and where a trained "
-                              "policy's failures under it come from (the calibrated cell followed)"),
+                              "shifted_camera (yes, by geometry; the robustness page reads that file) and where a "
+                              "trained policy's failures under it come from (the calibrated cell followed)"),
     "verdict_probe": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "what a BC verdict head says at the board: "
                              "why the Panda's policy never answered, which its timing loss fixed"),
     "env_throughput": Retired(_LAST_LIVE, "the env's steps/s against Gymnasium's Pusher-v5 with rgb rendering, before "
@@ -67,6 +67,13 @@ RETIRED = {
                               "tests/test_evaluate.py keeps every format's actions equal to the actor's"),
     "finetune_stability": Retired(_LAST_LIVE, "which verdict sampling and actor learning rate let PPO lift fast and "
                                   "stay up from a BC start: the factored verdict and 3e-5, now the defaults"),
+    "lead_inspect": Retired("db6e964628a52f555e96cb9c2bd914299e2921d2",
+                            "what the lead task needs beyond the BC recipe (BC trained longer, DAgger, "
+                            "the pretrained encoder; with the Panda too): the encoder and DAgger, which the pipeline "
+                            "now runs; the lead task's PPO rows are bc_vs_scratch's lead-* variants"),
+    "robustness": Retired("db6e964628a52f555e96cb9c2bd914299e2921d2",
+                          "how the BC recipe holds under the perturbation suite with no, default, wide "
+                          "and surfaces randomization: surfaces, which perception.py's arms build on"),
 }
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it

@@ -16,7 +16,7 @@ BENCHMARKS = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import harness  # noqa: E402  (benchmarks/ is not a package: its scripts import each other by name)
-from results_file import SCHEMA_KEYS, flatten, read_results, write_results  # noqa: E402
+from results_file import SCHEMA_KEYS, flatten, write_results  # noqa: E402
 
 MAKE_LINE = re.compile(r"benchmarks/(\w+)\.py --variant ([\w-]+)")
 
@@ -208,12 +208,3 @@ def test_harness_list_names_the_retired_scripts_with_their_commit(capsys):
     printed = capsys.readouterr().out
     for name, retired in harness.RETIRED.items():
         assert f"{name} (retired; its script is in commit {retired.commit[:7]})" in printed
-
-
-def test_robustness_reads_the_geometry_file_through_the_results_schema(tmp_path):
-    import robustness
-
-    assert robustness.unpassable_shifts() == read_results(robustness.GEOMETRY)["unpassable_shifts"]
-    written = write_results("shifted_camera", {"unpassable_shifts": ["wide_lens"]}, out=tmp_path / "geometry.json")
-    assert robustness.unpassable_shifts(written) == ["wide_lens"]
-    assert robustness.unpassable_shifts(tmp_path / "absent.json") == []

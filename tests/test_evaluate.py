@@ -228,7 +228,7 @@ def test_evaluate_rejects_a_missing_checkpoint(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.slow  # 13 shifts end to end; the suite rows are checked by benchmarks/robustness.py
+@pytest.mark.slow  # 13 shifts end to end; the suite rows are checked by benchmarks/perception.py
 def test_perturbation_suite_runs_the_same_boards_under_every_shift(bc_run_dir, tmp_path):
     from robot_rl.envs.randomization import PERTURBATIONS
 
