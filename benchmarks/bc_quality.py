@@ -20,6 +20,7 @@ from pathlib import Path
 from harness import Benchmark, Variant
 from protocols import ci_cell, closed_loop_checks, evaluate_fresh, final_metrics
 
+from robot_rl.artefact_files import DATASET_META
 from robot_rl.configs import BCConfig, CollectConfig
 from robot_rl.dataset import DemoDataset
 from robot_rl.options import resolve_device
@@ -87,7 +88,7 @@ def run(args) -> dict:
     run_dir, seconds = Path(args.run_dir), {}
 
     start = time.perf_counter()
-    if not (Path(args.data) / "meta.json").is_file():
+    if not (Path(args.data) / DATASET_META).is_file():
         collect_demos(collect)
     dataset = DemoDataset.open(args.data)
     seconds["collect"] = time.perf_counter() - start

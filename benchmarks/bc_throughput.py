@@ -26,6 +26,7 @@ import torch
 import torchvision
 from harness import Benchmark, Variant
 
+from robot_rl.artefact_files import DATASET_META
 from robot_rl.precision import autocast, describe
 from robot_rl.tables import markdown_table
 
@@ -119,7 +120,7 @@ def disk_mib(folder: str) -> float:
 
 def ensure_dataset(folder: str, episodes: int, size: int) -> None:
     """Collects ``episodes`` expert demos at default difficulty into ``folder`` unless it holds a dataset."""
-    if not Path(folder, "meta.json").is_file():
+    if not Path(folder, DATASET_META).is_file():
         from robot_rl.configs import CollectConfig
         from robot_rl.pretrain.collect import collect_demos
 

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from harness import Benchmark, Variant
-from results_file import read_results
+from results_file import STARTED_FROM, read_results
 
 from robot_rl.tables import markdown_table
 
@@ -264,7 +264,6 @@ def options(parser) -> None:
 
 
 def run(args) -> int:
-    _commit.at_start = _commit()  # the code that ran, even if the checkout changes while it runs
     start = time.perf_counter()
     work = Path(args.work)
     os.environ.setdefault("MUJOCO_GL", "egl")
@@ -387,7 +386,7 @@ def write_report(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, p
     all_ok = (summary["nothing_lost"] and summary["bad_inputs_one_line_exit_2"] == summary["bad_inputs_tried"]
               and summary["concurrent_writers_refused"] == len(lifecycle["two_writers"]))
     result = {"summary": summary,
-              "commit": getattr(_commit, "at_start", None) or _commit(),  # the code that ran
+              **STARTED_FROM,  # the code that ran, even if the checkout changed while it ran
               "argv": [sys.executable, *sys.argv],
               "seed": seed, "trials": trials, "ctrl_c_process_collector": ctrl_c, **lifecycle,
               "all_ok": all_ok, "reference_seconds": durations, "table": rows}
@@ -396,15 +395,6 @@ def write_report(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, p
     return 0 if result["all_ok"] else 1
 
 
-def _commit() -> str:
-    """The checkout's commit (with ``+dirty`` when its code has uncommitted changes; results files do not count)."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)",
-                            ":(top,exclude)benchmarks/results"], capture_output=True, text=True).stdout.strip()
-    return head + ("+dirty" if dirty else "")
-
-
-# -- preemption, concurrent writers, bad inputs, a full disk ----------------------------------------------------
 def log_lines(log: Path) -> list[str]:
     """The lines of a log, progress bars' carriage returns counted as line ends."""
     return log.read_text(errors="replace").replace("\r", "\n").splitlines() if log.is_file() else []

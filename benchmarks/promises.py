@@ -56,8 +56,9 @@ from kill_resume import (
     run_whole,
     temporary_leftovers,
 )
+from results_file import STARTED_FROM
 
-from robot_rl.artefact_files import dagger_round
+from robot_rl.artefact_files import DATASET_META, dagger_round
 from robot_rl.tables import markdown_table
 
 # -- what is promised, fixed before any run -----------------------------------------------------------------------
@@ -342,9 +343,9 @@ def craft(work: Path) -> dict[str, Path]:
     _must(["export-dataset", "--data", str(base / "demos"), "--out", str(files["lerobot"]), "--video-codec", "none"],
           work)
     # An interrupted collection (its run marked unfinished, 4 episodes short) and a dataset to append to.
-    files["unfinished"] = _edited_copy(base / "demos", root / "demos-unfinished", "meta.json",
+    files["unfinished"] = _edited_copy(base / "demos", root / "demos-unfinished", DATASET_META,
                                        lambda m: m["runs"][0].update(target_episodes=DEMO_EPISODES + 4, complete=False))
-    files["append"] = _edited_copy(base / "demos", root / "demos-append", "meta.json", lambda m: None)
+    files["append"] = _edited_copy(base / "demos", root / "demos-append", DATASET_META, lambda m: None)
     # Arm files: the shipped MJCF beside them, and MJCF paths leading out of their folder.
     arms = root / "arms" / "inside"
     arms.mkdir(parents=True)
@@ -446,7 +447,7 @@ def build_probes(work: Path) -> list[Probe]:
                    for argv in (("pretrain", "--resume", str(run)), ("info", str(run)),
                                 ("dagger", "--policy", str(run), "--out", str(out()), *TINY_DAGGER))]
     for k, (what, edit) in enumerate(META_LIES.items()):
-        data = _edited_copy(base / "demos", work / "inputs" / f"demos-lie-{k:02d}", "meta.json", edit)
+        data = _edited_copy(base / "demos", work / "inputs" / f"demos-lie-{k:02d}", DATASET_META, edit)
         commands = [("pretrain", "--data", str(data), "--out", str(out()), *TINY_BC), ("info", str(data))]
         if k < 3:
             commands += [("export-dataset", "--data", str(data), "--out", str(out())),
@@ -659,8 +660,6 @@ def earlier_part(out: Path, name: str) -> tuple[dict | list | None, dict | None]
 
 
 def write_report(args, stops: dict | None, probes: list[dict] | None, parts: dict) -> int:
-    from results_file import STARTED_FROM
-
     now = {"date": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), "commit": STARTED_FROM.get("commit")}
     measured = {"stops": now if stops is not None else None, "probes": now if probes is not None else None}
     if stops is None:
