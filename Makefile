@@ -50,6 +50,7 @@ bench-list: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_step.py --variant all
+	$(BIN)/python benchmarks/env_step.py --variant timesteps
 	$(BIN)/python benchmarks/bc_throughput.py --variant all
 	$(BIN)/python benchmarks/collector_scaling.py --variant all
 

@@ -14,7 +14,15 @@ on both alike; a run is ``--frames`` frames of each, each figure the median over
 that of the medians. Target: fast / reference <= 0.476, i.e. the
 0.63 ms per frame measured on the GPU box's Xeon down to 0.30 ms.
 
-    python benchmarks/env_step.py            # writes benchmarks/results/env_step.json
+``--timesteps DT ...`` asks what a new env version with a longer physics timestep would change, since the substeps
+are most of a frame's cost: from every state the fast path visits (the same boards and actions), one control period
+runs at the env's timestep and at each DT, and the record gives each DT's physics microseconds per frame, how far
+the camera ends from where the env's timestep puts it (position and angle, median / p99 / max) and on how many
+periods the collision flag disagrees; then the task's scripted expert inspects ``--expert-boards`` fresh boards at
+each timestep (strict success, collisions). Targets do not apply to it: it measures a choice, it makes none.
+
+    python benchmarks/env_step.py                      # writes benchmarks/results/env_step.json
+    python benchmarks/env_step.py --variant timesteps  # writes benchmarks/results/env_step_timesteps.json
 """
 
 from __future__ import annotations
@@ -26,19 +34,31 @@ import time
 import mujoco
 import numpy as np
 from harness import Benchmark, Variant
+from protocols import FRESH_BOARDS_SEED
 
 from robot_rl.envs.ik import camera_ik
-from robot_rl.envs.scene import quat_from_rotvec
+from robot_rl.envs.scene import CONTROL_PERIOD, PHYSICS_TIMESTEP, quat_from_rotvec
 from robot_rl.envs.tasks import build_task
+from robot_rl.episodes import wilson_interval
 from robot_rl.tables import markdown_table
 
 TARGET_RATIO = 0.476  # 0.30 ms of the 0.63 ms per frame measured on the GPU box
 EPISODE_FRAMES = 80  # a new board after this many frames (the task's step limit)
+_INTEGRATION = mujoco.mjtState.mjSTATE_INTEGRATION  # everything a step reads, controls included
 
 BENCHMARK = Benchmark("env_step", __doc__, variants=(
     Variant("all", (), "physics + IK per frame, fast paths against the reference (pcb-inspect, default arm)"),
     Variant("panda", ("--arm", "panda", "--out", "benchmarks/results/env_step_panda.json"),
             "the same with the Panda (7 joints, posture task; needs the [panda] extra)"),
+    Variant("timesteps", ("--timesteps", "0.005", "0.01", "0.02", "--repeats", "1", "--out",
+                          "benchmarks/results/env_step_timesteps.json"),
+            "one control period at longer physics timesteps against the env's, from the same states"),
+    Variant("timesteps-lead", ("--task", "lead-inspect", "--timesteps", "0.005", "0.01", "0.02", "--repeats", "1",
+                               "--out", "benchmarks/results/env_step_timesteps_lead_inspect.json"),
+            "the same on the lead task (posts around the board)"),
+    Variant("timesteps-panda", ("--arm", "panda", "--timesteps", "0.005", "0.01", "0.02", "--repeats", "1",
+                                "--out", "benchmarks/results/env_step_timesteps_panda.json"),
+            "the same with the Panda (needs the [panda] extra)"),
 ), targets={"max_ratio": TARGET_RATIO}, common={"out": None})
 
 
@@ -48,6 +68,10 @@ def options(parser) -> None:
     parser.add_argument("--difficulty", default="default", help="difficulty preset")
     parser.add_argument("--frames", type=int, default=1600, help="frames per path per timed run")
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per path (median reported)")
+    parser.add_argument("--timesteps", type=float, nargs="+", default=(),
+                        help="physics timesteps (s) to compare with the env's, one control period from each state")
+    parser.add_argument("--expert-boards", type=int, default=200,
+                        help="fresh boards the scripted expert inspects at each timestep (with --timesteps)")
 
 
 class SteppedPath:
@@ -97,9 +121,97 @@ def timed_run(paths: dict[str, SteppedPath], boards: np.ndarray, first: int) -> 
                    "total_us": float((ik + physics) / frames * 1e6)} for name, (ik, physics, frames) in spent.items()}
 
 
+def one_period(scene, state: np.ndarray, timestep: float) -> tuple[np.ndarray, np.ndarray, bool, float]:
+    """One control period from ``state`` (integration state, controls set) at physics ``timestep``: the camera's
+    position and rotation after it, whether anything touched, and the physics seconds."""
+    m, d = scene.model, scene.data
+    mujoco.mj_setState(m, d, state, _INTEGRATION)
+    scene.set_physics_timestep(timestep)
+    d.maxuse_con = 0
+    start = time.perf_counter()
+    mujoco.mj_step(m, d, scene.substeps)
+    seconds = time.perf_counter() - start
+    mujoco.mj_kinematics(m, d)
+    position, rotation = scene.camera_pose()
+    scene.set_physics_timestep(PHYSICS_TIMESTEP)
+    return position, rotation.copy(), bool(d.maxuse_con > 0), seconds  # camera_pose gives a view of the rotation
+
+
+def expert_at(args, timestep: float) -> dict:
+    """The task's scripted expert on ``args.expert_boards`` fresh boards with physics at ``timestep``: strict
+    success with its Wilson interval, collisions and steps per episode."""
+    task = build_task(args.task, args.difficulty, 32, None, {}, arm=args.arm)
+    task.scene.set_physics_timestep(timestep)
+    expert = task.expert_class(task.config)
+    successes = collisions = steps = 0
+    for seed in range(FRESH_BOARDS_SEED, FRESH_BOARDS_SEED + args.expert_boards):
+        observation = task.reset(seed)
+        for _ in range(task.config.max_steps):
+            state = task.privileged()
+            result = task.step(*expert.act(state["camera_pose"], state["board_pose"], state["defective"],
+                                           observation["joint_state"]))
+            observation, collisions = result.observation, collisions + result.flags["collision"]
+            if result.terminated or result.truncated:
+                break
+        successes, steps = successes + result.flags["success"], steps + task.step_count
+    boards = args.expert_boards
+    return {"rate": successes / boards, "ci95": wilson_interval(successes, boards), "boards": boards,
+            "collisions_per_episode": collisions / boards, "steps_per_episode": steps / boards}
+
+
+def timestep_sweep(args, boards: np.ndarray) -> dict:
+    """Each of ``args.timesteps`` against the env's timestep, one control period from every state the fast path
+    visits through ``boards`` (module docstring)."""
+    path = SteppedPath(args, reference=False)
+    scene, config = path.task.scene, path.task.config
+    state = np.empty(mujoco.mj_stateSize(scene.model, _INTEGRATION))
+    timesteps = [dt for dt in args.timesteps if dt != PHYSICS_TIMESTEP]
+    seconds = dict.fromkeys([*timesteps, PHYSICS_TIMESTEP], 0.0)
+    position_mm, angle_deg = ({dt: [] for dt in timesteps} for _ in range(2))
+    touch_differs = dict.fromkeys(timesteps, 0)
+    for board, actions in enumerate(boards):
+        path.task.reset(board)
+        for action in actions:
+            target_quat = np.empty(4)
+            mujoco.mju_mulQuat(target_quat, quat_from_rotvec(action[3:] * config.max_rotation), scene.camera_quat())
+            scene.data.ctrl[scene.actuator_ids] = path.solve(
+                scene.qpos, scene.camera_pose()[0] + action[:3] * config.max_translation, target_quat)
+            mujoco.mj_getState(scene.model, scene.data, state, _INTEGRATION)
+            # The env's timestep last: its period is the one the episode goes on from.
+            outcomes = {dt: one_period(scene, state, dt) for dt in seconds}
+            env_position, env_rotation, env_touched, _ = outcomes[PHYSICS_TIMESTEP]
+            for dt, (position, rotation, touched, spent) in outcomes.items():
+                seconds[dt] += spent
+                if dt == PHYSICS_TIMESTEP:
+                    continue
+                position_mm[dt].append(float(np.linalg.norm(position - env_position) * 1000))
+                cosine = np.clip((np.trace(rotation.T @ env_rotation) - 1) / 2, -1.0, 1.0)
+                angle_deg[dt].append(float(np.degrees(np.arccos(cosine))))
+                touch_differs[dt] += touched != env_touched
+    periods = boards.shape[0] * boards.shape[1]
+
+    def spread(name: str, values: list[float]) -> dict:
+        return {f"{name}_{stat}": round(float(f(values)), 4) for stat, f in
+                (("median", np.median), ("p99", lambda v: np.percentile(v, 99)), ("max", np.max))}
+
+    rows = [{"timestep_s": dt, "substeps": round(CONTROL_PERIOD / dt), "physics_us": round(spent / periods * 1e6, 1),
+             **({} if dt == PHYSICS_TIMESTEP else {**spread("position_mm", position_mm[dt]),
+                                                   **spread("angle_deg", angle_deg[dt]),
+                                                   "collision_differs": touch_differs[dt]})}
+            for dt, spent in sorted(seconds.items())]
+    rows = [{**row, "expert": expert_at(args, row["timestep_s"])} for row in rows]
+    print(markdown_table([{**row, "expert_success": row["expert"]["rate"]} for row in rows],
+                         ["timestep_s", "substeps", "physics_us", "position_mm_median", "position_mm_p99",
+                          "position_mm_max", "angle_deg_p99", "angle_deg_max", "collision_differs", "expert_success"]))
+    return {"task": args.task, "arm": args.arm, "difficulty": args.difficulty, "periods": periods,
+            "env_timestep_s": PHYSICS_TIMESTEP, "rows": rows, "targets": None}  # it measures a choice
+
+
 def run(args) -> dict:
-    paths = {"reference": SteppedPath(args, reference=True), "fast": SteppedPath(args, reference=False)}
     boards = np.random.default_rng(0).uniform(-1, 1, (max(args.frames // EPISODE_FRAMES, 1), EPISODE_FRAMES, 6))
+    if args.timesteps:
+        return timestep_sweep(args, boards)
+    paths = {"reference": SteppedPath(args, reference=True), "fast": SteppedPath(args, reference=False)}
     timed_run(paths, boards[:2], 0)  # warm-up: renderer, caches
     runs: dict[str, list[dict]] = {name: [] for name in paths}
     for repeat in range(args.repeats):

@@ -162,6 +162,15 @@ class ArmScene:
         # training and collection never set it).
         self.substep_observer: Callable[[], None] | None = None
         self._period_start = np.empty(mujoco.mj_stateSize(m, _REPLAY_STATE))
+        self.substeps = SUBSTEPS
+
+    def set_physics_timestep(self, timestep: float) -> None:
+        """Runs physics at ``timestep`` (s) from now on, the control period unchanged: what another env version's
+        timestep would change is measured with it (``benchmarks/env_step.py``); the env never calls it."""
+        substeps = round(CONTROL_PERIOD / timestep) if timestep > 0 else 0
+        if substeps < 1 or abs(substeps * timestep - CONTROL_PERIOD) > 1e-9:
+            raise ValueError(f"timestep {timestep} s does not divide the {CONTROL_PERIOD} s control period")
+        self.model.opt.timestep, self.substeps = timestep, substeps
 
     # -- state ------------------------------------------------------------------------------------------------
     def reset(self, qpos: np.ndarray) -> None:
@@ -341,7 +350,7 @@ class ArmScene:
         mujoco.mj_getState(m, d, self._period_start, _REPLAY_STATE)
         contacts_before = d.maxuse_con
         d.maxuse_con = 0
-        mujoco.mj_step(m, d, SUBSTEPS)
+        mujoco.mj_step(m, d, self.substeps)
         collision = d.maxuse_con > 0
         if _instability_warnings(d):
             if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_AUTORESET:
@@ -363,7 +372,7 @@ class ArmScene:
         d.ctrl[self.actuator_ids] = joint_targets
         warnings_before = _instability_warnings(d)
         collision = False
-        for _ in range(SUBSTEPS):
+        for _ in range(self.substeps):
             mujoco.mj_step(self.model, d)
             # Collision filtering in the MJCF leaves only arm-vs-fixture contacts, so any contact is a collision.
             collision = collision or d.ncon > 0

@@ -4,6 +4,7 @@ every results file is in the one schema."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -208,3 +209,18 @@ def test_harness_list_names_the_retired_scripts_with_their_commit(capsys):
     printed = capsys.readouterr().out
     for name, retired in harness.RETIRED.items():
         assert f"{name} (retired; its script is in commit {retired.commit[:7]})" in printed
+
+
+def test_the_timestep_sweep_sets_each_step_beside_the_envs_and_runs_the_expert_at_each(tmp_path):
+    out = tmp_path / "timesteps.json"
+    done = subprocess.run([sys.executable, "benchmarks/env_step.py", "--timesteps", "0.004", "0.01", "--frames", "80",
+                           "--expert-boards", "2", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(out.read_text())
+    assert written["targets"] is None  # it measures a choice
+    rows = written["metrics"]["rows"]
+    assert [(row["timestep_s"], row["substeps"]) for row in rows] == [(0.004, 25), (0.01, 10)]  # the env's once
+    assert "position_mm_max" not in rows[0] and rows[1]["position_mm_median"] <= rows[1]["position_mm_max"]
+    assert written["metrics"]["periods"] == 80 and rows[1]["collision_differs"] in range(81)
+    assert all(row["expert"]["boards"] == 2 and 0 <= row["expert"]["rate"] <= 1 for row in rows)

@@ -13,7 +13,7 @@ import pytest
 
 from robot_rl.envs.arms import ARMS
 from robot_rl.envs.ik import CameraPoseIK, MinkCameraPoseIK, camera_ik
-from robot_rl.envs.scene import CAMERA_SITE, ArmScene
+from robot_rl.envs.scene import CAMERA_SITE, CONTROL_PERIOD, ArmScene
 from robot_rl.envs.tasks import build_task
 
 DEFAULT_ARM = "ur5e_like"
@@ -189,3 +189,18 @@ def test_a_substep_observer_still_sees_every_substep():
     scene.substep_observer = lambda: times.append(scene.data.time)
     scene.step(scene.home + 0.1)
     np.testing.assert_allclose(np.diff([0.0, *times]), scene.model.opt.timestep)
+
+
+def test_another_physics_timestep_keeps_the_control_period_and_one_that_does_not_divide_it_is_refused():
+    task = build_task("pcb-inspect", "default", 32, None, {}, arm=DEFAULT_ARM)
+    scene = task.scene
+    assert scene.substeps * scene.model.opt.timestep == pytest.approx(CONTROL_PERIOD)
+    task.reset(0)
+    scene.set_physics_timestep(0.01)
+    start = scene.data.time
+    scene.step(scene.qpos.copy())
+    assert scene.substeps == 10 and scene.data.time - start == pytest.approx(CONTROL_PERIOD)
+    for timestep in (0.003, 0.0, -0.01):
+        with pytest.raises(ValueError, match="control period"):
+            scene.set_physics_timestep(timestep)
+    assert scene.substeps == 10 and scene.model.opt.timestep == 0.01
