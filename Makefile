@@ -107,9 +107,11 @@ bench-rl-budgets: $(STAMP)
 bench-test-suite: $(STAMP)
 	$(BIN)/python benchmarks/test_suite.py --variant fresh-clone
 
-# Encoder pretraining and recolouring under the perturbation suite (about 17 hours on 2 CPU cores).
+# Encoder pretraining and recolouring under the perturbation suite (about 17 hours on 2 CPU cores); then what a
+# camera that sets its own exposure hands a policy at the view (minutes).
 bench-perception: $(STAMP)
 	$(BIN)/python benchmarks/perception.py --variant all
+	$(BIN)/python benchmarks/exposure_loop.py --variant rectified
 
 # The GPU fast path (exits 2 without CUDA).
 bench-gpu: $(STAMP)

@@ -470,6 +470,11 @@ class InspectionTask:
                 self.scene.set_exposure(gain)
 
     @property
+    def exposure_gain(self) -> float | None:
+        """The wrist camera's exposure gain now (None when the camera's exposure is fixed)."""
+        return self._exposure_gain
+
+    @property
     def step_count(self) -> int:
         return self._step_count
 

@@ -224,3 +224,18 @@ def test_the_timestep_sweep_sets_each_step_beside_the_envs_and_runs_the_expert_a
     assert "position_mm_max" not in rows[0] and rows[1]["position_mm_median"] <= rows[1]["position_mm_max"]
     assert written["metrics"]["periods"] == 80 and rows[1]["collision_differs"] in range(81)
     assert all(row["expert"]["boards"] == 2 and 0 <= row["expert"]["rate"] <= 1 for row in rows)
+
+
+def test_the_exposure_loop_reads_the_view_with_the_camera_fixed_and_setting_its_own(tmp_path):
+    out = tmp_path / "exposure.json"
+    done = subprocess.run([sys.executable, "benchmarks/exposure_loop.py", "--boards", "1", "--image-size", "32",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())["metrics"]["rows"]
+    assert [row["shift"] for row in rows][:3] == ["nominal", "dim_light", "bright_light"]
+    for row in rows:
+        assert 0 < row["fixed_level"] <= 255 and 0 <= row["auto_clipped_share"] <= 1
+        assert 0.25 <= row["auto_lowest_gain_on_the_way"] <= row["auto_gain"] <= 4.0  # within the camera's reach
+    dim, bright = rows[1], rows[2]
+    assert dim["auto_gain"] > 1 > bright["auto_gain"]  # the loop opens up in dim light and stops down in bright

@@ -1,0 +1,95 @@
+"""The camera's exposure loop at the inspection view: what a camera that sets its own exposure delivers when the
+verdict is given, under each shift of the perturbation suite, against the same camera at a fixed exposure.
+
+The scripted expert inspects ``--boards`` fresh boards in ``--cell`` (default ``rectified``: the cell whose
+policies the deployed-exposure arm put on such a camera) nominally and under every shift of the suite, once with
+the camera's exposure fixed and once with the camera setting its own (``robot_rl.envs.exposure``: it meters the
+centre of its image and moves its gain part of the way each frame). Per shift and camera, at the verdict frame:
+the gain, the centre's mean grey level (what the loop meters), the share of the centre's pixels at 250 or above
+(clipped: the parts' highlights), and the lowest gain on the way to the view. Nothing is trained: this is what the
+camera hands a policy at the view, not what a policy makes of it.
+
+    python benchmarks/exposure_loop.py      # writes benchmarks/results/exposure_loop.json (a few minutes)
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from harness import Benchmark, Variant
+from protocols import FRESH_BOARDS_SEED
+
+from robot_rl.envs import exposure
+from robot_rl.envs.randomization import NONE, PERTURBATIONS, RANDOMIZATIONS, in_cell_of, with_exposure
+from robot_rl.envs.tasks import build_task
+from robot_rl.tables import markdown_table
+
+CLIPPED = 250  # grey level from which a pixel counts as clipped
+
+BENCHMARK = Benchmark("exposure_loop", __doc__, variants=(
+    Variant("rectified", (), "the rectified cell's camera, fixed and setting its own exposure, under the suite"),
+), common={"out": None})
+
+
+def options(parser) -> None:
+    parser.add_argument("--cell", default="rectified", choices=sorted(RANDOMIZATIONS), help="the cell")
+    parser.add_argument("--task", default="pcb-inspect", help="registered task")
+    parser.add_argument("--boards", type=int, default=20, help="fresh boards per shift and camera")
+    parser.add_argument("--image-size", type=int, default=84, help="wrist image side, pixels")
+
+
+def at_the_view(args, setting) -> dict:
+    """The expert through ``args.boards`` boards of ``setting``: medians over boards of the verdict frame's gain,
+    metered level and clipped share, and of the lowest gain on the way."""
+    task = build_task(args.task, "default", args.image_size, None, {}, randomization=setting)
+    expert = task.expert_class(task.config)
+    gains, lowest, levels, clipped = [], [], [], []
+    for seed in range(FRESH_BOARDS_SEED, FRESH_BOARDS_SEED + args.boards):
+        observation = task.reset(seed)
+        on_the_way = [task.exposure_gain]  # each frame's gain (the loop is settled at reset)
+        for _ in range(task.config.max_steps):
+            state = task.privileged()
+            taken_at = task.exposure_gain  # the gain the step's frame is taken at (its metering sets the next)
+            result = task.step(*expert.act(state["camera_pose"], state["board_pose"], state["defective"],
+                                           observation["joint_state"]))
+            if result.terminated or result.truncated:
+                break  # the verdict frame is the observation the expert answered on
+            observation = result.observation
+            on_the_way.append(taken_at)
+        image = observation["pixels"]
+        height, width = image.shape[:2]
+        centre = image[height // 3: height - height // 3, width // 3: width - width // 3].mean(axis=2)
+        levels.append(exposure.metered_level(image))
+        clipped.append(float((centre >= CLIPPED).mean()))
+        if task.exposure_gain is not None:
+            gains.append(on_the_way[-1])
+            lowest.append(min(on_the_way))
+    row = {"level": float(np.median(levels)), "clipped_share": float(np.median(clipped))}
+    if gains:
+        row |= {"gain": float(np.median(gains)), "gain_p10_p90": [float(np.percentile(gains, q)) for q in (10, 90)],
+                "lowest_gain_on_the_way": float(np.median(lowest))}
+    return row
+
+
+def run(args) -> dict:
+    cell = RANDOMIZATIONS[args.cell]
+    rows = []
+    for shift in (NONE, *PERTURBATIONS.values()):
+        setting = in_cell_of(shift, cell)
+        fixed = at_the_view(args, with_exposure(setting, "fixed"))
+        auto = at_the_view(args, with_exposure(setting, "auto"))
+        rows.append({"shift": "nominal" if shift is NONE else shift.name,
+                     "fixed_level": fixed["level"], "fixed_clipped_share": fixed["clipped_share"],
+                     **{f"auto_{key}": value for key, value in auto.items()}})
+        print(f"{rows[-1]['shift']}: gain {auto['gain']:.2f}, level {fixed['level']:.0f} -> {auto['level']:.0f}",
+              file=sys.stderr)
+    print(markdown_table(rows, ["shift", "fixed_level", "fixed_clipped_share", "auto_gain", "auto_level",
+                                "auto_clipped_share", "auto_lowest_gain_on_the_way"]))
+    return {"cell": args.cell, "task": args.task, "boards": args.boards, "image_size": args.image_size,
+            "boards_from": FRESH_BOARDS_SEED, "clipped_from": CLIPPED, "target_level": exposure.TARGET_LEVEL,
+            "rows": rows}
+
+
+if __name__ == "__main__":
+    sys.exit(BENCHMARK.main(run, options))
