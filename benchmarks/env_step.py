@@ -15,14 +15,18 @@ that of the medians. Target: fast / reference <= 0.476, i.e. the
 0.63 ms per frame measured on the GPU box's Xeon down to 0.30 ms.
 
 ``--timesteps DT ...`` asks what a new env version with a longer physics timestep would change, since the substeps
-are most of a frame's cost: from every state the fast path visits (the same boards and actions), one control period
-runs at the env's timestep and at each DT, and the record gives each DT's physics microseconds per frame, how far
-the camera ends from where the env's timestep puts it (position and angle, median / p99 / max) and on how many
-periods the collision flag disagrees; then the task's scripted expert inspects ``--expert-boards`` fresh boards at
-each timestep (strict success, collisions). Targets do not apply to it: it measures a choice, it makes none.
+are most of a frame's cost. Speed: the fast path at each DT beside the env's and the reference, timed as above in
+the same run. Behaviour: from every state the fast path visits at the env's step (the same boards and actions), one
+control period runs at the env's timestep and at each DT; the record gives how far the camera ends from where the
+env's step puts it (position and angle, median / p99 / max; the pose as the env reads it after a period, from the
+kinematics MuJoCo computed at the start of the period's last substep, so a longer step's pose is that much older
+too), the size of the action behind the largest gap, on how many periods the env's step touched anything and on
+how many the collision flag disagrees, and how many periods raised an instability warning. Then the task's
+scripted expert inspects ``--expert-boards`` fresh boards at each step (strict success, collisions). Targets do
+not apply to it: it measures a choice, it makes none.
 
     python benchmarks/env_step.py                      # writes benchmarks/results/env_step.json
-    python benchmarks/env_step.py --variant timesteps  # writes benchmarks/results/env_step_timesteps.json
+    python benchmarks/env_step.py --variant timesteps  # -> benchmarks/results/env_step_timesteps.json
 """
 
 from __future__ import annotations
@@ -34,10 +38,11 @@ import time
 import mujoco
 import numpy as np
 from harness import Benchmark, Variant
-from protocols import FRESH_BOARDS_SEED
+from protocols import fresh_board_seeds
 
 from robot_rl.envs.ik import camera_ik
-from robot_rl.envs.scene import CONTROL_PERIOD, PHYSICS_TIMESTEP, quat_from_rotvec
+from robot_rl.envs.scene import CONTROL_PERIOD, PHYSICS_TIMESTEP, instability_warnings, quat_from_rotvec
+from robot_rl.envs.task import expert_steps
 from robot_rl.envs.tasks import build_task
 from robot_rl.episodes import wilson_interval
 from robot_rl.tables import markdown_table
@@ -50,14 +55,11 @@ BENCHMARK = Benchmark("env_step", __doc__, variants=(
     Variant("all", (), "physics + IK per frame, fast paths against the reference (pcb-inspect, default arm)"),
     Variant("panda", ("--arm", "panda", "--out", "benchmarks/results/env_step_panda.json"),
             "the same with the Panda (7 joints, posture task; needs the [panda] extra)"),
-    Variant("timesteps", ("--timesteps", "0.005", "0.01", "0.02", "--repeats", "1", "--out",
+    Variant("timesteps", ("--timesteps", "0.005", "0.01", "0.02", "--out",
                           "benchmarks/results/env_step_timesteps.json"),
-            "one control period at longer physics timesteps against the env's, from the same states"),
-    Variant("timesteps-lead", ("--task", "lead-inspect", "--timesteps", "0.005", "0.01", "0.02", "--repeats", "1",
-                               "--out", "benchmarks/results/env_step_timesteps_lead_inspect.json"),
-            "the same on the lead task (posts around the board)"),
-    Variant("timesteps-panda", ("--arm", "panda", "--timesteps", "0.005", "0.01", "0.02", "--repeats", "1",
-                                "--out", "benchmarks/results/env_step_timesteps_panda.json"),
+            "the fast path at longer physics timesteps: its cost, one control period against the env's, the expert"),
+    Variant("timesteps-panda", ("--arm", "panda", "--timesteps", "0.005", "0.01", "0.02", "--out",
+                                "benchmarks/results/env_step_timesteps_panda.json"),
             "the same with the Panda (needs the [panda] extra)"),
 ), targets={"max_ratio": TARGET_RATIO}, common={"out": None})
 
@@ -77,9 +79,10 @@ def options(parser) -> None:
 class SteppedPath:
     """One task stepped by one path's IK and physics, timing those two calls per frame."""
 
-    def __init__(self, args, reference: bool):
+    def __init__(self, args, reference: bool, timestep: float = PHYSICS_TIMESTEP):
         self.task = build_task(args.task, args.difficulty, 32, None, {}, arm=args.arm)
         scene = self.task.scene
+        scene.set_physics_timestep(timestep)
         if reference:
             self.solve, self.step = camera_ik(scene, reference=True).solve, scene.step_substeps
         else:
@@ -121,54 +124,40 @@ def timed_run(paths: dict[str, SteppedPath], boards: np.ndarray, first: int) -> 
                    "total_us": float((ik + physics) / frames * 1e6)} for name, (ik, physics, frames) in spent.items()}
 
 
-def one_period(scene, state: np.ndarray, timestep: float) -> tuple[np.ndarray, np.ndarray, bool, float]:
+def median_figures(paths: dict[str, SteppedPath], boards: np.ndarray, repeats: int) -> tuple[dict, dict]:
+    """``timed_run`` after a warm-up, ``repeats`` times: each path's median figures and every run's."""
+    timed_run(paths, boards[:2], 0)  # warm-up: renderer, caches
+    runs: dict[str, list[dict]] = {name: [] for name in paths}
+    for repeat in range(repeats):
+        for name, figures in timed_run(paths, boards, repeat).items():
+            runs[name].append(figures)
+    return {name: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for name, rs in runs.items()}, runs
+
+
+def one_period(scene, state: np.ndarray, timestep: float) -> tuple[np.ndarray, np.ndarray, bool, int]:
     """One control period from ``state`` (integration state, controls set) at physics ``timestep``: the camera's
-    position and rotation after it, whether anything touched, and the physics seconds."""
+    position and rotation after it as the env reads them, whether anything touched, and the instability warnings
+    it raised."""
     m, d = scene.model, scene.data
     mujoco.mj_setState(m, d, state, _INTEGRATION)
     scene.set_physics_timestep(timestep)
+    d.warning.number[:] = 0  # counted from here (an instability's reset of the data keeps its own warning)
     d.maxuse_con = 0
-    start = time.perf_counter()
     mujoco.mj_step(m, d, scene.substeps)
-    seconds = time.perf_counter() - start
-    mujoco.mj_kinematics(m, d)
     position, rotation = scene.camera_pose()
     scene.set_physics_timestep(PHYSICS_TIMESTEP)
-    return position, rotation.copy(), bool(d.maxuse_con > 0), seconds  # camera_pose gives a view of the rotation
+    return position, rotation.copy(), bool(d.maxuse_con > 0), instability_warnings(d)  # rotation: a view
 
 
-def expert_at(args, timestep: float) -> dict:
-    """The task's scripted expert on ``args.expert_boards`` fresh boards with physics at ``timestep``: strict
-    success with its Wilson interval, collisions and steps per episode."""
-    task = build_task(args.task, args.difficulty, 32, None, {}, arm=args.arm)
-    task.scene.set_physics_timestep(timestep)
-    expert = task.expert_class(task.config)
-    successes = collisions = steps = 0
-    for seed in range(FRESH_BOARDS_SEED, FRESH_BOARDS_SEED + args.expert_boards):
-        observation = task.reset(seed)
-        for _ in range(task.config.max_steps):
-            state = task.privileged()
-            result = task.step(*expert.act(state["camera_pose"], state["board_pose"], state["defective"],
-                                           observation["joint_state"]))
-            observation, collisions = result.observation, collisions + result.flags["collision"]
-            if result.terminated or result.truncated:
-                break
-        successes, steps = successes + result.flags["success"], steps + task.step_count
-    boards = args.expert_boards
-    return {"rate": successes / boards, "ci95": wilson_interval(successes, boards), "boards": boards,
-            "collisions_per_episode": collisions / boards, "steps_per_episode": steps / boards}
-
-
-def timestep_sweep(args, boards: np.ndarray) -> dict:
-    """Each of ``args.timesteps`` against the env's timestep, one control period from every state the fast path
-    visits through ``boards`` (module docstring)."""
+def period_gaps(args, boards: np.ndarray, timesteps: list[float]) -> dict[float, dict]:
+    """Per timestep of ``timesteps``, one control period against the env's from every state the fast path visits
+    through ``boards`` (module docstring)."""
     path = SteppedPath(args, reference=False)
     scene, config = path.task.scene, path.task.config
     state = np.empty(mujoco.mj_stateSize(scene.model, _INTEGRATION))
-    timesteps = [dt for dt in args.timesteps if dt != PHYSICS_TIMESTEP]
-    seconds = dict.fromkeys([*timesteps, PHYSICS_TIMESTEP], 0.0)
-    position_mm, angle_deg = ({dt: [] for dt in timesteps} for _ in range(2))
-    touch_differs = dict.fromkeys(timesteps, 0)
+    position_mm, angle_deg, action_size = ({dt: [] for dt in timesteps} for _ in range(3))
+    counts = {dt: {"collision_differs": 0, "unstable_periods": 0} for dt in [*timesteps, PHYSICS_TIMESTEP]}
+    touched_at_env_step = 0
     for board, actions in enumerate(boards):
         path.task.reset(board)
         for action in actions:
@@ -178,33 +167,67 @@ def timestep_sweep(args, boards: np.ndarray) -> dict:
                 scene.qpos, scene.camera_pose()[0] + action[:3] * config.max_translation, target_quat)
             mujoco.mj_getState(scene.model, scene.data, state, _INTEGRATION)
             # The env's timestep last: its period is the one the episode goes on from.
-            outcomes = {dt: one_period(scene, state, dt) for dt in seconds}
+            outcomes = {dt: one_period(scene, state, dt) for dt in [*timesteps, PHYSICS_TIMESTEP]}
             env_position, env_rotation, env_touched, _ = outcomes[PHYSICS_TIMESTEP]
-            for dt, (position, rotation, touched, spent) in outcomes.items():
-                seconds[dt] += spent
+            touched_at_env_step += env_touched
+            for dt, (position, rotation, touched, raised) in outcomes.items():
+                counts[dt]["unstable_periods"] += raised > 0
                 if dt == PHYSICS_TIMESTEP:
                     continue
+                counts[dt]["collision_differs"] += touched != env_touched
                 position_mm[dt].append(float(np.linalg.norm(position - env_position) * 1000))
                 cosine = np.clip((np.trace(rotation.T @ env_rotation) - 1) / 2, -1.0, 1.0)
                 angle_deg[dt].append(float(np.degrees(np.arccos(cosine))))
-                touch_differs[dt] += touched != env_touched
-    periods = boards.shape[0] * boards.shape[1]
+                action_size[dt].append(float(np.abs(action).max()))
 
     def spread(name: str, values: list[float]) -> dict:
         return {f"{name}_{stat}": round(float(f(values)), 4) for stat, f in
                 (("median", np.median), ("p99", lambda v: np.percentile(v, 99)), ("max", np.max))}
 
-    rows = [{"timestep_s": dt, "substeps": round(CONTROL_PERIOD / dt), "physics_us": round(spent / periods * 1e6, 1),
-             **({} if dt == PHYSICS_TIMESTEP else {**spread("position_mm", position_mm[dt]),
-                                                   **spread("angle_deg", angle_deg[dt]),
-                                                   "collision_differs": touch_differs[dt]})}
-            for dt, spent in sorted(seconds.items())]
-    rows = [{**row, "expert": expert_at(args, row["timestep_s"])} for row in rows]
+    gaps = {dt: {**spread("position_mm", position_mm[dt]), **spread("angle_deg", angle_deg[dt]),
+                 "largest_gap_action": round(action_size[dt][int(np.argmax(position_mm[dt]))], 3),
+                 **counts[dt], "env_step_touched": touched_at_env_step} for dt in timesteps}
+    return {**gaps, PHYSICS_TIMESTEP: {**counts[PHYSICS_TIMESTEP], "env_step_touched": touched_at_env_step}}
+
+
+def expert_at(args, timestep: float) -> dict:
+    """The task's scripted expert on ``args.expert_boards`` fresh boards with physics at ``timestep``: strict
+    success with its Wilson interval, collisions and steps per episode."""
+    task = build_task(args.task, args.difficulty, 32, None, {}, arm=args.arm)
+    task.scene.set_physics_timestep(timestep)
+    successes = collisions = steps = 0
+    for seed in fresh_board_seeds(args.expert_boards):
+        for _, result in expert_steps(task, seed):
+            collisions += result.flags["collision"]
+        successes, steps = successes + result.flags["success"], steps + task.step_count
+    boards = args.expert_boards
+    return {"rate": successes / boards, "ci95": wilson_interval(successes, boards), "boards": boards,
+            "collisions_per_episode": collisions / boards, "steps_per_episode": steps / boards}
+
+
+def timestep_sweep(args, boards: np.ndarray) -> dict:
+    """The fast path at each of ``args.timesteps`` against the env's timestep and the reference path: time per
+    frame in one run, the gaps one control period opens, and the scripted expert (module docstring)."""
+    timesteps = sorted(dt for dt in args.timesteps if dt != PHYSICS_TIMESTEP)
+    paths = {"reference": SteppedPath(args, reference=True),
+             **{f"fast at {dt} s": SteppedPath(args, reference=False, timestep=dt)
+                for dt in [PHYSICS_TIMESTEP, *timesteps]}}
+    medians, runs = median_figures(paths, boards, args.repeats)
+    reference = medians["reference"]["total_us"]
+    gaps = period_gaps(args, boards, timesteps)
+    rows = [{"timestep_s": dt, "substeps": round(CONTROL_PERIOD / dt),
+             **{key: round(value, 1) for key, value in medians[f"fast at {dt} s"].items()},
+             "of_reference": round(medians[f"fast at {dt} s"]["total_us"] / reference, 3), **gaps[dt],
+             "expert": expert_at(args, dt)} for dt in [PHYSICS_TIMESTEP, *timesteps]]
     print(markdown_table([{**row, "expert_success": row["expert"]["rate"]} for row in rows],
-                         ["timestep_s", "substeps", "physics_us", "position_mm_median", "position_mm_p99",
-                          "position_mm_max", "angle_deg_p99", "angle_deg_max", "collision_differs", "expert_success"]))
-    return {"task": args.task, "arm": args.arm, "difficulty": args.difficulty, "periods": periods,
-            "env_timestep_s": PHYSICS_TIMESTEP, "rows": rows, "targets": None}  # it measures a choice
+                         ["timestep_s", "substeps", "total_us", "of_reference", "position_mm_median",
+                          "position_mm_p99", "position_mm_max", "angle_deg_max", "largest_gap_action",
+                          "collision_differs", "unstable_periods", "expert_success"]))
+    return {"task": args.task, "arm": args.arm, "difficulty": args.difficulty,
+            "frames_per_run": int(boards.shape[0] * boards.shape[1]), "repeats": args.repeats,
+            "env_timestep_s": PHYSICS_TIMESTEP, "reference": {k: round(v, 1) for k, v in medians["reference"].items()},
+            "rows": rows, "runs": runs, "target_ratio": TARGET_RATIO,
+            "targets": None}  # it measures a choice
 
 
 def run(args) -> dict:
@@ -212,12 +235,7 @@ def run(args) -> dict:
     if args.timesteps:
         return timestep_sweep(args, boards)
     paths = {"reference": SteppedPath(args, reference=True), "fast": SteppedPath(args, reference=False)}
-    timed_run(paths, boards[:2], 0)  # warm-up: renderer, caches
-    runs: dict[str, list[dict]] = {name: [] for name in paths}
-    for repeat in range(args.repeats):
-        for name, figures in timed_run(paths, boards, repeat).items():
-            runs[name].append(figures)
-    medians = {name: {key: statistics.median(r[key] for r in rs) for key in rs[0]} for name, rs in runs.items()}
+    medians, runs = median_figures(paths, boards, args.repeats)
     ratio = float(medians["fast"]["total_us"] / medians["reference"]["total_us"])
     rows = [{"path": name, **{k: round(v, 1) for k, v in m.items()}} for name, m in medians.items()]
     print(markdown_table(rows, ["path", "ik_us", "physics_us", "total_us"]))
@@ -227,7 +245,6 @@ def run(args) -> dict:
             "runs": runs, "ratio": ratio, "ik_ratio": medians["fast"]["ik_us"] / medians["reference"]["ik_us"],
             "physics_ratio": medians["fast"]["physics_us"] / medians["reference"]["physics_us"],
             "target_ratio": TARGET_RATIO, "target_met": ratio <= TARGET_RATIO}
-
 
 if __name__ == "__main__":
     sys.exit(BENCHMARK.main(run, options))

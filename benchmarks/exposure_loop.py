@@ -4,12 +4,13 @@ verdict is given, under each shift of the perturbation suite, against the same c
 The scripted expert inspects ``--boards`` fresh boards in ``--cell`` (default ``rectified``: the cell whose
 policies the deployed-exposure arm put on such a camera) nominally and under every shift of the suite, once with
 the camera's exposure fixed and once with the camera setting its own (``robot_rl.envs.exposure``: it meters the
-centre of its image and moves its gain part of the way each frame). Per shift and camera, at the verdict frame:
-the gain, the centre's mean grey level (what the loop meters), the share of the centre's pixels at 250 or above
-(clipped: the parts' highlights), and the lowest gain on the way to the view. Nothing is trained: this is what the
-camera hands a policy at the view, not what a policy makes of it.
+centre of its image and moves its gain part of the way each frame). Per shift and camera, at the frame the expert
+answers on: the gain it was taken at, the centre's mean grey level in the frame the policy gets (after the cell's
+noise and rectification; the loop meters the frame before them), the share of the centre's pixels with a channel
+at 250 or above (clipped: the parts' highlights), and the lowest gain of the frames taken on the way to the view.
+Nothing is trained: this is what the camera hands a policy at the view, not what a policy makes of it.
 
-    python benchmarks/exposure_loop.py      # writes benchmarks/results/exposure_loop.json (a few minutes)
+    python benchmarks/exposure_loop.py      # writes benchmarks/results/exposure_loop.json (under a minute)
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import sys
 
 import numpy as np
 from harness import Benchmark, Variant
-from protocols import FRESH_BOARDS_SEED
+from protocols import FRESH_BOARDS_SEED, fresh_board_seeds
 
 from robot_rl.envs import exposure
 from robot_rl.envs.randomization import NONE, PERTURBATIONS, RANDOMIZATIONS, in_cell_of, with_exposure
+from robot_rl.envs.task import expert_steps
 from robot_rl.envs.tasks import build_task
 from robot_rl.tables import markdown_table
 
@@ -40,31 +42,22 @@ def options(parser) -> None:
 
 
 def at_the_view(args, setting) -> dict:
-    """The expert through ``args.boards`` boards of ``setting``: medians over boards of the verdict frame's gain,
-    metered level and clipped share, and of the lowest gain on the way."""
+    """The expert through ``args.boards`` boards of ``setting``: medians over boards of the answered frame's gain,
+    level and clipped share, and of the lowest gain of the frames taken on the way."""
     task = build_task(args.task, "default", args.image_size, None, {}, randomization=setting)
-    expert = task.expert_class(task.config)
     gains, lowest, levels, clipped = [], [], [], []
-    for seed in range(FRESH_BOARDS_SEED, FRESH_BOARDS_SEED + args.boards):
-        observation = task.reset(seed)
-        on_the_way = [task.exposure_gain]  # each frame's gain (the loop is settled at reset)
-        for _ in range(task.config.max_steps):
-            state = task.privileged()
-            taken_at = task.exposure_gain  # the gain the step's frame is taken at (its metering sets the next)
-            result = task.step(*expert.act(state["camera_pose"], state["board_pose"], state["defective"],
-                                           observation["joint_state"]))
-            if result.terminated or result.truncated:
-                break  # the verdict frame is the observation the expert answered on
-            observation = result.observation
-            on_the_way.append(taken_at)
-        image = observation["pixels"]
-        height, width = image.shape[:2]
-        centre = image[height // 3: height - height // 3, width // 3: width - width // 3].mean(axis=2)
-        levels.append(exposure.metered_level(image))
-        clipped.append(float((centre >= CLIPPED).mean()))
-        if task.exposure_gain is not None:
-            gains.append(on_the_way[-1])
-            lowest.append(min(on_the_way))
+    for seed in fresh_board_seeds(args.boards):
+        taken_at = []  # each frame's gain, from the first one after a move (the loop is settled at reset)
+        for observation, result in expert_steps(task, seed):
+            answered_on = observation["pixels"]  # at the last step: the frame the expert answered on
+            if not (result.terminated or result.truncated):
+                taken_at.append(task.exposure_gain)  # the gain of the frame this step took
+        centre = exposure.centre(answered_on)
+        levels.append(float(centre.mean()))
+        clipped.append(float((centre >= CLIPPED).any(axis=2).mean()))
+        if taken_at and taken_at[-1] is not None:
+            gains.append(taken_at[-1])
+            lowest.append(min(taken_at))
     row = {"level": float(np.median(levels)), "clipped_share": float(np.median(clipped))}
     if gains:
         row |= {"gain": float(np.median(gains)), "gain_p10_p90": [float(np.percentile(gains, q)) for q in (10, 90)],

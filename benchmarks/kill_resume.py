@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from harness import Benchmark, Variant
-from results_file import STARTED_FROM, read_results
+from results_file import read_results
 
 from robot_rl.tables import markdown_table
 
@@ -386,7 +386,6 @@ def write_report(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, p
     all_ok = (summary["nothing_lost"] and summary["bad_inputs_one_line_exit_2"] == summary["bad_inputs_tried"]
               and summary["concurrent_writers_refused"] == len(lifecycle["two_writers"]))
     result = {"summary": summary,
-              **STARTED_FROM,  # the code that ran, even if the checkout changed while it ran
               "argv": [sys.executable, *sys.argv],
               "seed": seed, "trials": trials, "ctrl_c_process_collector": ctrl_c, **lifecycle,
               "all_ok": all_ok, "reference_seconds": durations, "table": rows}
@@ -395,6 +394,7 @@ def write_report(seed: int, trials: list[dict], ctrl_c: dict, durations: dict, p
     return 0 if result["all_ok"] else 1
 
 
+# -- preemption, concurrent writers, bad inputs, a full disk ----------------------------------------------------
 def log_lines(log: Path) -> list[str]:
     """The lines of a log, progress bars' carriage returns counted as line ends."""
     return log.read_text(errors="replace").replace("\r", "\n").splitlines() if log.is_file() else []

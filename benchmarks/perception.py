@@ -319,7 +319,7 @@ def ensure_demos(folder: Path, masks: bool, args, randomization: str = "surfaces
 
 
 def bc_config(data: Path, run_dir: Path, epochs: int, args, **options) -> BCConfig:
-    """The 74% arm's recipe (benchmarks/robustness.py's ``surfaces-12-epochs``) with ``options``."""
+    """The 74% arm's recipe (the ``surfaces-12-epochs`` arm of robustness_surfaces.json) with ``options``."""
     return BCConfig(data=str(data), run_dir=str(run_dir), epochs=epochs, batch_size=64, eval_every=2,
                     eval_episodes=args.boards, device=args.device, **options)
 
@@ -362,7 +362,7 @@ def train_and_evaluate(config: BCConfig, args, stages: Stages, previous: dict | 
 
 
 def _recorded_baseline_seconds(config: BCConfig) -> float | None:
-    """The 74% arm's BC seconds as benchmarks/robustness.py recorded them (its run folder, reused here)."""
+    """The 74% arm's BC seconds as robustness_surfaces.json records them (its run folder, reused here)."""
     record = Path(__file__).parent / "results" / "robustness_surfaces.json"
     if not record.is_file():
         return None

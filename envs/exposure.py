@@ -10,7 +10,9 @@ steady state first (``settle``).
 
 ``TARGET_LEVEL`` is the nominal cell's: the median metered level of the pcb task's expert at its inspection view
 over 10 boards (86.9 grey levels, measured with the default arm; the board fills the metered centre there), so at
-the nominal light the gain at the view stays near 1, and a dimmer or brighter cell is brought back towards it.
+the nominal light a camera settled at the view holds a gain near 1, and a dimmer or brighter cell is brought back
+towards it. A camera arriving at the view from elsewhere holds what its loop has reached by then
+(``benchmarks/exposure_loop.py`` measures it).
 """
 
 from __future__ import annotations
@@ -25,12 +27,16 @@ SMOOTHING = 0.5  # each frame moves the log-gain this fraction of the way to the
 SETTLE_FRAMES = 4  # full corrections at reset: clipped pixels under-report the light, so one reading is not enough
 
 
+def centre(image: np.ndarray) -> np.ndarray:
+    """The centre third (in each direction) of an [H, W, ...] image: what the camera meters."""
+    height, width = image.shape[:2]
+    return image[height // 3: height - height // 3, width // 3: width - width // 3]
+
+
 def metered_level(image: np.ndarray) -> float:
     """The mean grey level of the centre third of a uint8 [H, W, 3] image, at least 1 (a black frame meters as
     the darkest level, not zero)."""
-    height, width = image.shape[:2]
-    centre = image[height // 3: height - height // 3, width // 3: width - width // 3]
-    return max(float(centre.mean()), 1.0)
+    return max(float(centre(image).mean()), 1.0)
 
 
 def next_gain(gain: float, level: float, smoothing: float = SMOOTHING) -> float:

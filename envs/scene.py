@@ -344,7 +344,7 @@ class ArmScene:
         if self.substep_observer is not None:
             return self.step_substeps(joint_targets)
         m, d = self.model, self.data
-        if _instability_warnings(d):
+        if instability_warnings(d):
             return self.step_substeps(joint_targets)  # counts from before this period decide ``unstable`` there
         d.ctrl[self.actuator_ids] = joint_targets
         mujoco.mj_getState(m, d, self._period_start, _REPLAY_STATE)
@@ -352,7 +352,7 @@ class ArmScene:
         d.maxuse_con = 0
         mujoco.mj_step(m, d, self.substeps)
         collision = d.maxuse_con > 0
-        if _instability_warnings(d):
+        if instability_warnings(d):
             if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_AUTORESET:
                 # The reset also cleared every other diagnostic, so the replay ends with the same ones.
                 for w in _INSTABILITY_WARNINGS:
@@ -370,7 +370,7 @@ class ArmScene:
         """``step`` one substep at a time, calling ``substep_observer`` (when set) after each."""
         d = self.data
         d.ctrl[self.actuator_ids] = joint_targets
-        warnings_before = _instability_warnings(d)
+        warnings_before = instability_warnings(d)
         collision = False
         for _ in range(self.substeps):
             mujoco.mj_step(self.model, d)
@@ -378,13 +378,13 @@ class ArmScene:
             collision = collision or d.ncon > 0
             if self.substep_observer is not None:
                 self.substep_observer()
-        unstable = _instability_warnings(d) > warnings_before or not (
+        unstable = instability_warnings(d) > warnings_before or not (
             np.isfinite(d.qacc).all() and np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all()
         )
         return StepOutcome(collision=collision, unstable=unstable)
 
 
-def _instability_warnings(data: mujoco.MjData) -> int:
+def instability_warnings(data: mujoco.MjData) -> int:
     """How many instability warnings MuJoCo counted since its data was last reset."""
     numbers = data.warning.number
     return int(numbers[_BADQACC]) + int(numbers[_BADQPOS]) + int(numbers[_BADQVEL])

@@ -11,7 +11,7 @@ environments are thin adapters over a task.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -181,6 +181,7 @@ class InspectionTask:
         self.appearance = None  # this episode's drawn randomization (None when randomization is nominal)
         self._rectifier: Rectifier | None = None  # this episode's lens rectification (a rectifying cell only)
         self._exposure_gain: float | None = None  # the camera's exposure (a cell with auto-exposure only)
+        self._frame_gain: float | None = None  # the exposure the latest wrist frame was taken at
         self._noise_bank = None
         if self.randomization.pixel_noise[1] > 0:
             self._noise_bank = _noise_bank(size)
@@ -370,6 +371,7 @@ class InspectionTask:
     def camera_image(self) -> np.ndarray:
         """The wrist camera's image of the current state as the policy sees it (pixel noise included)."""
         image = self.wrist_renderer.render(self.scene.model, self.scene.data)
+        self._frame_gain = self._exposure_gain
         if self._exposure_gain is not None:  # this frame's metering sets the next frame's exposure
             self._exposure_gain = exposure.next_gain(self._exposure_gain, exposure.metered_level(image))
             self.scene.set_exposure(self._exposure_gain)
@@ -387,7 +389,7 @@ class InspectionTask:
     def settle_exposure(self) -> None:
         """In a cell whose camera sets its own exposure, runs its exposure loop to the steady gain of the camera
         where it is now (at reset, before the first frame; for an encoder's still views)."""
-        self._exposure_gain = None
+        self._exposure_gain = self._frame_gain = None
         if self.appearance is None or not self.appearance.auto_exposure:
             return
 
@@ -461,18 +463,19 @@ class InspectionTask:
     def exposure_kept(self):
         """The wrist camera's exposure as it is now, restored after the block (whose frames may run the camera's
         exposure loop: a video replaying an episode)."""
-        gain = self._exposure_gain
+        gain, frame_gain = self._exposure_gain, self._frame_gain
         try:
             yield
         finally:
-            self._exposure_gain = gain
+            self._exposure_gain, self._frame_gain = gain, frame_gain
             if gain is not None:
                 self.scene.set_exposure(gain)
 
     @property
     def exposure_gain(self) -> float | None:
-        """The wrist camera's exposure gain now (None when the camera's exposure is fixed)."""
-        return self._exposure_gain
+        """The exposure gain the latest wrist frame was taken at (its metering has set the next frame's); None when
+        the camera's exposure is fixed."""
+        return self._frame_gain
 
     @property
     def step_count(self) -> int:
@@ -481,3 +484,18 @@ class InspectionTask:
     @property
     def episode_seed(self) -> int:
         return self._episode_seed
+
+
+def expert_steps(task: InspectionTask, seed: int) -> Iterator[tuple[dict[str, np.ndarray], StepResult]]:
+    """The task's own scripted expert through board ``seed``: each step's observation (the one acted on) and
+    result, until the episode ends."""
+    expert = task.expert_class(task.config)
+    observation = task.reset(seed)
+    for _ in range(task.config.max_steps):
+        state = task.privileged()
+        result = task.step(*expert.act(state["camera_pose"], state["board_pose"], state["defective"],
+                                       observation["joint_state"]))
+        yield observation, result
+        if result.terminated or result.truncated:
+            return
+        observation = result.observation

@@ -124,8 +124,8 @@ PRESETS = {
 
 
 # Each preset's DAgger stage, sized like its BC: quick as benchmarks/bc_vs_scratch.py's lead-dagger preset (the
-# quick BC start, then 2 rounds), full as benchmarks/lead_inspect.py's encoder-dagger-8 arm (8 rounds of 200
-# episodes on the 1,200-demo BC, beta 0.5 halving per round: its checks still rose after the fourth).
+# quick BC start, then 2 rounds), full as the lead task's encoder-dagger-8 arm (results/lead_inspect.json: 8
+# rounds of 200 episodes on the 1,200-demo BC, beta 0.5 halving per round: its checks still rose after the fourth).
 DAGGER_STAGES = {
     "quick": DAggerConfig(init=BC, run_dir=DAGGER, rounds=2, episodes_per_round=150, epochs_per_round=4,
                           eval_episodes=50),
@@ -136,9 +136,9 @@ DAGGER_STAGES = {
 # rounds while the policy's check is under a working policy's success and each round beats every earlier check
 # (the BC start's included), so a BC start that already works runs none. Fixed before any run measured it.
 DAGGER_AUTO_UNTIL_SUCCESS = 0.8
-# Each preset's encoder pretraining, sized like its BC: full is benchmarks/lead_inspect.py's encoder arms (which
-# read it from here), quick at half the views and epochs; the views show the demos' cell (task, arm, difficulty,
-# image size and randomization are the collection's: ``for_options``).
+# Each preset's encoder pretraining, sized like its BC: full is what the lead task's encoder arms ran
+# (results/lead_inspect.json), quick at half the views and epochs; the views show the demos' cell (task, arm,
+# difficulty, image size and randomization are the collection's: ``for_options``).
 ENCODER_STAGES = {"quick": EncoderPretrainConfig(run_dir=ENCODER, views=10_000, epochs=4),
                   "full": EncoderPretrainConfig(run_dir=ENCODER, views=20_000, epochs=8)}
 # ``--encoder auto`` pretrains it for every task: each labels its own views (``InspectionTask.perception_targets``

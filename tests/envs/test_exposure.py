@@ -11,11 +11,13 @@ from robot_rl.envs.randomization import (
     NONE,
     PERTURBATIONS,
     RECTIFIED,
+    Randomization,
     describe,
     in_cell_of,
     with_camera_of,
     with_exposure,
 )
+from robot_rl.envs.task import expert_steps
 from robot_rl.envs.tasks import get_task
 
 
@@ -48,20 +50,21 @@ def test_metering_reads_the_centre_of_the_image():
 def _level_at_view(randomization, boards: int = 3) -> float:
     """The expert's inspection view's metered level, median over boards."""
     task = get_task("pcb-inspect")(randomization=randomization)
-    expert = task.expert_class(task.config)
-    levels = []
-    for seed in range(boards):
-        observation = task.reset(40_000_000 + seed)
-        for _ in range(task.config.max_steps):
-            state = task.privileged()
-            pose, verdict = expert.act(state["camera_pose"], state["board_pose"], state["defective"],
-                                       observation["joint_state"])
-            if verdict != 0:
-                levels.append(exposure.metered_level(observation["pixels"]))
-                break
-            observation = task.step(pose, 0).observation
+    levels = [exposure.metered_level(observation["pixels"]) for seed in range(boards)
+              for observation, result in expert_steps(task, 40_000_000 + seed) if result.terminated]
     assert len(levels) == boards
     return float(np.median(levels))
+
+
+def test_each_frame_is_taken_at_the_gain_its_predecessor_metered_and_a_fixed_camera_has_none():
+    task = get_task("pcb-inspect")(randomization=Randomization("metering only", auto_exposure=True))
+    frames = [(result.observation["pixels"], task.exposure_gain) for _, result in expert_steps(task, 40_000_000)
+              if not (result.terminated or result.truncated)]
+    assert len(frames) > 2 and len({gain for _, gain in frames}) > 1
+    for (image, gain), (_, next_gain) in zip(frames, frames[1:]):
+        assert next_gain == pytest.approx(exposure.next_gain(gain, exposure.metered_level(image)))
+    fixed = get_task("pcb-inspect")(randomization=RECTIFIED)
+    assert all(fixed.exposure_gain is None for _ in expert_steps(fixed, 40_000_000))
 
 
 def test_a_metered_camera_brings_dim_light_back_to_the_nominal_board():
