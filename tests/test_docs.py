@@ -105,7 +105,8 @@ def test_lead_inspect_results_render_without_finished_arms(arms):
     else:
         results["lead_inspect"] = _lead_inspect(arms)
     text = " ".join(render_docs.environment(results).get_template("results/arms-tasks.md").render().split())
-    assert "has no finished arm in a committed results file yet" in text
+    assert "`lead_inspect.json` (the recipe, BC trained 3x as long, and BC + DAgger on the lead task) has no " \
+           "finished arm." in text
 
 
 def test_lead_inspect_results_render_a_row_per_finished_arm():
