@@ -175,103 +175,105 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
                           f"the recipe without it: 74%, 0 of {len(suite) - 1}; targets missed |")
 
 
-def _with_first_seed_of(record: dict, arm: str, source: dict, suite: list[dict], randomization: str,
-                        encoder_s: float) -> dict:
-    """``record`` (a perception results file) with ``arm`` as ``source``'s record under ``suite``, its first seed
-    alone (the others pending), judged again."""
+def _with_first_seed_rendered(arm: str, source_arm: str, edit, randomization: str, encoder_s: float):
+    """The committed perception record with ``arm`` as ``source_arm``'s record, each of its suite's rows through
+    ``edit``, its first seed alone (the others pending) and judged again; returns ``source_arm``'s record and a
+    function rendering a docs template from that record (``folded``: its whitespace runs as single spaces)."""
     import perception
 
-    record["arms"][arm] = dict(source, suite=suite, randomization=randomization)
+    results = render_docs.load_results()
+    record = json.loads(json.dumps(results["perception"]))
+    source = record["arms"][source_arm]
+    record["arms"][arm] = dict(source, suite=[edit(row) for row in source["suite"]], randomization=randomization)
     for name in [name for name in record["arms"] if name.startswith(arm + "-seed")]:
         del record["arms"][name]
     record["encoders"][randomization] = {"views": 20000, "epochs": 8, "wall_s": encoder_s}
     record["verdicts"] = perception.judge(record)
-    return record
+    results["perception"] = record
+    environment = render_docs.environment(results)
+
+    def rendered(template: str, folded: bool = True) -> str:
+        text = environment.get_template(template).render()
+        return " ".join(text.split()) if folded else text
+
+    return source, rendered
+
+
+def _wide_lens_with(success_rate: float, guesses: int):
+    """A suite row edit: under ``wide_lens``, ``success_rate`` and ``guesses`` guesses."""
+    return lambda row: dict(row, success_rate=success_rate, guesses=guesses) if row["shift"] == "wide_lens" else row
 
 
 def test_the_rectified_arm_renders_against_the_calibrated_arm_of_its_seed():
     import perception
 
-    results = render_docs.load_results()
-    record = json.loads(json.dumps(results["perception"]))
-    calibrated = record["arms"][perception.CALIBRATED_ARM]
-    suite = [dict(row, success_rate=0.97, guesses=1) if row["shift"] == "wide_lens" else row
-             for row in calibrated["suite"]]
-    results["perception"] = _with_first_seed_of(record, perception.RECTIFIED_ARM, calibrated, suite, "rectified",
-                                                1500.0)
-    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    calibrated, rendered = _with_first_seed_rendered(perception.RECTIFIED_ARM, perception.CALIBRATED_ARM,
+                                                     _wide_lens_with(0.97, 1), "rectified", 1500.0)
+    text = rendered("results/robustness.md")
     cw = next(row for row in calibrated["suite"] if row["shift"] == "wide_lens")
     assert "### The calibrated cell that rectifies its lens" in text
     assert "Its encoder: 20,000 views of that cell, 8 epochs, 1,500 s." in text
     assert (f"`wide_lens` {round(100 * cw['success_rate'])}% with {cw['guesses']} guesses to 97% with 1, nominal "
             "100% to 100%") in text
     assert "`python benchmarks/perception.py --variant rectified` runs the others" in text
-    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    readme = rendered("readme/results.md", folded=False)
     row = next(line for line in readme.splitlines() if "(`encoder+recolour+rectified`)" in line)
     assert row.startswith("| the calibrated cell, its lens measured too, every frame rectified to the nominal lens "
                           "(`encoder+recolour+rectified`) | seed 0: nominal 100%")
 
 
+def _light_shifts_with(success_rate: float, wrong_verdicts: int):
+    """A suite row edit: under the two light shifts, ``success_rate`` and ``wrong_verdicts`` wrong verdicts."""
+    return lambda row: (dict(row, success_rate=success_rate,
+                             failures=dict(row["failures"], wrong_verdict=wrong_verdicts))
+                        if row["shift"] in ("dim_light", "bright_light") else row)
+
+
 def test_the_metered_arm_renders_against_the_rectified_arm_of_its_seed():
     import perception
 
-    results = render_docs.load_results()
-    record = json.loads(json.dumps(results["perception"]))
-    rectified = record["arms"][perception.RECTIFIED_ARM]
-    suite = [dict(row, success_rate=0.95, failures=dict(row["failures"], wrong_verdict=5))
-             if row["shift"] in ("dim_light", "bright_light") else row for row in rectified["suite"]]
-    results["perception"] = _with_first_seed_of(record, perception.METERED_ARM, rectified, suite, "metered", 1400.0)
-    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    rectified, rendered = _with_first_seed_rendered(perception.METERED_ARM, perception.RECTIFIED_ARM,
+                                                    _light_shifts_with(0.95, 5), "metered", 1400.0)
+    text = rendered("results/robustness.md")
     assert "### The rectified cell with a camera that sets its own exposure" in text
     assert "Its encoder: 20,000 views of that cell, 8 epochs, 1,400 s." in text
     light = sum(render_docs.shift_of(rectified, s)["failures"]["wrong_verdict"] for s in ("dim_light", "bright_light"))
     assert f"wrong verdicts under the two light shifts from {light} to 10," in text
     assert "`python benchmarks/perception.py --variant metered` runs the others" in text
-    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    readme = rendered("readme/results.md", folded=False)
     assert "its lens measured too and its camera setting its own exposure (`encoder+recolour+metered`)" in readme
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
-    assert "`dim_light` went to 95% and `bright_light` to 95%" in limits
+    assert "`dim_light` went to 95% and `bright_light` to 95%" in rendered("readme/limits.md")
 
 
 def test_the_deployed_exposure_arm_renders_against_the_same_policies_at_a_fixed_exposure():
     import perception
 
-    results = render_docs.load_results()
-    record = json.loads(json.dumps(results["perception"]))
-    rectified = record["arms"][perception.RECTIFIED_ARM]
-    suite = [dict(row, success_rate=0.96, failures=dict(row["failures"], wrong_verdict=4))
-             if row["shift"] in ("dim_light", "bright_light") else row for row in rectified["suite"]]
-    results["perception"] = _with_first_seed_of(record, perception.DEPLOYED_EXPOSURE_ARM, rectified, suite,
-                                                "rectified", 1500.0)
-    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    rectified, rendered = _with_first_seed_rendered(perception.DEPLOYED_EXPOSURE_ARM, perception.RECTIFIED_ARM,
+                                                    _light_shifts_with(0.96, 4), "rectified", 1500.0)
+    text = rendered("results/robustness.md")
     assert "### The rectified policies on a camera that sets its own exposure" in text
     light = sum(render_docs.shift_of(rectified, s)["failures"]["wrong_verdict"] for s in ("dim_light", "bright_light"))
     assert f"seed by seed (seed 0): wrong verdicts under the two light shifts {light} to 8;" in text
     assert "`python benchmarks/perception.py --variant deployed-exposure` runs the others" in text
-    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    readme = rendered("readme/results.md", folded=False)
     assert "the rectified policies on a camera setting its own exposure (`encoder+recolour+rectified+deployed" in readme
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = rendered("readme/limits.md")
     assert "deployed on a camera that sets its own (one seed so far): `dim_light` 96%, `bright_light` 96%" in limits
 
 
 def test_the_rectified_exposure_arm_renders_against_the_rectified_arm_of_its_seed():
     import perception
 
-    results = render_docs.load_results()
-    record = json.loads(json.dumps(results["perception"]))
-    rectified = record["arms"][perception.RECTIFIED_ARM]
-    suite = [dict(row, success_rate=0.97, guesses=3) if row["shift"] == "wide_lens" else row
-             for row in rectified["suite"]]
-    results["perception"] = _with_first_seed_of(record, perception.RECTIFIED_EXPOSURE_ARM, rectified, suite,
-                                                "rectified", 1500.0)
-    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    rectified, rendered = _with_first_seed_rendered(perception.RECTIFIED_EXPOSURE_ARM, perception.RECTIFIED_ARM,
+                                                    _wide_lens_with(0.97, 3), "rectified", 1500.0)
+    text = rendered("results/robustness.md")
     assert "### The rectified cell with frames at other exposures" in text
     wide = render_docs.shift_of(rectified, "wide_lens")["guesses"]
     assert f"guesses under `wide_lens` {wide} to 3." in text
     assert "`python benchmarks/perception.py --variant rectified-exposure` runs the others" in text
-    readme = render_docs.environment(results).get_template("readme/results.md").render()
+    readme = rendered("readme/results.md", folded=False)
     assert "BC on rectified frames at other exposures (`encoder+recolour+rectified+exposure`)" in readme
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = rendered("readme/limits.md")
     assert "`wide_lens` 97% with 3 guesses" in limits and "(one seed; the others not run once it missed)" in limits
 
 

@@ -283,33 +283,34 @@ def test_a_deployed_camera_sets_its_own_exposure_under_every_setting(bc_run_dir,
     assert [row["change"] for row in fixed["perturbations"]] == ["nominal", "light_intensity x0.35"]
 
 
-def test_a_fixed_exposure_takes_the_exposure_loop_from_a_metered_policys_camera(bc_run_dir, tmp_path):
-    from robot_rl.envs.randomization import METERED, PERTURBATIONS, with_exposure
+def _suites_in_cells(bc_run_dir, out, shift: str, cells: dict) -> list[list[dict]]:
+    """The BC run's policy on one board, nominally and under ``shift``, in each of ``cells`` (name -> cell): each
+    cell's suite rows, in order."""
+    from robot_rl.envs.randomization import PERTURBATIONS
     from robot_rl.evaluate import perturbation_suite
     from robot_rl.policy_io import load_actor
 
     actor, trained_in, _ = load_actor(str(bc_run_dir))
     config = EvaluateConfig(checkpoint=str(bc_run_dir), episodes=1, num_envs=1, videos=0, failure_videos=0)
-    shifts = {"dim_light": PERTURBATIONS["dim_light"]}
-    metered, fixed = (perturbation_suite(actor, trained_in, config, tmp_path / name, "cpu", progress=False,
-                                         shifts=shifts, cell=cell)
-                      for name, cell in (("metered", METERED), ("fixed", with_exposure(METERED, "fixed"))))
+    return [perturbation_suite(actor, trained_in, config, out / name, "cpu", progress=False,
+                               shifts={shift: PERTURBATIONS[shift]}, cell=cell) for name, cell in cells.items()]
+
+
+def test_a_fixed_exposure_takes_the_exposure_loop_from_a_metered_policys_camera(bc_run_dir, tmp_path):
+    from robot_rl.envs.randomization import METERED, with_exposure
+
+    metered, fixed = _suites_in_cells(bc_run_dir, tmp_path, "dim_light",
+                                      {"metered": METERED, "fixed": with_exposure(METERED, "fixed")})
     assert all("auto exposure" in row["change"] for row in metered)
     assert not any("auto exposure" in row["change"] for row in fixed)
     assert "rectified" in fixed[1]["change"]  # the rest of the cell stays the policy's
 
 
 def test_a_calibrated_cell_stays_calibrated_under_every_shift_of_the_suite(bc_run_dir, tmp_path):
-    from robot_rl.envs.randomization import CALIBRATED, NONE, PERTURBATIONS
-    from robot_rl.evaluate import perturbation_suite
-    from robot_rl.policy_io import load_actor
+    from robot_rl.envs.randomization import CALIBRATED, NONE
 
-    actor, trained_in, _ = load_actor(str(bc_run_dir))
-    config = EvaluateConfig(checkpoint=str(bc_run_dir), episodes=1, num_envs=1, videos=0, failure_videos=0)
-    shifts = {"shifted_camera": PERTURBATIONS["shifted_camera"]}
-    calibrated, plain = (perturbation_suite(actor, trained_in, config, tmp_path / name, "cpu", progress=False,
-                                            shifts=shifts, cell=cell)
-                         for name, cell in (("calibrated", CALIBRATED), ("plain", NONE)))
+    calibrated, plain = _suites_in_cells(bc_run_dir, tmp_path, "shifted_camera",
+                                         {"calibrated": CALIBRATED, "plain": NONE})
     assert [row["change"] for row in plain] == ["nominal", "camera_shift 0.01 m; camera_tilt 5 deg"]
     assert calibrated[0]["change"] == "nominal"  # the nominal cell has nothing to calibrate
     assert calibrated[1]["change"] == ("camera_shift 0.01 m; camera_tilt 5 deg; calibrated; "
