@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 
 .PHONY: demo test test-slow docs docs-render bench-list bench bench-quality bench-bc-vs-scratch bench-arms-tasks \
-	bench-rl-budgets bench-reliability bench-test-suite bench-perception bench-gpu gpu-bundle lint \
+	bench-rl-budgets bench-test-suite bench-perception bench-gpu gpu-bundle lint \
 	sysdeps clean
 
 $(STAMP): pyproject.toml
@@ -38,7 +38,7 @@ test-slow: $(STAMP)
 
 # The generated docs pages and README tables, from benchmarks/results/*.json and the code; then the site.
 docs-render: $(STAMP)
-	$(BIN)/python benchmarks/render_docs.py
+	$(BIN)/python docs/render_docs.py
 
 docs: docs-render
 	$(BIN)/mkdocs build --strict --site-dir site
@@ -51,8 +51,6 @@ bench-list: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_step.py --variant all
 	$(BIN)/python benchmarks/env_step.py --variant timesteps
-	$(BIN)/python benchmarks/bc_throughput.py --variant all
-	$(BIN)/python benchmarks/collector_scaling.py --variant all
 
 # What the README says BC and the demo achieve: the demo from a fresh clone and the BC recipe.
 bench-quality: $(STAMP)
@@ -66,10 +64,8 @@ bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant cpu
 	$(BIN)/python benchmarks/finetune_ablation.py --variant all
 
-# Arms, tasks and formats: the experts per arm and task, BC on them, PPO on the lead task, LeRobot's own loader.
+# Arms and tasks: BC on the Panda and on the lead task, PPO on the lead task.
 bench-arms-tasks: $(STAMP)
-	$(BIN)/python benchmarks/arms.py --variant pcb-inspect
-	$(BIN)/python benchmarks/arms.py --variant lead-inspect
 	$(BIN)/python benchmarks/bc_quality.py --variant panda
 	$(BIN)/python benchmarks/bc_quality.py --variant panda-velocities
 	$(BIN)/python benchmarks/demo_decisions.py --variant ur5e-panda
@@ -80,24 +76,14 @@ bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-residual-bc
 	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone
-	$(BIN)/python benchmarks/lerobot_validation.py --variant all
-
-# kill -9, Ctrl-C, SIGTERM, two writers, bad inputs and a full disk against every command (about 30 minutes); then
-# Ctrl-C and SIGTERM at random moments of dagger, pipeline and collect-demos, and over 200 hostile inputs (about
-# 75 minutes).
-bench-reliability: $(STAMP)
-	$(BIN)/python benchmarks/kill_resume.py --variant all
-	$(BIN)/python benchmarks/promises.py --variant all
 
 # The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch
 # (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; 15 runs; a stopped run resumes where it was), and
-# the demo's start with PPO training the encoder too (end to end, at the quick recipe's 65,536 frames); the lead
-# runs' last policies with their verdict read three ways (verdict_decoding), and the lead start with waiting at
-# the view made to cost (lead-dwell-1m).
+# the demo's start with PPO training the encoder too (end to end, at the quick recipe's 65,536 frames), and the
+# lead start with waiting at the view made to cost (lead-dwell-1m).
 bench-rl-budgets: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-bc
-	$(BIN)/python benchmarks/verdict_decoding.py --variant lead-encoder-1m
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-dwell-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-e2e-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-scratch

@@ -33,8 +33,6 @@ from pathlib import Path
 HERE = Path(__file__).parent
 # Modules of this folder that are no benchmark: the harness, the protocol definitions and the helpers.
 LIBRARIES = ("harness", "protocols", "results_file", "timing")
-# Scripts that maintain the results and docs rather than measure (each has its own command line).
-TOOLS = ("render_docs",)
 REGISTRY: dict[str, Benchmark] = {}
 
 
@@ -75,6 +73,27 @@ RETIRED = {
                           "how the BC recipe holds under the perturbation suite with no, default, wide "
                           "and surfaces randomization: surfaces, which perception.py's arms build on"),
 }
+_LAST_LIVE_2 = "8d24dd2d778c51be1259eee3f439d46ea68295f8"  # the last commit holding the scripts retired with it
+RETIRED.update({
+    "kill_resume": Retired(_LAST_LIVE_2, "whether every command comes back whole after kill -9, Ctrl-C, SIGTERM, two "
+                           "writers, bad inputs and a full disk: it does; tests/test_stop.py, test_locks.py, "
+                           "test_run_folder.py and test_dataset.py keep each promise"),
+    "promises": Retired(_LAST_LIVE_2, "whether every command stops as promised on SIGTERM and Ctrl-C at random moments "
+                        "and refuses each of 256 hostile inputs in one line: every target met; tests/test_stop.py, "
+                        "test_hostile_files.py and test_untrusted_input.py keep the promises"),
+    "arms": Retired(_LAST_LIVE_2, "whether each arm's and task's scripted expert succeeds, and each arm's env "
+                    "steps/s: they do (tests/envs/test_arms.py and test_tasks.py keep the experts; env_step.py times "
+                    "the step)"),
+    "bc_throughput": Retired(_LAST_LIVE_2, "what a BC step costs against bare ResNet18 in fp32 and bf16, and its peak "
+                             "memory, on 2 cores: the precision default follows it; gpu_benchmark.py measures BC "
+                             "on a GPU"),
+    "collector_scaling": Retired(_LAST_LIVE_2, "how the direct, process and Ray collectors scale with workers on a "
+                                 "CPU machine: gpu_benchmark.py measures the workers' scaling where it matters"),
+    "lerobot_validation": Retired(_LAST_LIVE_2, "whether LeRobot 0.4.4's own loader reads export-dataset's folders "
+                                  "with each codec: it does; tests/pretrain keep the format's round trip"),
+    "verdict_decoding": Retired(_LAST_LIVE_2, "how a PPO policy's verdict is best read: the factored mode scores as "
+                                "the most likely value every evaluation reads; sampling trades success for guesses"),
+})
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it
 # takes in ``Benchmark.common`` with its default (or ``(default, help)``); ``out``'s None is results/NAME.json.
@@ -237,7 +256,7 @@ def retired_source(name: str) -> str:
 
 def script_names() -> list[str]:
     """Every benchmark script of this folder, by module name."""
-    return sorted(p.stem for p in HERE.glob("*.py") if p.stem not in LIBRARIES + TOOLS)
+    return sorted(p.stem for p in HERE.glob("*.py") if p.stem not in LIBRARIES)
 
 
 def load_all() -> dict[str, Benchmark]:

@@ -1,7 +1,7 @@
 """The protocols the benchmarks share, in one importable module: the PPO presets (demos, BC, PPO and seeds of
 each comparison), the threshold rule and frames-to-threshold, the fresh-board evaluations, the helpers that
 prepare and run one arm, and the table cell and PNG figure the scripts report with. ``bc_vs_scratch.py`` defines
-the BC-vs-scratch protocol over them; ``finetune_ablation``, ``ppo_throughput`` and ``verdict_decoding`` reuse
+the BC-vs-scratch protocol over them; ``finetune_ablation`` and ``ppo_throughput`` reuse
 its presets and runs.
 
 The ``few`` preset (and the lead task's two) is the recipe of the pipeline's ``quick`` preset
@@ -147,8 +147,9 @@ PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILL
                                          {"success_min": 0.80, "lift_points_min": 30, "guesses_per_100_max": 10})
 # The same with waiting at the inspection view made to cost (``dwell_penalty``): the million-frame last policies
 # that failed timed out at the view, their deterministic verdict never answering there while the sampled one PPO
-# trains did (verdict_decoding.py). 0.05 a step: 20 steps of waiting cost what a correct verdict pays. Its targets,
-# fixed before it ran: the lead start's above, and at most 5 of 100 episodes ending at the view without a verdict.
+# trains did (results/verdict_decoding_lead-encoder-1m.json). 0.05 a step: 20 steps of waiting cost what a correct
+# verdict pays. Its targets, fixed before it ran: the lead start's above, and at most 5 of 100 episodes ending at
+# the view without a verdict.
 PRESETS["lead-dwell-1m"] = with_budget("lead-encoder", "lead-dwell-1m", MILLION_FRAMES, 16,
                                        {**PRESETS["lead-encoder-1m"]["budget_targets"], "no_verdict_at_view_max": 5},
                                        dwell_penalty=0.05)

@@ -11,8 +11,8 @@ A LeRobot v3.0 dataset folder::
     videos/observation.images.wrist/chunk-CCC/file-FFF.mp4   the wrist camera, episodes one after another
 
 The ``lerobot`` package does not install beside this project's torch, so the format is written and read here
-with pyarrow and PyAV from its published description; ``benchmarks/lerobot_validation.py`` loads an export with
-the real ``LeRobotDataset`` in a separate venv.
+with pyarrow and PyAV from its published description; LeRobot's own ``LeRobotDataset``, in a separate venv, loaded
+its exports (``benchmarks/results/lerobot_validation.json``).
 
 Feature names: the wrist image is ``observation.images.wrist``, the joint state ``observation.state``, the
 executed action ``action`` (the 6 pose values, then the verdict 0 continue / 1 pass / 2 rework as a float) and the

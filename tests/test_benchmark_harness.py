@@ -30,7 +30,7 @@ def declared() -> dict[str, harness.Benchmark]:
 
 def test_every_script_is_the_harness_a_helper_or_declares_its_variants(declared):
     scripts = {p.stem for p in BENCHMARKS.glob("*.py")}
-    assert set(declared) == scripts - set(harness.LIBRARIES) - set(harness.TOOLS)
+    assert set(declared) == scripts - set(harness.LIBRARIES)
     for name, benchmark in declared.items():
         assert isinstance(benchmark, harness.Benchmark) and benchmark.name == name
         assert benchmark.variants and all(v.about for v in benchmark.variants), f"{name}: a variant without a line"

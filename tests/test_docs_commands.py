@@ -36,8 +36,10 @@ ADD_ARGUMENT = re.compile(r"add_argument\(\s*\"(--[\w-]+)\"")
 
 
 def doc_pages() -> list[Path]:
-    """The README and every docs page but the parser's own reference."""
-    return [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").rglob("*.md")) if p != GENERATED_FROM_PARSER)]
+    """The README and every docs page but the parser's own reference (the templates render into the pages)."""
+    templates = ROOT / "docs" / "templates"
+    return [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").rglob("*.md"))
+                                  if p != GENERATED_FROM_PARSER and templates not in p.parents)]
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

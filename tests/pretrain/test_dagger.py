@@ -104,7 +104,7 @@ def test_beta_one_reproduces_expert_demos(bc_run_dir, demos_dir, tmp_path):
     assert load_actor(start)[1].task == demos.meta["env"]
 
 
-@pytest.mark.slow  # benchmarks/promises.py stops DAgger at 10 moments; tests/test_stop.py resumes it
+@pytest.mark.slow  # tests/test_stop.py stops and resumes DAgger in the fast suite
 def test_kill_9_mid_round_resumes_with_the_frames_recorded_so_far(bc_run_dir, tmp_path):
     run_dir = tmp_path / "dagger"
     command = [sys.executable, "-m", "robot_rl.cli", "dagger", "--policy", str(bc_run_dir), "--out", str(run_dir),
