@@ -1,38 +1,26 @@
 """Perception that holds in any cell: the `surfaces` BC recipe with a pretrained encoder and/or segmentation-aware
-recolouring, under the perturbation suite, against the 74% arm, at equal epochs and at equal wall time.
+recolouring, and the camera arms after them, under the perturbation suite against the 74% arm.
 
 Parts (each reuses every finished stage, so they run in any order, one at a time or together; the results file
-keeps the parts it does not rerun):
+keeps the parts it does not rerun, the answered ``throughput`` and ``equal-time`` parts' records included):
 
-- ``throughput``: images/s of encoder pretraining's training step (heads and losses included, on cached views)
-  against a bare ResNet18 (torchvision's, a linear head, cross-entropy) on the same batches, threads and precision;
-  and views/s of rendering, which decides cache vs render-while-training.
 - ``encoder``: ``robot-rl pretrain-encoder`` on the `surfaces` randomization (task pcb-inspect, 84x84).
 - ``arms``: BC with the 74% arm's recipe (the `surfaces` demos, 1,200 default boards, 12 epochs, batch 64) as
-  ``baseline`` (the robustness benchmark's run folder, reused when finished), ``encoder`` (--encoder-weights from
-  the part above), ``recolour`` (demos collected again with --masks: the same seed, so the same boards; --recolour
-  table,board,background) and ``encoder+recolour``; each evaluated on 100 fresh boards nominally and under every
-  shift of ``evaluate --perturbations`` with its last policy (last.pt). ``encoder+recolour+mount`` is
-  ``encoder+recolour`` with its demos and its encoder's views drawn under the `mount` randomization (`surfaces`
-  with the camera up to 12 mm and 6 deg off its mount, a range containing the suite's shifted_camera): the mount
-  range alone, everything else equal (its own demos folder and encoder, ``encoders`` in the results).
+  ``baseline``, ``encoder`` (--encoder-weights from the part above), ``recolour`` (demos collected again with
+  --masks: the same seed, so the same boards; --recolour table,board,background) and ``encoder+recolour``, then the
+  camera arms (``ARMS``: each its own demos and encoder views drawn in another cell); each evaluated on 100 fresh
+  boards nominally and under every shift of ``evaluate --perturbations`` with its last policy (last.pt).
 - ``camera-sweep``: the last policy of every arm of ``--arms`` (each seed of ``--seeds``) on the same fresh boards
   with its camera moved off its mount: offset alone (5-20 mm), tilt alone (2.5-10 deg), and both along the line
-  through the suite's shifted_camera (``camera_sweep_shifts``, fixed before any policy ran it); plotted beside the file
-  (``_camera_sweep.png``).
-- ``equal-time``: the baseline recipe trained for as many epochs as fit in the winner's wall time
-  (encoder pretraining included), then evaluated the same way: the gain must not be mere compute. The winner is
-  the arm with the most shifts at the shift target, then the highest nominal success (``best_arm``).
-- ``failure-kinds``: for the records of ``--arms`` (each seed) evaluated before the suite counted failed episodes by
-  kind, the suite again on the same boards, merged only where success and guesses equal the record's.
+  through the suite's shifted_camera (``camera_sweep_shifts``, fixed before any policy ran it); plotted beside the
+  file (``_camera_sweep.png``).
 
 Each stage's seconds are summed over the invocations that ran it (``runs/perception-stages.json``), so an arm
 stopped by SIGTERM and finished in a later session is timed whole.
 
 Targets, fixed before any run (issue "Perception that holds in any cell"): some arm with the encoder and/or the
 recolouring reaches >= 95% nominal and >= 90% under every shift of the suite (blue_table and grey_board included,
-none excluded); and beats the equal-wall-time baseline; encoder pretraining trains at >= 80% of the bare
-ResNet18's images/s.
+none excluded). Why each camera arm was run, and what it showed: docs/results/robustness.md.
 
     python benchmarks/perception.py --list   # the named variants (--variant NAME runs one)
     python benchmarks/perception.py --parts arms --arms encoder+recolour --seeds 1 2  # the winner's seeds
@@ -46,20 +34,15 @@ import itertools
 import json
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-import torch
 from harness import Benchmark, Variant
 from protocols import perturbation_suite, png_figure, suite_rows
-from results_file import STARTED_FROM, read_results
-from timing import provenance
 
 from robot_rl.artefact_files import DATASET_META as META_FILE
 from robot_rl.artefact_files import REPORT
 from robot_rl.configs import BCConfig, CollectConfig, EncoderPretrainConfig
-from robot_rl.encoder import ImageEncoder
 from robot_rl.envs.randomization import Randomization
 from robot_rl.episodes import wilson_interval
 from robot_rl.pretrain import encoder_pretrain
@@ -69,10 +52,9 @@ from robot_rl.recipe import Recipe as Stages
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
-PARTS = ("throughput", "encoder", "arms", "equal-time", "camera-sweep", "failure-kinds")
+PARTS = ("encoder", "arms", "camera-sweep")
 TARGET_NOMINAL_SUCCESS = 0.95
 TARGET_SHIFT_SUCCESS = 0.90  # under every shift of the suite, none excluded
-TARGET_THROUGHPUT_RATIO = 0.80  # encoder pretraining images/s over bare ResNet18 training images/s
 BASELINE_SURFACES_SUCCESS = 0.74  # the 74% arm (robustness_surfaces.json, best.pt): the row to beat
 # The `full` preset's nominal success today (randomization="default", 12 epochs: robustness_12_epochs.json). Rule
 # fixed before the winner's seeds ran: `full` adopts the winner when its nominal success pooled over its seeds
@@ -84,52 +66,17 @@ FULL_PRESET_NOMINAL = 0.99
 # (shifted_camera and bright_light included), with at most 5 guesses per 100 boards under every shift.
 MOUNT_ARM, MOUNT_TARGETS = "encoder+recolour+mount", {"seeds": 3, "nominal": 0.95, "every_shift": 0.90,
                                                        "guesses_per_100": 5}
-# The mount arm in a calibrated cell (the arm controls the camera where it sits, measured to within 2 mm and
-# 1 deg): the same targets, its suite's shifts in the same calibrated cell.
+# The camera arms, each one lever on the one before, chosen from its failures by kind before it ran (the
+# robustness page gives each one's reason and result): a calibrated cell (the arm controls the camera where it
+# sits); exposure or zoom augmentation in BC; demos and views under a wide light range; a rectified lens; a camera
+# that meters its exposure, in training or only when deployed; the rectified cell with exposure augmentation.
 CALIBRATED_ARM = "encoder+recolour+calibrated"
-# The calibrated arm with one lever more, chosen from its failures by kind (fixed before it ran; the robustness
-# page counts them): under the light shifts the failures were wrong verdicts at the inspection view, so BC also
-# sees each frame at another exposure (--exposure 1: a factor in [0.5, 2]; with the cell's own light range,
-# 0.6-1.4, that spans the suite's dim and bright light in image terms).
 EXPOSURE_ARM = "encoder+recolour+calibrated+exposure"
-# The lever for the other kind (fixed before it ran), on the calibrated arm alone (exposure's first seed traded its
-# light gains for wrong verdicts elsewhere, so the two are measured apart): under the camera's geometry (wide_lens,
-# shifted_camera) the failures were guesses, so BC also sees each frame zoomed about its centre (--zoom 0.25: a
-# factor in [0.8, 1.25], which contains wide_lens's +10 deg field of view, about 0.8x): the image's scale stops
-# telling how far the board is, which the joint state tells in any cell. The auxiliary locate head still regresses
-# the board's metric offset, which a zoomed frame shows up to 25% larger or smaller: the noise an unknown field of
-# view puts there (its direction stays right); its error is logged (locate_error_cm).
 ZOOM_ARM = "encoder+recolour+calibrated+zoom"
-# The sim-side lever for the light shifts (fixed before it ran): both image-space levers fixed the shift they
-# imitate and cost the rest, so this arm's own demos and encoder views are drawn under the `lights` randomization
-# (the calibrated cell with light intensity x0.3-2.0, which contains the suite's dim and bright light), BC's recipe
-# as the calibrated arm's. The camera's geometry (wide_lens) stays a separate lever.
 LIGHTS_ARM = "encoder+recolour+calibrated+lights"
-# The lever for the camera's geometry in the cell itself (fixed before it ran): under wide_lens the calibrated arm
-# drew 10 and 14 guesses on two of its seeds, the exposure and lights arms 13 and 11, and the zoom arm, which passed
-# it, cost every other shift. A cell that measured its lens (an intrinsic calibration, beside the hand-eye one the
-# calibrated cell already has) resamples every frame to the nominal field of view (the `rectified` randomization, to
-# within 0.5 deg): its demos, encoder views and suite are rectified, BC's recipe the calibrated arm's. The light
-# shifts stay a separate lever.
 RECTIFIED_ARM = "encoder+recolour+rectified"
-# The lever for the light shifts in the cell itself (fixed before it ran): the rectified arm's first two seeds lost
-# dim light (71% and 72%, wrong verdicts on missing parts and solder blobs, at the same light the calibrated arm held
-# 92-95%) and held bright light at 87-91%. A camera that sets its exposure from the centre of its image every frame
-# (the `metered` randomization: rectified plus auto-exposure) brings the inspected board back towards its nominal
-# level under either light; demos, encoder views and suite metered, BC's recipe the calibrated arm's.
 METERED_ARM = "encoder+recolour+metered"
-# The exposure as the deployed camera's alone (fixed before it ran): the metered arm held both light shifts on
-# every seed but added wrong verdicts elsewhere (missing and rotated parts, on every seed and nominally too); this
-# arm asks whether they came with its demos and encoder. An exposure loop belongs to the camera on the cell, not
-# to the policy: the rectified arm's policies, trained at a fixed exposure, deployed on a camera that sets its own
-# (``robot-rl evaluate --camera-exposure auto``) under every setting of the suite. It trains nothing.
-DEPLOYED_EXPOSURE_ARM = "encoder+recolour+rectified+deployed-exposure"
-# The two levers that each fixed one failure, together (fixed before it ran): exposure augmentation held the
-# calibrated arm's light shifts (its one seed: dim 100%, bright 95%) but its wider lens drew 13 guesses, which
-# rectifying every frame removed on three seeds; the rectified arm lost the light shifts, and a camera setting its
-# own exposure, in training or at deployment, costs the board and table colours what it gives the light. So BC
-# in the rectified cell also sees each frame at another exposure (the exposure arm's --exposure 1); the rectified
-# arm's demos and encoder, nothing else changed.
+DEPLOYED_EXPOSURE_ARM = "encoder+recolour+rectified+deployed-exposure"  # trains nothing: RECTIFIED_ARM's policies
 RECTIFIED_EXPOSURE_ARM = "encoder+recolour+rectified+exposure"
 ARM_BC_OPTIONS = {EXPOSURE_ARM: {"exposure": 1.0}, ZOOM_ARM: {"zoom": 0.25}, RECTIFIED_EXPOSURE_ARM: {"exposure": 1.0}}
 # Arms that are another arm's BC runs evaluated otherwise: (the arm that trained them, the deployed camera's exposure)
@@ -156,10 +103,9 @@ def three_seeds(name: str, arm: str, about: str) -> Variant:
 
 
 BENCHMARK = Benchmark("perception", __doc__, variants=(
-    Variant("all", (), "every part (about 20 h on 2 CPU cores)"),
+    Variant("all", (), "every part (about 17 h on 2 CPU cores)"),
     *(Variant(part, ("--parts", part), f"the {part} part ({time})") for part, time in zip(PARTS, (
-        "~10 min", "~25 min: 20,000 views, 8 epochs", "~2.4 h per arm: BC 12 epochs + the suite", "~2.7 h",
-        "~2 min per arm and seed", "~3 min per arm and seed"))),
+        "~25 min: 20,000 views, 8 epochs", "~2.4 h per arm: BC 12 epochs + the suite", "~2 min per arm and seed"))),
     three_seeds("mount", MOUNT_ARM,
                 "the mount arm's three seeds, its demos and encoder included (~75 min on 2 CPU cores)"),
     three_seeds("calibrated", CALIBRATED_ARM,
@@ -211,7 +157,6 @@ def paths(root: Path) -> dict[str, Path]:
             "encoder": root / "runs" / "encoder-surfaces", "baseline": root / "runs" / "bc-surfaces-12-epochs",
             "encoder_bc": root / "runs" / "bc-surfaces-encoder", "recolour": root / "runs" / "bc-surfaces-recolour",
             "encoder+recolour": root / "runs" / "bc-surfaces-encoder-recolour",
-            "equal-time": root / "runs" / "bc-surfaces-equal-time",
             MOUNT_ARM: root / "runs" / "bc-mount-encoder-recolour",
             CALIBRATED_ARM: root / "runs" / "bc-calibrated-encoder-recolour",
             EXPOSURE_ARM: root / "runs" / "bc-calibrated-encoder-recolour-exposure",
@@ -240,66 +185,6 @@ def encoder_config(args, where: dict, randomization: str = "surfaces") -> Encode
     return EncoderPretrainConfig(task="pcb-inspect", randomization=randomization, views=args.views,
                                  run_dir=str(encoder_folder(where, randomization)), image_size=84,
                                  epochs=args.encoder_epochs, device=args.device)
-
-
-# -- throughput -----------------------------------------------------------------------------------------------
-def measure_throughput(args) -> dict:
-    """Images/s of pretrain-encoder's training step and of a bare ResNet18 on the same cached views."""
-    config = replace(encoder_config(args, paths(args.root)), views=args.throughput_views, epochs=1,
-                     run_dir=str(Path(args.root) / "runs" / "encoder-throughput"))
-    run = encoder_pretrain.EncoderRun(config, resume=RunFolder(config.run_dir).started)
-    run.cache.render(config.render_workers)
-    arrays = run.cache.arrays()
-    views_per_s = run.cache.meta["rendered"] / max(run.cache.meta["seconds"], 1e-9)
-    steps, batch_size = args.throughput_steps, config.batch_size
-    rng = np.random.default_rng(0)
-    batches = [rng.choice(run.train_views, batch_size, replace=False) for _ in range(steps)]
-
-    def time_steps(step) -> float:
-        start = time.perf_counter()
-        for rows in batches:
-            step(rows)
-        return steps * batch_size / (time.perf_counter() - start)
-
-    def pretrain_step(rows):
-        batch = run._batch(arrays, rows, config.shift_pad)
-        outputs, logits = run.model(batch["pixels"])
-        terms = encoder_pretrain.perception_losses(outputs, logits, batch, config.image_size,
-                                                   config.segmentation_weight)
-        loss = sum(v for k, v in terms.items() if k.startswith("loss_"))
-        run.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        run.optimizer.step()
-
-    bare = ImageEncoder(None, keypoints=0).to(run.device)
-    bare.set_precision(run.precision)
-    head = torch.nn.Linear(512, 10).to(run.device)
-    optimizer = torch.optim.AdamW([*bare.parameters(), *head.parameters()], lr=1e-3)
-    labels = torch.randint(0, 10, (batch_size,), device=run.device)
-
-    def bare_step(rows):
-        pixels = torch.from_numpy(np.ascontiguousarray(arrays["pixels"][np.sort(rows)])).to(run.device)
-        loss = torch.nn.functional.cross_entropy(head(bare(pixels)), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    run.model.train()
-    bare.train()
-    for rows in batches[:3]:  # warm-up: the first steps pick kernels (oneDNN's bf16 ones take a while)
-        pretrain_step(rows)
-        bare_step(rows)
-    # Alternated, median of three: both models see the same load on a shared machine.
-    rates = [(time_steps(pretrain_step), time_steps(bare_step)) for _ in range(3)]
-    pretrain_rate, bare_rate = float(np.median([r[0] for r in rates])), float(np.median([r[1] for r in rates]))
-    return {"views_rendered_per_s": round(views_per_s, 1), "render_workers": config.render_workers,
-            "pretrain_images_per_s": round(pretrain_rate, 1), "bare_resnet18_images_per_s": round(bare_rate, 1),
-            "ratio": round(pretrain_rate / bare_rate, 3), "target_ratio": TARGET_THROUGHPUT_RATIO,
-            "met": pretrain_rate / bare_rate >= TARGET_THROUGHPUT_RATIO, "batch_size": batch_size,
-            "steps": steps, "precision": run.precision, "threads": torch.get_num_threads(),
-            # Rendering while training pays off only when views render faster than the learner consumes them
-            # with cores to spare; a cache renders each view once for every epoch.
-            "cache_kept_because": "views/s of one rendering process vs images/s of the learner on the same cores"}
 
 
 # -- the BC arms --------------------------------------------------------------------------------------------------
@@ -340,7 +225,7 @@ def train_and_evaluate(config: BCConfig, args, stages: Stages, previous: dict | 
     record of it) holds."""
     run_dir = Path(config.run_dir)
     done = RunFolder(config.run_dir).finished
-    earlier = (previous or {}).get("bc_wall_s") or (_recorded_baseline_seconds(config) if done else None)
+    earlier = (previous or {}).get("bc_wall_s")
     summary, bc_seconds = timed(stages, f"train:{run_dir.name}", lambda: ensure_trained(config), done, earlier)
     # An evaluation finished before is read back, not run again (nor timed again).
     out, evaluation = evaluation_folder(run_dir, "perturbations", camera_exposure), evaluation_stage(run_dir,
@@ -359,16 +244,6 @@ def train_and_evaluate(config: BCConfig, args, stages: Stages, previous: dict | 
             **({"camera_exposure": camera_exposure} if camera_exposure else {}),
             "bc_wall_s": bc_seconds, "extra_wall_s": round(extra_seconds, 1),
             "evaluate_wall_s": evaluate_seconds, "bc_best_check": summary.get("best_success")}
-
-
-def _recorded_baseline_seconds(config: BCConfig) -> float | None:
-    """The 74% arm's BC seconds as robustness_surfaces.json records them (its run folder, reused here)."""
-    record = Path(__file__).parent / "results" / "robustness_surfaces.json"
-    if not record.is_file():
-        return None
-    arm = read_results(record)["arms"].get("surfaces-12-epochs", {})
-    same = Path(arm.get("run_dir", "")).resolve() == Path(config.run_dir).resolve()
-    return arm.get("wall_s", {}).get("pretrain") if same else None
 
 
 def run_encoder(args, where: dict, stages: Stages, randomization: str = "surfaces") -> dict:
@@ -464,54 +339,6 @@ def run_camera_sweep(args, where: dict) -> dict:
     return sweeps
 
 
-def add_failure_kinds(args, where: dict, arms: dict) -> None:
-    """Counts the failed episodes of every arm and seed of ``--arms`` and ``--seeds`` by kind under each shift, for
-    records evaluated before the suite counted them: the suite again on the same boards (deterministic), into
-    ``eval-perturbations-failures/`` (reused when there); merged only where every row's success and guesses equal
-    the record's, else the record stays as it was and a line says why. Arms without a record are passed over."""
-    for name in args.arms:
-        for seed in args.seeds:
-            key, run_dir = arm_key(name, seed), arm_run_dir(where, name, seed)
-            record = arms.get(key)
-            if record is None or all("failures" in row for row in record["suite"]):
-                continue
-            exposure = deployed_exposure(name)
-            out = run_dir / f"eval-perturbations-failures{on_camera(exposure)}"
-            report = out / REPORT
-            rows = (json.loads(report.read_text())["perturbations"] if report.is_file() else
-                    perturbation_suite(run_dir / "checkpoints" / record["checkpoint"], args.boards, out, args.device,
-                                       camera_exposure=exposure))
-            if not _same_outcomes(rows, record["suite"]):
-                print(f"failure-kinds: {report} disagrees with the record of {key}; not merged", file=sys.stderr)
-                continue
-            record["suite"] = _with_failure_kinds(record["suite"], rows)
-            record["failures_from"] = {"report": str(report), "date": provenance()["date"], **STARTED_FROM}
-
-
-def _same_outcomes(rows: list[dict], others: list[dict]) -> bool:
-    """Whether two suites give every shift the same success and guesses."""
-    def outcomes(suite: list[dict]) -> list[tuple]:
-        return [(r["shift"], r["episodes"], r["success_rate"], r["guesses"]) for r in suite]
-
-    return outcomes(rows) == outcomes(others)
-
-
-def keep_failure_kinds(record: dict, earlier: dict | None) -> dict:
-    """``record`` with the failure kinds that ``earlier`` (this arm's record in the file) had merged into its suite,
-    where ``record``'s suite lacks them and gives every shift the same outcomes (the same evaluation read back)."""
-    if (not earlier or "failures_from" not in earlier or any("failures" in row for row in record["suite"])
-            or not _same_outcomes(record["suite"], earlier["suite"])):
-        return record
-    return {**record, "suite": _with_failure_kinds(record["suite"], earlier["suite"]),
-            "failures_from": earlier["failures_from"]}
-
-
-def _with_failure_kinds(suite: list[dict], counted: list[dict]) -> list[dict]:
-    """``suite``'s rows with the failure kinds of ``counted``'s rows (the same shifts, in order)."""
-    return [{**row, "failures": other["failures"], "by_defect": other["by_defect"]}
-            for row, other in zip(suite, counted)]
-
-
 def plot_camera_sweep(sweeps: dict, path: Path) -> None:
     """Success against the camera's offset and tilt: a line per arm (seeds pooled) and kind of move."""
     steps = (0.0, *SWEEP_TILTS_DEG)
@@ -554,24 +381,6 @@ def encoder_record(args, where: dict, results: dict, stages: Stages, randomizati
     return record
 
 
-def run_equal_time(args, where: dict, results: dict, stages: Stages) -> dict:
-    """The baseline recipe trained for the wall time of the winner (``best_arm``), its encoder pretraining
-    included."""
-    arms = results.get("arms") or {}
-    best = best_arm(arms)
-    if "baseline" not in arms or best is None:
-        raise SystemExit("equal-time needs the arms part first (the baseline and another arm)")
-    if arms[best]["bc_wall_s"] is None or not arms["baseline"]["bc_wall_s"]:
-        raise SystemExit("equal-time needs the BC seconds of the baseline and of the encoder arms (train them here)")
-    budget = arms[best]["bc_wall_s"] + arms[best]["extra_wall_s"]
-    per_epoch = arms["baseline"]["bc_wall_s"] / arms["baseline"]["epochs"]
-    epochs = max(arms["baseline"]["epochs"], round(budget / per_epoch))
-    config = bc_config(where["demos"], where["equal-time"], epochs, args)
-    result = train_and_evaluate(config, args, stages, results.get("equal-time"))
-    return {"matched_arm": best, "wall_budget_s": round(budget, 1), "baseline_s_per_epoch": round(per_epoch, 1),
-            **result}
-
-
 # -- targets and report -----------------------------------------------------------------------------------------
 def judge(results: dict) -> dict:
     """Targets met or missed, from whatever parts the results hold."""
@@ -590,7 +399,7 @@ def judge(results: dict) -> dict:
         worst_equal = min(r["success_rate"] for r in equal["suite"])
         verdicts["equal_time"] = {"arm": equal["matched_arm"], "arm_worst_shift": worst,
                                   "baseline_worst_shift": worst_equal, "arm_better": worst > worst_equal}
-    if results.get("throughput"):
+    if results.get("throughput"):  # the answered throughput part's record
         verdicts["throughput_met"] = results["throughput"]["met"]
     for arm, verdict in CAMERA_ARMS.items():
         judged = camera_mount_verdict(results.get("arms") or {}, arm)
@@ -670,8 +479,6 @@ def options(parser) -> None:
     parser.add_argument("--epochs", type=int, default=12, help="BC epochs (the 74%% arm's)")
     parser.add_argument("--views", type=int, default=20_000, help="pretrain-encoder views")
     parser.add_argument("--encoder-epochs", type=int, default=8, help="pretrain-encoder epochs")
-    parser.add_argument("--throughput-views", type=int, default=1024, help="views rendered for 'throughput'")
-    parser.add_argument("--throughput-steps", type=int, default=20, help="timed training steps per model")
 
 
 def earlier_records(previous: dict, records: dict | None) -> dict:
@@ -703,25 +510,15 @@ def run(args) -> dict:
     evaluated_before = {name for name in stages.stages if stages.finished(name)}
     for part in (part for part in PARTS if part in args.parts):
         start = time.perf_counter()
-        if part == "throughput":
-            results["throughput"] = measure_throughput(args)
-            print(f"throughput: {results['throughput']}")
-        elif part == "encoder":
+        if part == "encoder":
             results["encoder"] = run_encoder(args, where, stages)
         elif part == "camera-sweep":
             results.setdefault("camera_sweep", {}).update(run_camera_sweep(args, where))
             plot_camera_sweep(results["camera_sweep"], args.out.with_name(f"{args.out.stem}_camera_sweep.png"))
-        elif part == "failure-kinds":
-            add_failure_kinds(args, where, results["arms"])
         elif part == "arms":
             arms = run_arms(args, where, results, stages)
-            results["arms"].update({key: keep_failure_kinds(measured_then(arm, results["arms"].get(key),
-                                                                          evaluated_before), results["arms"].get(key))
+            results["arms"].update({key: measured_then(arm, results["arms"].get(key), evaluated_before)
                                     for key, arm in arms.items()})
-        else:
-            earlier = earlier_records(previous, {"equal-time": results.get("equal-time")}).get("equal-time")
-            results["equal-time"] = measured_then(run_equal_time(args, where, results, stages), earlier,
-                                                  evaluated_before)
         wall[part] = round(time.perf_counter() - start, 1)  # this invocation's seconds (finished stages reused)
     print_table(results)
     results.update({"recipe": {"demos": args.episodes, "randomization": "surfaces", "difficulty": "default",
@@ -729,7 +526,7 @@ def run(args) -> dict:
                                "checkpoint": "last.pt", "evaluation_seeds_from": 30_000_000,
                                "encoder": asdict(encoder_config(args, where))},
                     "targets": {"nominal_success": TARGET_NOMINAL_SUCCESS, "shift_success": TARGET_SHIFT_SUCCESS,
-                                "throughput_ratio": TARGET_THROUGHPUT_RATIO,
+                                "throughput_ratio": results.get("targets", {}).get("throughput_ratio"),
                                 "baseline_surfaces_nominal": BASELINE_SURFACES_SUCCESS,
                                 "full_preset_nominal": FULL_PRESET_NOMINAL},
                     "verdicts": judge(results)})

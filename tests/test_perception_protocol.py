@@ -116,36 +116,6 @@ def _row(shift, success, guesses, **more):
     return {"shift": shift, "success_rate": success, "guesses": guesses, "episodes": 100, **more}
 
 
-def test_failure_kinds_merge_only_into_a_record_that_the_new_evaluation_repeats(tmp_path, monkeypatch, capsys):
-    from types import SimpleNamespace
-
-    failures = {"guess": 0, "wrong_verdict": 8}
-    again = [_row("none", 1.0, 0, failures={"guess": 0, "wrong_verdict": 0}, by_defect={}),
-             _row("bright_light", 0.92, 0, failures=failures, by_defect={"none": {"failures": failures}})]
-    evaluations = []
-    monkeypatch.setattr(perception, "perturbation_suite", lambda *a, **k: evaluations.append(a) or
-                        [dict(r) for r in again])
-    where = {perception.CALIBRATED_ARM: tmp_path / "bc", perception.EXPOSURE_ARM: tmp_path / "bc-exposure"}
-    args = SimpleNamespace(arms=[perception.CALIBRATED_ARM, perception.EXPOSURE_ARM], seeds=[0], boards=100,
-                           device="cpu")
-    record = {"checkpoint": "last.pt", "suite": [_row("none", 1.0, 0), _row("bright_light", 0.92, 0)]}
-    perception.add_failure_kinds(args, where, {perception.CALIBRATED_ARM: record})  # the exposure arm: no record
-    assert record["suite"][1]["failures"] == failures and record["suite"][1]["success_rate"] == 0.92
-    assert record["failures_from"]["report"].endswith("eval-perturbations-failures/report.json")
-    assert {"date", "commit"} <= set(record["failures_from"]) and len(evaluations) == 1
-
-    # a record the evaluation does not repeat stays as it was, and a line says so
-    other = {"checkpoint": "last.pt", "suite": [_row("none", 1.0, 0), _row("bright_light", 0.90, 0)]}
-    perception.add_failure_kinds(args, where, {perception.CALIBRATED_ARM: other})
-    assert not any("failures" in row for row in other["suite"]) and "disagrees" in capsys.readouterr().err
-
-    # the arms part reading the old evaluation back keeps the kinds merged before, and only then
-    read_back = {"checkpoint": "last.pt", "suite": [_row("none", 1.0, 0), _row("bright_light", 0.92, 0)]}
-    kept = perception.keep_failure_kinds(read_back, record)
-    assert kept["suite"][1]["failures"] == failures and kept["failures_from"] == record["failures_from"]
-    assert perception.keep_failure_kinds(other, record) is other
-
-
 def test_a_deployed_arm_evaluates_the_policies_of_the_arm_that_trained_them_on_its_own_camera(tmp_path, monkeypatch):
     import json
     from types import SimpleNamespace
