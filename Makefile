@@ -70,11 +70,7 @@ bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/bc_quality.py --variant panda-velocities
 	$(BIN)/python benchmarks/demo_decisions.py --variant ur5e-panda
 	$(BIN)/python benchmarks/bc_quality.py --variant lead-inspect
-	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-few-bc
-	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-dagger-bc
-	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-residual-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-bc
-	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-residual-bc
 	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone
 
 # The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch

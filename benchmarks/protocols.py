@@ -88,16 +88,6 @@ PRESETS = {
     # fresh boards. The lift took 49k frames with the old design, so the BC arm gets 65,536; a check every 4
     # iterations (4,096 frames), the same schedule for both arms (a scratch check runs 80-step timeouts).
     "few": _few_demo_recipe("data/bench-few-demos", "runs/bench-few/bc"),
-    # The few preset's protocol on the lead-inspection task (one seed): the same demos count, BC recipe and PPO.
-    "lead-few": {**_few_demo_recipe("data/bench-lead-few-demos", "runs/bench-lead-few/bc", task="lead-inspect"),
-                 "seeds": (0,)},
-    "lead-dagger": {
-        # The lead task's few-demo start made to localize some of the time: the lead-few demos and BC, then DAgger
-        # rounds with the task's expert (rollouts of the current policy labelled by it), before PPO.
-        **_few_demo_recipe("data/bench-lead-few-demos", "runs/bench-lead-dagger/bc", task="lead-inspect"),
-        # The pipeline's quick DAgger stage, from BC's best.pt as the other presets' PPO.
-        "dagger": replace(PIPELINE_DAGGER_STAGES["quick"], checkpoint_kind="best"),
-    },
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
         "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=6, batch_size=256, eval_every=2, eval_episodes=100),
@@ -107,21 +97,14 @@ PRESETS = {
         "bc_frames": 131_072,
     },
 }
-# The quick pipeline's lead-task start: lead-dagger's demos (the same folder), BC from an encoder pretrained on
-# labelled views of the demos' cell (the encoder stage the pipeline itself builds for the task), then lead-dagger's
-# DAgger stage; PPO as in few.
+# The quick pipeline's lead-task start: the few preset's demos count on the lead task, BC from an encoder pretrained
+# on labelled views of the demos' cell (the encoder stage the pipeline itself builds for the task), then the
+# pipeline's quick DAgger stage from BC's best.pt (as the other presets' PPO); PPO as in few.
 PRESETS["lead-encoder"] = {
-    **_few_demo_recipe(PRESETS["lead-dagger"]["demos"].out, "runs/bench-lead-encoder/bc", task="lead-inspect"),
+    **_few_demo_recipe("data/bench-lead-few-demos", "runs/bench-lead-encoder/bc", task="lead-inspect"),
     "encoder": pipeline_for_options(PipelineConfig(preset="quick", task="lead-inspect"))[0].encoder,
-    "dagger": PRESETS["lead-dagger"]["dagger"],
+    "dagger": replace(PIPELINE_DAGGER_STAGES["quick"], checkpoint_kind="best"),
 }
-# lead-dagger's start (its demos, BC and DAgger folders), then PPO on a residual of the frozen policy's pose
-# (finetune --residual-scale) instead of its heads, the verdict left as DAgger taught it; PPO folders of its own.
-PRESETS["lead-residual"] = {**PRESETS["lead-dagger"], "ppo": {**PRESETS["lead-dagger"]["ppo"], "residual_scale": 0.1},
-                            "ppo_root": "runs/bench-lead-residual"}
-# The same with lead-encoder's start (its encoder, BC and DAgger folders).
-PRESETS["lead-encoder-residual"] = {**PRESETS["lead-encoder"], "ppo_root": "runs/bench-lead-encoder-residual",
-                                    "ppo": {**PRESETS["lead-encoder"]["ppo"], "residual_scale": 0.1}}
 
 
 def with_budget(preset: str, name: str, frames: int, check_every: int, targets: dict, **ppo) -> dict:
@@ -381,7 +364,6 @@ def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, devi
     if arm == "bc":
         return FinetuneConfig(**options, init=str(bc_dir), checkpoint_kind="best")  # as measured: BC's best.pt
     demos = preset["demos"]
-    options.pop("residual_scale", None)  # a residual needs a start to correct: scratch trains the whole actor
     return FinetuneConfig(**{**options, **preset["scratch"]}, from_scratch=True, anchor_weight=0.0,
                           difficulty=demos.difficulty, image_size=demos.image_size, task=demos.task)
 

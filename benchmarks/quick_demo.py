@@ -18,12 +18,6 @@ outcome repeats. The ``fresh-clone`` variant runs 3.
 ``--task lead-inspect`` runs ``make demo TASK=lead-inspect`` instead (the pipeline's DAgger stage included, as
 ``--dagger auto`` decides) and writes ``quick_demo_lead-inspect.json``; the same targets.
 
-``--encoder on`` (variant ``encoder-on``) runs ``make demo ENCODER=on``: the pipeline's encoder pretraining on the
-demos' cell before BC; writes ``quick_demo_encoder-on.json``. Rule, fixed before its first run (when ``--encoder
-auto`` still left it out of the ``pcb-inspect`` demo): the encoder pays in that demo when its last policy reaches the
-80% target and its pipeline takes no more seconds than the committed demo without it (``quick_demo.json``) on the
-same kind of machine (``encoder_pays`` in the file; no verdict when the committed demo ran the encoder too).
-
 ``--own-task`` (variant ``own-task``) runs ``make demo TASK=my_tasks:JitteryLightBoards`` with the own-task
 guide's example module (``docs/guides/own-task.md``, its ``my_tasks.py`` block) written into the clone: a task
 written through the task API, with the pipeline's defaults and no option naming it; writes
@@ -51,8 +45,6 @@ from pathlib import Path
 
 from harness import RESULTS_DIR, Benchmark, Variant
 from protocols import final_metrics
-from results_file import read_results
-from timing import cpu_model
 
 from robot_rl.configs import PipelineConfig
 from robot_rl.envs.defaults import DEFAULT_TASK
@@ -64,7 +56,6 @@ REPO = Path(__file__).resolve().parent.parent
 BENCHMARK = Benchmark("quick_demo", __doc__, variants=(
     Variant("fresh-clone", ("--repeats", "3"), "make demo 3 times in a fresh clone of HEAD, timed"),
     Variant("lead-fresh-clone", ("--task", "lead-inspect"), "make demo TASK=lead-inspect in a fresh clone, timed"),
-    Variant("encoder-on", ("--encoder", "on"), "make demo ENCODER=on in a fresh clone, timed, against quick_demo.json"),
     Variant("own-task", ("--own-task",), "make demo on the own-task guide's example task, in a fresh clone, timed"),
     Variant("against-previous", ("--against", "HEAD~1", "--repeats", "3"),
             "make demo of HEAD against the commit before it, alternated, median of 3 each"),
@@ -74,8 +65,6 @@ BENCHMARK = Benchmark("quick_demo", __doc__, variants=(
 def options(parser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
     parser.add_argument("--task", default=DEFAULT_TASK, help="the pipeline's task (make demo TASK=...)")
-    parser.add_argument("--encoder", choices=("auto", "on", "off"), default="auto",
-                        help="the pipeline's --encoder (make demo ENCODER=...)")
     parser.add_argument("--own-task", action="store_true",
                         help="the own-task guide's example task (sets --task; see the docstring)")
     parser.add_argument("--against", default="", help="a commit to time make demo against (see the docstring)")
@@ -99,16 +88,13 @@ def results_path(args, stem: str) -> Path:
     fills ``--out`` with ``results/quick_demo.json`` when it is not given, so that value counts as not given."""
     if args.out is not None and Path(args.out) != RESULTS_DIR / "quick_demo.json":
         return Path(args.out)
-    suffixes = ([] if args.task == DEFAULT_TASK else [args.task.replace(":", "-")]) + ([] if args.encoder == "auto" else
-                                                                     [f"encoder-{args.encoder}"])
-    return RESULTS_DIR / f"{'_'.join([stem, *suffixes])}.json"
+    suffix = "" if args.task == DEFAULT_TASK else "_" + args.task.replace(":", "-")
+    return RESULTS_DIR / f"{stem}{suffix}.json"
 
 
-def make_demo(task: str, encoder: str = "auto") -> list[str]:
-    """The README's command for ``task``: ``make demo``, with ``TASK=...`` for another task than the default and
-    ``ENCODER=...`` for another encoder choice than auto."""
-    return (["make", "demo"] + ([] if task == DEFAULT_TASK else [f"TASK={task}"])
-            + ([] if encoder == "auto" else [f"ENCODER={encoder}"]))
+def make_demo(task: str) -> list[str]:
+    """The README's command for ``task``: ``make demo``, with ``TASK=...`` for another task than the default."""
+    return ["make", "demo"] + ([] if task == DEFAULT_TASK else [f"TASK={task}"])
 
 
 def clean_env() -> dict:
@@ -129,19 +115,19 @@ class NoResult(Exception):
     """A ``make demo`` that exited 0 without writing its pipeline.json where the task's pipeline writes it."""
 
 
-def timed_demo(clone: Path, root: str, log: Path, task: str, encoder: str = "auto") -> dict:
+def timed_demo(clone: Path, root: str, log: Path, task: str) -> dict:
     """One ``make demo`` of ``task`` in ``clone`` from an empty pipeline root: its wall seconds and pipeline.json.
     Raises NoResult when the demo wrote no pipeline.json under ``root`` (an older commit's Makefile that ignores
     ``TASK`` runs the default task, which writes elsewhere)."""
     shutil.rmtree(clone / root, ignore_errors=True)
     start = time.perf_counter()
     with open(log, "a") as log_file:
-        subprocess.run(make_demo(task, encoder), cwd=clone, stdout=log_file, stderr=subprocess.STDOUT,
+        subprocess.run(make_demo(task), cwd=clone, stdout=log_file, stderr=subprocess.STDOUT,
                        env=clean_env(), check=True)
     wall_s = round(time.perf_counter() - start, 1)
     result = clone / root / RESULT_FILE
     if not result.is_file():
-        raise NoResult(f"{' '.join(make_demo(task, encoder))} in {clone} wrote no {root}/{RESULT_FILE}")
+        raise NoResult(f"{' '.join(make_demo(task))} in {clone} wrote no {root}/{RESULT_FILE}")
     return {"wall_s": wall_s, "result": json.loads(result.read_text())}
 
 
@@ -194,22 +180,6 @@ def run_against(args, root: str) -> int:
     return 0
 
 
-def encoder_pays(result: dict, pipeline_s: float) -> dict:
-    """The encoder-on demo against the committed demo without it (the module docstring's rule)."""
-    path = RESULTS_DIR / "quick_demo.json"
-    baseline = read_results(path) if path.is_file() else None
-    if baseline is None or baseline["task"] != DEFAULT_TASK or "encoder" in baseline["preset"]:
-        return {"against": None, "pays": None}  # no committed demo without the encoder to weigh it against
-    seconds, success = baseline["parts"]["pipeline"], result["metrics"]["success_rate"]
-    # Our 2-core machines differ 3x: seconds compare only on the same CPU model, running the same precision.
-    same_kind = (baseline["machine"].get("cpu") == cpu_model()
-                 and baseline["precision"]["ran"] == describe("auto", "cpu")["ran"])
-    return {"against": {"file": path.name, "commit": baseline["commit"], "pipeline_s": seconds,
-                        "success_rate": baseline["after_ppo"]["success_rate"]},
-            "success_min": 0.8, "same_machine_kind": same_kind,
-            "pays": bool(success >= 0.8 and pipeline_s <= seconds) if same_kind else None}
-
-
 # The own-task guide's example: its module, as the guide shows it, and the task it defines.
 OWN_TASK_GUIDE, OWN_TASK = REPO / "docs" / "guides" / "own-task.md", "my_tasks:JitteryLightBoards"
 
@@ -223,7 +193,7 @@ def own_task_module() -> str:
 def run(args) -> int:
     if args.own_task:
         args.task = OWN_TASK
-    preset, root = for_options(PipelineConfig(task=args.task, encoder=args.encoder))  # what make demo runs, where
+    preset, root = for_options(PipelineConfig(task=args.task))  # what make demo runs, where
     if args.against:
         return run_against(args, root)
     out = results_path(args, "quick_demo")  # another task's demo gets a results file of its own
@@ -236,7 +206,7 @@ def run(args) -> int:
         setup_s = set_up(clone, log)
         runs = []
         for _ in range(args.repeats or 1):
-            runs.append(timed_demo(clone, root, log, args.task, args.encoder))
+            runs.append(timed_demo(clone, root, log, args.task))
             print(f"make demo: {runs[-1]['wall_s']} s", file=sys.stderr)
     except (subprocess.CalledProcessError, NoResult) as err:
         print(f"quick_demo: {err}; see {log}", file=sys.stderr)
@@ -278,7 +248,6 @@ def run(args) -> int:
                     "bf16_pipeline_minutes_goal": 10,
                     "bf16_goal_met": (bool(slowest_s <= 10 * 60)
                                       if describe("auto", "cpu")["native_bf16"] else None)},
-        **({"encoder_pays": encoder_pays(result, pipeline_s)} if args.encoder == "on" else {}),
     }, out=out, wall_s=round(setup_s + sum(one["wall_s"] for one in runs), 1),
         parts={"make_demo": round(setup_s + middle["wall_s"], 1), "setup": setup_s, "pipeline": pipeline_s,
                **result["seconds"]})

@@ -169,10 +169,10 @@ def test_the_demo_benchmark_names_its_files_and_runs_the_own_task_guides_module(
     import quick_demo
 
     def name(**options):
-        args = argparse.Namespace(**{"out": None, "task": quick_demo.DEFAULT_TASK, "encoder": "auto", **options})
+        args = argparse.Namespace(**{"out": None, "task": quick_demo.DEFAULT_TASK, **options})
         return quick_demo.results_path(args, "quick_demo").name
 
-    assert name() == "quick_demo.json" and name(encoder="on") == "quick_demo_encoder-on.json"
+    assert name() == "quick_demo.json" and name(task="lead-inspect") == "quick_demo_lead-inspect.json"
     assert name(task=quick_demo.OWN_TASK) == "quick_demo_my_tasks-JitteryLightBoards.json"  # no ':' in a file name
     module, task_class = quick_demo.OWN_TASK.split(":")
     namespace: dict = {}

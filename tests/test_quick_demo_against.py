@@ -44,7 +44,7 @@ def stand_ins(tmp_path, monkeypatch):
 
     demos = []
 
-    def timed_demo(clone, root, log, task, encoder="auto"):
+    def timed_demo(clone, root, log, task):
         demos.append((clone.name, root, task))
         return {"wall_s": 10.0 if clone.name == "head" else 12.0, "result": _pipeline_result()}
 
@@ -112,7 +112,7 @@ def test_timed_demo_passes_the_task_to_make_and_names_a_missing_result(tmp_path,
 def test_repeats_in_one_clone_keep_every_run_and_the_median_speaks_for_them(stand_ins, tmp_path, monkeypatch):
     seconds, successes = iter([700.0, 500.0, 600.0]), iter([0.9, 0.78, 0.96])
 
-    def timed_demo(clone, root, log, task, encoder="auto"):
+    def timed_demo(clone, root, log, task):
         stand_ins.append((clone.name, root, task))
         metrics = {**METRICS, "success_rate": next(successes), "episodes": 50}
         return {"wall_s": 1.0, "result": {"seconds": {"finetune": next(seconds)}, "after_bc": METRICS,
