@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import os
 import subprocess
 import sys
@@ -94,6 +95,13 @@ RETIRED.update({
     "verdict_decoding": Retired(_LAST_LIVE_2, "how a PPO policy's verdict is best read: the factored mode scores as "
                                 "the argmax every evaluation reads; sampled, 2 of 3 seeds score higher, 2 guess more"),
 })
+# Live scripts whose answered variants or options went: the commands their results files record no longer run on
+# today's script (the docs say so); the script's version at ``commit`` ran them.
+RETIRED_COMMANDS = {
+    "bc_vs_scratch": Retired(_LAST_LIVE_2, "the lead task's few-demo, DAgger-only and residual starts: the quick "
+                             "pipeline's lead start (lead-encoder) is the one PPO is measured from"),
+    "quick_demo": Retired(_LAST_LIVE_2, "make demo ENCODER=on: the pipeline pretrains the encoder for every task"),
+}
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it
 # takes in ``Benchmark.common`` with its default (or ``(default, help)``); ``out``'s None is results/NAME.json.
@@ -244,14 +252,40 @@ class Benchmark:
         return write_results(self.name, payload, out=out, notes=notes, **kwargs)
 
 
-def retired_source(name: str) -> str:
-    """The last version of retired script ``name``, from git (its commit in ``RETIRED``)."""
-    path = f"benchmarks/{name}.py"
-    shown = subprocess.run(["git", "show", f"{RETIRED[name].commit}:{path}"], cwd=HERE.parent, capture_output=True,
-                           text=True)
+def retired_source(name: str, commit: str | None = None) -> str:
+    """Script ``name`` at ``commit`` (by default a retired script's last version, its commit in ``RETIRED``), from
+    git."""
+    path, commit = f"benchmarks/{name}.py", commit or RETIRED[name].commit
+    shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=HERE.parent, capture_output=True, text=True)
     if shown.returncode != 0:
-        raise FileNotFoundError(f"{path} at commit {RETIRED[name].commit}: {shown.stderr.strip()}")
+        raise FileNotFoundError(f"{path} at commit {commit}: {shown.stderr.strip()}")
     return shown.stdout
+
+
+def recorded_command(data: dict) -> list[str]:
+    """The options a results file's script ran with (its ``argv`` after the script's path)."""
+    argv = list(data.get("argv") or [])
+    scripts = [i for i, word in enumerate(argv) if word.endswith(".py")]
+    return argv[scripts[0] + 1:] if scripts else argv
+
+
+def runs_today(name: str, argv: list[str]) -> bool:
+    """Whether live benchmark ``name`` still parses ``argv`` (the options after its script's path)."""
+    benchmark = load_all()[name]
+    parser = benchmark.parser()
+    benchmark.add_common(parser)
+    options = getattr(sys.modules[name], "options", None)
+    if options is not None:
+        options(parser)
+    asked = benchmark.variant
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            benchmark.parse(parser, argv)
+        return True
+    except SystemExit:
+        return False
+    finally:
+        benchmark.variant = asked
 
 
 def script_names() -> list[str]:

@@ -28,7 +28,7 @@ import jinja2
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the results' schema and the retired scripts are the benchmarks'
-from harness import RETIRED  # noqa: E402
+from harness import RETIRED, RETIRED_COMMANDS, recorded_command, runs_today  # noqa: E402
 from results_file import read_results  # noqa: E402
 
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -81,6 +81,9 @@ def provenance_line(name: str, data: dict) -> str:
     retired = RETIRED.get(data.get("benchmark"))
     if retired is not None:
         note += f"; the script is retired, its last version in commit {retired.commit[:7]}"
+    gone = RETIRED_COMMANDS.get(data.get("benchmark"))
+    if gone is not None and not runs_today(data["benchmark"], recorded_command(data)):
+        note += f"; its command is retired from the script, whose version at commit {gone.commit[:7]} runs it"
     return (f"`benchmarks/results/{name}.json`: {machine_text(data.get('machine'))}; {date}; commit {commit}; "
             f"{wall_text(data)}{note}")
 

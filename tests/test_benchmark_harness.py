@@ -205,6 +205,20 @@ def test_every_results_file_was_written_by_a_live_script_or_a_retired_one_whose_
         assert retired.why and name not in declared and len(retired.commit) == 40
 
 
+def test_every_results_files_command_runs_on_its_live_script_or_is_named_retired_with_the_commit_that_ran_it(
+        declared):
+    for path in sorted((BENCHMARKS / "results").glob("*.json")):
+        data = json.loads(path.read_text())
+        name = data["benchmark"]
+        if name in declared and not harness.runs_today(name, harness.recorded_command(data)):
+            assert name in harness.RETIRED_COMMANDS, f"{path.name}: its command no longer runs on {name}.py"
+    for name, retired in harness.RETIRED_COMMANDS.items():
+        assert name in declared and retired.why and len(retired.commit) == 40
+        assert f'Benchmark("{name}"' in harness.retired_source(name, retired.commit)
+    assert harness.runs_today("bc_vs_scratch", ["--variant", "few-bc"])
+    assert not harness.runs_today("bc_vs_scratch", ["--preset", "lead-residual"])
+
+
 def test_harness_list_names_the_retired_scripts_with_their_commit(capsys):
     harness.main(["--list"])
     printed = capsys.readouterr().out
