@@ -50,7 +50,6 @@ bench-list: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_step.py --variant all
-	$(BIN)/python benchmarks/env_step.py --variant timesteps
 
 # What the README says BC and the demo achieve: the demo from a fresh clone and the BC recipe.
 bench-quality: $(STAMP)

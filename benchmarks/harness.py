@@ -101,6 +101,9 @@ RETIRED_COMMANDS = {
     "bc_vs_scratch": Retired(_LAST_LIVE_2, "the lead task's few-demo, DAgger-only and residual starts: the quick "
                              "pipeline's lead start (lead-encoder) is the one PPO is measured from"),
     "quick_demo": Retired(_LAST_LIVE_2, "make demo ENCODER=on: the pipeline pretrains the encoder for every task"),
+    "env_step": Retired(_LAST_LIVE_2, "what a longer physics timestep would change (speed, one control period's "
+                        "gap, the expert): at 10 ms the target ratio is met with the expert unchanged; adopting it "
+                        "is a new env version"),
 }
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,48 +223,6 @@ def test_harness_list_names_the_retired_scripts_with_their_commit(capsys):
     printed = capsys.readouterr().out
     for name, retired in harness.RETIRED.items():
         assert f"{name} (retired; its script is in commit {retired.commit[:7]})" in printed
-
-
-def test_the_timestep_sweep_sets_each_step_beside_the_envs_and_runs_the_expert_at_each(tmp_path):
-    out = tmp_path / "timesteps.json"
-    done = subprocess.run([sys.executable, "benchmarks/env_step.py", "--timesteps", "0.004", "0.01", "--frames", "80",
-                           "--repeats", "1", "--expert-boards", "2", "--out", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
-    assert done.returncode == 0, done.stderr[-2000:]
-    written = json.loads(out.read_text())
-    assert written["targets"] is None  # it measures a choice
-    rows, metrics = written["metrics"]["rows"], written["metrics"]
-    assert [(row["timestep_s"], row["substeps"]) for row in rows] == [(0.004, 25), (0.01, 10)]  # the env's once
-    assert "position_mm_max" not in rows[0] and rows[1]["position_mm_median"] <= rows[1]["position_mm_max"]
-    assert all(row["total_us"] == pytest.approx(row["ik_us"] + row["physics_us"], abs=0.2) for row in rows)
-    assert all(row["of_reference"] == pytest.approx(row["total_us"] / metrics["reference"]["total_us"], abs=2e-3)
-               for row in rows)
-    assert rows[1]["env_step_touched"] == rows[0]["env_step_touched"] <= metrics["frames_per_run"] == 80
-    assert all(row["expert"]["boards"] == 2 and 0 <= row["expert"]["rate"] <= 1 for row in rows)
-
-
-def test_a_period_of_the_sweep_is_the_envs_own_step_from_the_same_state():
-    import env_step
-    import mujoco
-
-    from robot_rl.envs.scene import PHYSICS_TIMESTEP
-    from robot_rl.envs.tasks import build_task
-
-    scene = build_task("pcb-inspect", "default", 32, None, {}).scene
-    scene.reset(scene.home)
-    scene.forward()
-    scene.data.ctrl[scene.actuator_ids] = scene.home + 0.2
-    state = np.empty(mujoco.mj_stateSize(scene.model, env_step._INTEGRATION))
-    mujoco.mj_getState(scene.model, scene.data, state, env_step._INTEGRATION)
-    longer = env_step.one_period(scene, state, 0.01)
-    first, again = (env_step.one_period(scene, state, PHYSICS_TIMESTEP) for _ in range(2))
-    assert scene.model.opt.timestep == PHYSICS_TIMESTEP and scene.substeps == 25  # put back after each period
-    np.testing.assert_array_equal(first[0], again[0])
-    mujoco.mj_setState(scene.model, scene.data, state, env_step._INTEGRATION)
-    scene.step(scene.home + 0.2)
-    np.testing.assert_array_equal(first[0], scene.camera_pose()[0])  # what the env's step reaches, bit for bit
-    assert 0 < np.linalg.norm(longer[0] - first[0]) < 0.01  # another step lands elsewhere, but close
 
 
 def test_the_exposure_loop_reads_the_view_with_the_camera_fixed_and_setting_its_own(tmp_path):
