@@ -67,7 +67,6 @@ bench-bc-vs-scratch: $(STAMP)
 bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/bc_quality.py --variant panda
 	$(BIN)/python benchmarks/bc_quality.py --variant panda-velocities
-	$(BIN)/python benchmarks/demo_decisions.py --variant ur5e-panda
 	$(BIN)/python benchmarks/bc_quality.py --variant lead-inspect
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-bc
 	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone

@@ -90,6 +90,8 @@ RETIRED.update({
                              "on a GPU"),
     "collector_scaling": Retired(_LAST_LIVE_2, "how the direct, process and Ray collectors scale with workers on a "
                                  "CPU machine: gpu_benchmark.py measures the workers' scaling where it matters"),
+    "demo_decisions": Retired(_LAST_LIVE_2, "where the expert decides in the UR5e's and the Panda's demos: why the "
+                              "Panda's policy waited at the board; `robot-rl info DATASET` now counts it for any arm"),
     "lerobot_validation": Retired(_LAST_LIVE_2, "whether LeRobot 0.4.4's own loader reads export-dataset's folders "
                                   "with each codec: it does; tests/pretrain keep the format's round trip"),
     "verdict_decoding": Retired(_LAST_LIVE_2, "how a PPO policy's verdict is best read: the factored mode scores as "

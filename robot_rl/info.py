@@ -78,7 +78,8 @@ def describe_dataset(root: Path) -> Lines:
     """A demo dataset, opened as training opens it (meta.json bounded and consistent, storage plain and whole)."""
     from robot_rl.dataset import META_FILE, DemoDataset
 
-    meta = DemoDataset.open(root).meta
+    dataset = DemoDataset.open(root)
+    meta = dataset.meta
     provenance = Provenance.of_dataset(meta, root / META_FILE)
     episodes, runs = meta["episodes"], meta.get("runs", [])
     successes = sum(1 for row in episodes if row[-1])
@@ -87,7 +88,29 @@ def describe_dataset(root: Path) -> Lines:
             ("progress", f"{len(episodes)} episodes, {meta['frames']} frames, {len(runs)} collection run(s)"
                          + (f"; unfinished: seed {', '.join(unfinished)} (collect-demos resumes it)"
                             if unfinished else "")),
-            ("expert success", f"{successes}/{len(episodes)}" if episodes else "-")]
+            ("expert success", f"{successes}/{len(episodes)}" if episodes else "-"),
+            ("at the board", _decisions(dataset) if episodes else "-")]
+
+
+def _decisions(dataset) -> str:
+    """Where the expert decides: frames at the board labelled "continue" per verdict frame, and the median joint
+    speed of each. Many waiting frames at a slow speed teach BC never to answer from the joint angles alone (the
+    own-arm guide's case for reading joint velocities)."""
+    import torch
+
+    from robot_rl import keys
+
+    data = dataset.data
+    localized, verdict = data[keys.LOCALIZED].reshape(-1), data[keys.EXPERT_VERDICT].reshape(-1)
+    joint_state = data[keys.JOINT_STATE]
+    speed = joint_state[:, joint_state.shape[1] // 2:].norm(dim=1)
+    waiting, deciding = localized & (verdict == 0), verdict > 0
+
+    def median_speed(frames: torch.Tensor) -> str:
+        return f"{float(speed[frames].median()):.3f}" if frames.any() else "-"
+
+    return (f"{int(waiting.sum()) / max(1, int(deciding.sum())):.2f} frames labelled continue per verdict frame "
+            f"(median joint speed {median_speed(waiting)} rad/s waiting, {median_speed(deciding)} at the verdict)")
 
 
 def describe_lerobot(root: Path) -> Lines:

@@ -45,11 +45,12 @@ def test_every_makefile_bench_line_names_a_declared_variant_and_reaches_every_sc
         assert script not in declared or rest.startswith(" --variant"), f"Makefile runs {script}{rest}: name a variant"
 
 
-def test_list_prints_the_variants_without_the_required_options():
-    done = subprocess.run([sys.executable, "benchmarks/demo_decisions.py", "--list"], cwd=ROOT,
+def test_list_prints_the_variants_and_their_commands():
+    done = subprocess.run([sys.executable, "benchmarks/bc_quality.py", "--list"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "ur5e-panda" in done.stdout and "$ python benchmarks/demo_decisions.py --data data/demos" in done.stdout
+    assert "recipe" in done.stdout
+    assert "$ python benchmarks/bc_quality.py --arm panda --data data/demos-panda" in done.stdout
 
 
 def test_a_variant_is_its_options_then_the_ones_given(monkeypatch):

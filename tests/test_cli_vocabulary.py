@@ -320,6 +320,8 @@ def test_info_says_what_a_run_folder_and_a_dataset_hold(bc_run_dir, demos_dir, c
     lines = _info_lines(capsys.readouterr().out)
     assert lines["stage"] == "demo dataset (collect-demos)" and lines["difficulty"] == "easy"
     assert lines["progress"].startswith("12 episodes")
+    assert re.fullmatch(r"\d+\.\d\d frames labelled continue per verdict frame \(median joint speed ([\d.]+|-) rad/s "
+                        r"waiting, [\d.]+ at the verdict\)", lines["at the board"])
 
 
 def test_info_on_a_pipeline_root_describes_each_stage_folder_as_info_would_alone(bc_run_dir, demos_dir, tmp_path,
