@@ -66,7 +66,6 @@ bench-bc-vs-scratch: $(STAMP)
 # Arms and tasks: BC on the Panda and on the lead task, PPO on the lead task.
 bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/bc_quality.py --variant panda
-	$(BIN)/python benchmarks/bc_quality.py --variant panda-velocities
 	$(BIN)/python benchmarks/bc_quality.py --variant lead-inspect
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-bc
 	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone

@@ -37,21 +37,6 @@ BENCHMARK = Benchmark("bc_quality", __doc__, variants=(
                      "benchmarks/results/bc_quality_bf16.json"), "the recipe with the encoder in bf16"),
     Variant("panda", (*_PANDA, "--run-dir", "runs/bc-panda", "--out", "benchmarks/results/bc_quality_panda.json"),
             "the recipe on the Franka Panda"),
-    Variant("panda-velocities", (*_PANDA, "--joint-velocities", "--run-dir", "runs/bc-panda-vel", "--out",
-                                 "benchmarks/results/bc_quality_panda_velocities.json"),
-            "the Panda, the policy reading joint velocities"),
-    Variant("panda-continue-head", (*_PANDA, "--joint-velocities", "--joint-scaling", "demos", "--continue-head",
-                                    "--run-dir", "runs/bc-panda-continue-head", "--out",
-                                    "benchmarks/results/bc_quality_panda_continue_head.json"),
-            "the Panda, velocities scaled by the demos, 'continue' from its own head"),
-    Variant("panda-timing", (*_PANDA, "--joint-velocities", "--joint-scaling", "demos", "--continue-head",
-                             "--timing-weight", "10", "--run-dir", "runs/bc-panda-timing", "--out",
-                             "benchmarks/results/bc_quality_panda_timing.json"),
-            "the continue-head variant with the answer-or-wait loss"),
-    Variant("panda-timing-only", (*_PANDA, "--joint-velocities", "--joint-scaling", "demos", "--timing-weight",
-                                  "10", "--run-dir", "runs/bc-panda-timing-only", "--out",
-                                  "benchmarks/results/bc_quality_panda_timing_only.json"),
-            "the answer-or-wait loss without the continue head"),
     Variant("lead-inspect", ("--task", "lead-inspect", "--data", "data/demos-lead", "--run-dir", "runs/bc-lead",
                              "--out", "benchmarks/results/bc_quality_lead_inspect.json"),
             "the recipe on the lead-inspection task"),
@@ -67,14 +52,6 @@ def options(parser) -> None:
     parser.add_argument("--run-dir", default="runs/bc-quality", help="BC run folder (reused when finished)")
     parser.add_argument("--arm", default="ur5e_like", help="the arm collecting the demos (recorded in them)")
     parser.add_argument("--task", default="pcb-inspect", help="the task of the demos (recorded in them)")
-    parser.add_argument("--joint-velocities", action="store_true",
-                        help="the policy reads the joint velocities too (the recipe: angles only)")
-    parser.add_argument("--joint-scaling", choices=("bounds", "demos"), default="bounds",
-                        help="joint inputs scaled by the spec bounds (the recipe) or by the demos' mean and std")
-    parser.add_argument("--continue-head", action="store_true",
-                        help="'continue' from an MLP of its own (the recipe: one MLP writes pose and verdict)")
-    parser.add_argument("--timing-weight", type=float, default=0.0,
-                        help="weight of BC's balanced answer-or-wait loss at the board (the recipe: 0, off)")
 
 
 def run(args) -> dict:
@@ -82,8 +59,6 @@ def run(args) -> dict:
                             arm=args.arm, task=args.task)
     bc_config = BCConfig(data=args.data, run_dir=args.run_dir, epochs=args.epochs, batch_size=64,
                          eval_every=args.eval_every, eval_episodes=args.boards, device=args.device,
-                         joint_velocities=args.joint_velocities, joint_scaling=args.joint_scaling,
-                         continue_head=args.continue_head, timing_weight=args.timing_weight,
                          precision=args.precision)
     run_dir, seconds = Path(args.run_dir), {}
 

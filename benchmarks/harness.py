@@ -103,6 +103,8 @@ RETIRED_COMMANDS = {
     "bc_vs_scratch": Retired(_LAST_LIVE_2, "the lead task's few-demo, DAgger-only and residual starts: the quick "
                              "pipeline's lead start (lead-encoder) is the one PPO is measured from"),
     "quick_demo": Retired(_LAST_LIVE_2, "make demo ENCODER=on: the pipeline pretrains the encoder for every task"),
+    "bc_quality": Retired(_LAST_LIVE_2, "which BC inputs and losses the Panda's demos need (joint velocities, their "
+                          "scaling, a continue head, the answer-or-wait loss): the pipeline's Panda recipe"),
     "env_step": Retired(_LAST_LIVE_2, "what a longer physics timestep would change (speed, one control period's "
                         "gap, the expert): at 10 ms the target ratio is met with the expert unchanged; adopting it "
                         "is a new env version"),

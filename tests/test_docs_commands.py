@@ -69,10 +69,14 @@ BENCHMARK_OPTIONS = {path.stem: set(ADD_ARGUMENT.findall(path.read_text())) | HA
 @functools.cache
 def benchmark_options(script: str) -> set[str]:
     """The options of benchmark ``script``; a retired script's (whose commands the pages of its results still
-    show) from its last version in git, which a clone without that history cannot check (the error says so)."""
+    show) from its last version in git, and a live one's retired commands' from the version that ran them (a clone
+    without that history cannot check them: the error says so)."""
     if script in harness.RETIRED:
         return set(ADD_ARGUMENT.findall(harness.retired_source(script))) | HARNESS_OPTIONS
-    return BENCHMARK_OPTIONS.get(script, set())
+    options = BENCHMARK_OPTIONS.get(script, set())
+    if script in harness.RETIRED_COMMANDS:  # the retired commands' options, from the version that ran them
+        options |= set(ADD_ARGUMENT.findall(harness.retired_source(script, harness.RETIRED_COMMANDS[script].commit)))
+    return options
 
 
 # -- finding the commands ---------------------------------------------------------------------------------------
