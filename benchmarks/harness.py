@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import importlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -47,68 +48,18 @@ class Retired:
     why: str
 
 
-# Kept out of the working tree so that the lab holds what is still measured; listed by ``--list``.
-_LAST_LIVE = "9c36e94a7e3830a9825610f818bf6881ecea6b42"  # the last commit holding the scripts retired with it
-RETIRED = {
-    "bc_loss_ablation": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "which BC loss terms and inputs a "
-                                "1,000-demo policy needs, one seed each: the recipe kept the deterministic-pose term "
-                                "and the locator, and reads joint angles only"),
-    "few_demo_bc": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "which (demos, difficulty, epochs) left room "
-                           "for RL under the old BC loss: set the cpu preset's start (superseded: the history page)"),
-    "shifted_camera": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "whether any policy can pass "
-                              "shifted_camera (yes, by geometry; the robustness page reads that file) and where a "
-                              "trained policy's failures under it come from (the calibrated cell followed)"),
-    "verdict_probe": Retired("649e1ff4ec55f6ee8475027847110b20f17faa9d", "what a BC verdict head says at the board: "
-                             "why the Panda's policy never answered, which its timing loss fixed"),
-    "env_throughput": Retired(_LAST_LIVE, "the env's steps/s against Gymnasium's Pusher-v5 with rgb rendering, before "
-                              "and after the task API; the env's rate since: ppo_throughput's 'env alone' row"),
-    "export_latency": Retired(_LAST_LIVE, "what each export format costs to serve on the CPU against the eager actor; "
-                              "tests/test_evaluate.py keeps every format's actions equal to the actor's"),
-    "finetune_stability": Retired(_LAST_LIVE, "which verdict sampling and actor learning rate let PPO lift fast and "
-                                  "stay up from a BC start: the factored verdict and 3e-5, now the defaults"),
-    "lead_inspect": Retired("db6e964628a52f555e96cb9c2bd914299e2921d2",
-                            "what the lead task needs beyond the BC recipe (BC trained longer, DAgger, "
-                            "the pretrained encoder; with the Panda too): the encoder and DAgger, which the pipeline "
-                            "now runs; the lead task's PPO rows are bc_vs_scratch's lead-* variants"),
-    "robustness": Retired("db6e964628a52f555e96cb9c2bd914299e2921d2",
-                          "how the BC recipe holds under the perturbation suite with no, default, wide "
-                          "and surfaces randomization: surfaces, which perception.py's arms build on"),
-}
-_LAST_LIVE_2 = "8d24dd2d778c51be1259eee3f439d46ea68295f8"  # the last commit holding the scripts retired with it
-RETIRED.update({
-    "kill_resume": Retired(_LAST_LIVE_2, "whether every command comes back whole after kill -9, Ctrl-C, SIGTERM, two "
-                           "writers, bad inputs and a full disk: it does; tests/test_stop.py, test_locks.py, "
-                           "test_run_folder.py and test_dataset.py keep each promise"),
-    "promises": Retired(_LAST_LIVE_2, "whether every command stops as promised on SIGTERM and Ctrl-C at random moments "
-                        "and refuses each of 256 hostile inputs in one line: every target met; tests/test_stop.py, "
-                        "test_hostile_files.py and test_untrusted_input.py keep the promises"),
-    "arms": Retired(_LAST_LIVE_2, "whether each arm's and task's scripted expert succeeds, and each arm's env "
-                    "steps/s: they do (tests/envs/test_arms.py and test_tasks.py keep the experts; env_step.py times "
-                    "the step)"),
-    "bc_throughput": Retired(_LAST_LIVE_2, "what a BC step costs against bare ResNet18 in fp32 and bf16, and its peak "
-                             "memory, on 2 cores: the precision default follows it; gpu_benchmark.py measures BC "
-                             "on a GPU"),
-    "collector_scaling": Retired(_LAST_LIVE_2, "how the direct, process and Ray collectors scale with workers on a "
-                                 "CPU machine: gpu_benchmark.py measures the workers' scaling where it matters"),
-    "demo_decisions": Retired(_LAST_LIVE_2, "where the expert decides in the UR5e's and the Panda's demos: why the "
-                              "Panda's policy waited at the board; `robot-rl info DATASET` now counts it for any arm"),
-    "lerobot_validation": Retired(_LAST_LIVE_2, "whether LeRobot 0.4.4's own loader reads export-dataset's folders "
-                                  "with each codec: it does; tests/pretrain keep the format's round trip"),
-    "verdict_decoding": Retired(_LAST_LIVE_2, "how a PPO policy's verdict is best read: the factored mode scores as "
-                                "the argmax every evaluation reads; sampled, 2 of 3 seeds score higher, 2 guess more"),
-})
+def _retired(kind: str) -> dict[str, Retired]:
+    """The register's ``kind`` ("scripts" or "commands"): name -> Retired."""
+    register = json.loads((HERE / "retired.json").read_text())
+    return {name: Retired(**entry) for name, entry in register[kind].items()}
+
+
+# The register of answered questions is data (``retired.json``), kept out of the code like every other result.
+# Scripts kept out of the working tree so that the lab holds what is still measured; listed by ``--list``.
+RETIRED = _retired("scripts")
 # Live scripts whose answered variants or options went: the commands their results files record no longer run on
 # today's script (the docs say so); the script's version at ``commit`` ran them.
-RETIRED_COMMANDS = {
-    "bc_vs_scratch": Retired(_LAST_LIVE_2, "the lead task's few-demo, DAgger-only and residual starts: the quick "
-                             "pipeline's lead start (lead-encoder) is the one PPO is measured from"),
-    "quick_demo": Retired(_LAST_LIVE_2, "make demo ENCODER=on: the pipeline pretrains the encoder for every task"),
-    "bc_quality": Retired(_LAST_LIVE_2, "which BC inputs and losses the Panda's demos need (joint velocities, their "
-                          "scaling, a continue head, the answer-or-wait loss): the pipeline's Panda recipe"),
-    "env_step": Retired(_LAST_LIVE_2, "what a longer physics timestep would change (speed, one control period's "
-                        "gap, the expert): at 10 ms the target ratio is met with the expert unchanged; adopting it "
-                        "is a new env version"),
-}
+RETIRED_COMMANDS = _retired("commands")
 RESULTS_DIR = HERE / "results"
 # The options the scripts share, declared once: name -> (add_argument keywords, help). A script names the ones it
 # takes in ``Benchmark.common`` with its default (or ``(default, help)``); ``out``'s None is results/NAME.json.
