@@ -71,14 +71,12 @@ bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone
 
 # The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch
-# (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; 15 runs; a stopped run resumes where it was), and
-# the demo's start with PPO training the encoder too (end to end, at the quick recipe's 65,536 frames), and the
-# lead start with waiting at the view made to cost (lead-dwell-1m).
+# (about 2 hours per seed on 2 CPU cores, scratch up to 3x that; a stopped run resumes where it was), and the lead
+# start with waiting at the view made to cost (lead-dwell-1m).
 bench-rl-budgets: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-dwell-1m-bc
-	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-e2e-bc
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant few-1m-scratch
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-1m-scratch
 

@@ -1,6 +1,6 @@
 """BC-initialized PPO against PPO from scratch: closed-loop success against environment frames.
 
-The protocol (issues 10 and 18), fixed in this file before any run:
+The protocol, fixed in this file before any run:
 - one few-demo behaviour-cloning policy (the preset's demos and epochs); PPO from it and PPO from random weights
   with the same network, PPO settings and check boards, ``seeds`` seeds each;
 - success = a correct verdict given while the board is localized; every curve point is a deterministic rollout
@@ -15,7 +15,7 @@ The protocol (issues 10 and 18), fixed in this file before any run:
   budget / BC+PPO frames-to-tau. The ratio counting the demonstrations' frames as BC's is reported too;
 - the final success of a run is its **last** policy (last.pt) on ``--fresh-boards`` boards no run has seen, with
   best.pt beside it; the lift is measured against the BC policy on the same fresh boards.
-Targets (issue 18): every seed's last policy >= 80% and >= 40 points above the start, its interval above the
+Targets: every seed's last policy >= 80% and >= 40 points above the start, its interval above the
 start's; no check more than 10 points below the running best after tau; ratio (or censored bound) >= 3. A budget
 preset (``few-1m``, ``lead-encoder-1m``) checks its own before them (``protocols.budget_targets``).
 
@@ -91,8 +91,6 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the lead start to 1,048,576 frames with waiting at the view costing 0.05 a step, 3 seeds"),
     Variant("lead-guess-1m-bc", ("--preset", "lead-guess-1m", "--arms", "bc"),
             "the same, 'continue' taught on every guess (--guess-ce-weight 1), 3 seeds"),
-    Variant("few-e2e-bc", ("--preset", "few-e2e", "--arms", "bc"),
-            "the demo's start, PPO training the encoder too (--encoder-lr 1e-5), 65,536 frames, 3 seeds"),
     Variant("demo-bc", ("--preset", "demo", "--arms", "bc"),
             "make demo's start as it is built today (encoder, BC, DAgger auto), PPO at 65,536 frames, 3 seeds"),
     Variant("gpu", ("--preset", "gpu"), "224x224, larger budgets, for a CUDA machine"),
@@ -109,7 +107,7 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
               run_frames: dict[str, dict[str, int]] | None = None, check_boards: int = 50) -> dict:
     """The results JSON's top level: ratio (or its censored bound), threshold, per seed the last and best policy
     on fresh boards and frames-to-tau per arm, where each arm's curve stops rising and its failures by kind at its
-    start and over its last quarter, and the targets of issue 18 (fixed before the run) checked. An arm missing
+    start and over its last quarter, and the protocol's targets (fixed before the run) checked. An arm missing
     from ``curves`` (not run yet) leaves the ratio and its targets out."""
     arms = {}
     for arm, runs in curves.items():

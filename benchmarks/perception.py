@@ -99,37 +99,25 @@ ARMS.update({name: ARMS[trained] for name, (trained, _) in DEPLOYED_AS.items()})
 
 def three_seeds(name: str, arm: str, about: str) -> Variant:
     """A variant that runs ``arm``'s three seeds (the arms part only)."""
-    return Variant(name, ("--parts", "arms", "--arms", arm, "--seeds", "0", "1", "2"), about)
+    return Variant(name, ("--parts", "arms", "--arms", arm, "--seeds", "0", "1", "2"), f"{about}: three seeds")
 
 
 BENCHMARK = Benchmark("perception", __doc__, variants=(
     Variant("all", (), "every part (about 17 h on 2 CPU cores)"),
     *(Variant(part, ("--parts", part), f"the {part} part ({time})") for part, time in zip(PARTS, (
         "~25 min: 20,000 views, 8 epochs", "~2.4 h per arm: BC 12 epochs + the suite", "~2 min per arm and seed"))),
-    three_seeds("mount", MOUNT_ARM,
-                "the mount arm's three seeds, its demos and encoder included (~75 min on 2 CPU cores)"),
-    three_seeds("calibrated", CALIBRATED_ARM,
-                "the calibrated arm's three seeds, its demos and encoder included (~2 h per seed on 2 CPU cores)"),
-    three_seeds("calibrated-exposure", EXPOSURE_ARM,
-                "the calibrated arm with exposure augmentation, three seeds (~1 h per seed on 2 CPU cores: the "
-                "calibrated arm's demos and encoder are reused)"),
-    three_seeds("calibrated-zoom", ZOOM_ARM,
-                "the calibrated arm with zoom augmentation, three seeds (~1 h per seed on 2 CPU cores)"),
-    three_seeds("calibrated-lights", LIGHTS_ARM,
-                "the calibrated arm with demos and encoder views under the `lights` randomization, three seeds (~2.5 h "
-                "for the first on 2 CPU cores: demos and encoder included, ~1 h each after)"),
-    three_seeds("rectified", RECTIFIED_ARM,
-                "the calibrated arm in a cell that also rectifies its lens (demos, encoder views and suite rectified), "
-                "three seeds (~2.5 h for the first on 2 CPU cores: demos and encoder included, ~1 h each after)"),
-    three_seeds("metered", METERED_ARM,
-                "the rectified arm in a cell whose camera sets its exposure from its image (demos, encoder views and "
-                "suite metered), three seeds (~1.5 h for the first on 2 CPU cores, ~35 min each after)"),
-    three_seeds("deployed-exposure", DEPLOYED_EXPOSURE_ARM,
-                "the rectified arm's three policies on a camera that sets its own exposure at deployment (the suite "
-                "only, ~6 min a seed on 2 CPU cores; the rectified arm trains them if they are not there)"),
-    three_seeds("rectified-exposure", RECTIFIED_EXPOSURE_ARM,
-                "the rectified arm with exposure augmentation (its demos and encoder reused), three seeds (~30 min a "
-                "seed on 2 CPU cores)"),
+    # Each camera arm's three seeds, its demos and encoder included unless another arm's are reused (hours a seed
+    # on 2 CPU cores; the deployed arm runs the suite alone, minutes a seed).
+    *(three_seeds(name, arm, about) for name, arm, about in (
+        ("mount", MOUNT_ARM, "the camera mount range alone"),
+        ("calibrated", CALIBRATED_ARM, "the mount arm in a calibrated cell"),
+        ("calibrated-exposure", EXPOSURE_ARM, "the calibrated arm with exposure augmentation"),
+        ("calibrated-zoom", ZOOM_ARM, "the calibrated arm with zoom augmentation"),
+        ("calibrated-lights", LIGHTS_ARM, "the calibrated arm, demos and views under the `lights` randomization"),
+        ("rectified", RECTIFIED_ARM, "the calibrated arm in a cell that rectifies its lens"),
+        ("metered", METERED_ARM, "the rectified arm in a cell whose camera meters its exposure"),
+        ("deployed-exposure", DEPLOYED_EXPOSURE_ARM, "the rectified policies on a camera that meters its exposure"),
+        ("rectified-exposure", RECTIFIED_EXPOSURE_ARM, "the rectified arm with exposure augmentation"))),
 ), common={"seeds": ([0], "BC seeds of every arm in 'arms'"), "boards": (100, "boards per check and per shift"),
            "device": "auto", "out": (None, "JSON output (parts not run are kept)")})
 

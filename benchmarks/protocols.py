@@ -77,16 +77,13 @@ def _few_demo_recipe(demos_out: str, bc_run_dir: str, **collect) -> dict:
 
 PRESETS = {
     "cpu": {
-        # The few-demo setting of the old BC loss (the history page, "A few-demo BC policy"): 400 demos on easy boards,
-        # 6 epochs left BC in a partly working state (results/few_demo_bc.json, beside two others).
+        # The old BC loss's few-demo start (the history page): 400 easy demos, 6 epochs left BC partly working.
         "demos": CollectConfig(out="data/bench-cpu-demos", episodes=400, difficulty="easy", image_size=84),
         "bc": BCConfig(run_dir="runs/bench-cpu/bc", epochs=6, batch_size=64, eval_every=2, eval_episodes=50),
         **CPU_PPO,
     },
-    # Fewer demos for the fixed BC recipe (mode loss, locator, keypoints), whose 1,000-demo quick setting reaches
-    # 100%: 150 easy demos at 64x64, 8 epochs; a development run of this setting gave 46% strict success on 50
-    # fresh boards. The lift took 49k frames with the old design, so the BC arm gets 65,536; a check every 4
-    # iterations (4,096 frames), the same schedule for both arms (a scratch check runs 80-step timeouts).
+    # The quick recipe's few-demo start (150 easy demos at 64x64), a weak BC policy for PPO to lift: 65,536 frames,
+    # a check every 4 iterations (4,096 frames) for both arms.
     "few": _few_demo_recipe("data/bench-few-demos", "runs/bench-few/bc"),
     "gpu": {
         "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
@@ -120,45 +117,31 @@ def with_budget(preset: str, name: str, frames: int, check_every: int, targets: 
 
 
 # The budgets RL needs: 16x the quick recipe's 65,536 frames (published fine-tuning of image policies runs 1-24
-# million), from the demo's start and from the lead task's quick-pipeline start; about 2 h per seed on 2 cores
-# (the demo's PPO made about 200 frames/s there between its checks), scratch up to 3x that (``scratch_budget``).
+# million), from the demo's start and the lead task's; hours per seed on 2 cores, scratch up to 3x that.
 MILLION_FRAMES = 1_048_576
-# Their targets: the issue's, fixed when it was filed, before any million-frame run (last policy, 100 fresh boards,
-# every seed).
+# Their targets: the issue's, fixed before any million-frame run (last policy, 100 fresh boards, every seed).
 PRESETS["few-1m"] = with_budget("few", "few-1m", MILLION_FRAMES, 16, {"success_min": 0.90})
 PRESETS["lead-encoder-1m"] = with_budget("lead-encoder", "lead-encoder-1m", MILLION_FRAMES, 16,
                                          {"success_min": 0.80, "lift_points_min": 30, "guesses_per_100_max": 10})
-# The same with waiting at the inspection view made to cost (``dwell_penalty``): the million-frame last policies
-# that failed timed out at the view, their deterministic verdict never answering there while the sampled one PPO
-# trains did (results/verdict_decoding_lead-encoder-1m.json). 0.05 a step: 20 steps of waiting cost what a correct
-# verdict pays. Its targets, fixed before it ran: the lead start's above, and at most 5 of 100 episodes ending at
-# the view without a verdict.
+# The same with waiting at the inspection view made to cost (``dwell_penalty`` 0.05 a step: 20 steps of waiting
+# cost what a correct verdict pays), as the failed last policies timed out at the view. Its targets, fixed before it
+# ran: the lead start's, and at most 5 of 100 episodes ending at the view without a verdict.
 PRESETS["lead-dwell-1m"] = with_budget("lead-encoder", "lead-dwell-1m", MILLION_FRAMES, 16,
                                        {**PRESETS["lead-encoder-1m"]["budget_targets"], "no_verdict_at_view_max": 5},
                                        dwell_penalty=0.05)
-# The same with 'continue' taught on every guess (``guess_ce_weight``): with the dwell
-# penalty the stalls went, but 12 and 13 of 100 last-policy episodes on two seeds answered on schedule with the
-# camera just outside the view's tolerance. Its targets, fixed before it ran: lead-dwell-1m's.
+# The same with 'continue' taught on every guess (``guess_ce_weight``), against the dwell runs' remaining guesses.
+# Its targets, fixed before it ran: lead-dwell-1m's.
 PRESETS["lead-guess-1m"] = with_budget("lead-encoder", "lead-guess-1m", MILLION_FRAMES, 16,
                                       dict(PRESETS["lead-dwell-1m"]["budget_targets"]), dwell_penalty=0.05,
                                       guess_ce_weight=1.0)
 
-# `make demo`'s own start, measured with seeds: the few demos (the few preset's folder), the pipeline's encoder and
-# BC from it, then the pipeline's ``--dagger auto`` stage (no round where BC's check already works); PPO at the
-# quick recipe's 65,536 frames. Its target, fixed before it ran: the issue's >= 90% for the demo's start on every
-# seed, last policy, 100 fresh boards.
+# `make demo`'s own start, with seeds: the few demos, the pipeline's encoder, BC and ``--dagger auto`` stage; PPO at
+# 65,536 frames. Its target, fixed before it ran: >= 90% on every seed, last policy, 100 fresh boards.
 _DEMO = pipeline_for_options(PipelineConfig(preset="quick"))[0]
 PRESETS["demo"] = {
     **_few_demo_recipe(PRESETS["few"]["demos"].out, "runs/bench-demo/bc"), "encoder": _DEMO.encoder,
     "dagger": _DEMO.dagger, "budget_targets": {"success_min": 0.90},
 }
-
-# The demo's start with PPO training the image encoder too (end to end, ``encoder_lr``) at the quick recipe's budget:
-# the million-frame run's checks stopped rising at 65,536 frames on wrong verdicts with the encoder frozen. Its
-# target, fixed before it ran: the issue's >= 90% for this start. About 1.35x a frozen iteration's seconds on 2 cores.
-PRESETS["few-e2e"] = with_budget("few", "few-e2e", PRESETS["few"]["bc_frames"], PRESETS["few"]["ppo"]["eval_every"],
-                                 {"success_min": 0.90}, encoder_lr=1e-5)
-
 
 def budget_targets(targets: dict, start: dict, final: dict[str, dict]) -> dict[str, bool]:
     """A budget preset's ``targets`` checked on every seed's last policy (``final``: seed -> its fresh-board

@@ -1,33 +1,14 @@
 """The README's first command as a new user runs it: a fresh clone, then ``make demo``, timed.
 
-Clones this repository's committed HEAD into a temporary folder, runs ``make demo`` there (set-up: a virtual
-environment and the install; then ``robot-rl pipeline --preset quick``), and records the set-up time, each stage's
-seconds, and the closing table: success with its Wilson 95% interval, guesses, collisions and episode length of
-the BC policy and of the fine-tuned one on the same held-out boards. Target: at most 15 minutes after set-up, and
->= 80% success on >= 50 boards; goal: at most 10 minutes where the CPU runs bf16 natively (the pipeline's
-``--precision auto`` then runs the encoder in bf16). The clone is removed afterwards.
-
-    python benchmarks/quick_demo.py    # about 15 minutes on 2 CPU cores; writes benchmarks/results/quick_demo.json
-
-``--repeats N`` runs ``make demo`` N times in the one clone (set up once, not timed with the demos), each from an
-empty pipeline root: the file keeps every run's seconds and closing metrics under ``runs``, its top-level figures
-are the middle run by pipeline seconds, and the targets hold only when every run meets them (the 10-minute bf16 goal
-is time alone). The pipeline is seeded, so the runs inspect the same boards: they measure the time and whether the
-outcome repeats. The ``fresh-clone`` variant runs 3.
-
-``--task lead-inspect`` runs ``make demo TASK=lead-inspect`` instead (the pipeline's DAgger stage included, as
-``--dagger auto`` decides) and writes ``quick_demo_lead-inspect.json``; the same targets.
-
-``--own-task`` (variant ``own-task``) runs ``make demo TASK=my_tasks:JitteryLightBoards`` with the own-task
-guide's example module (``docs/guides/own-task.md``, its ``my_tasks.py`` block) written into the clone: a task
-written through the task API, with the pipeline's defaults and no option naming it; writes
-``quick_demo_my_tasks-JitteryLightBoards.json``. Target, fixed before its first run: the last policy >= 80%.
-
-``--against REF`` (variant ``against-previous``) times ``make demo`` of HEAD and of commit REF in one run instead:
-both clones set up first, then ``--repeats`` demos of each in alternation (ABBA...), set-up excluded; writes
-``quick_demo_against.json`` with each side's median seconds, stages and closing metrics. With ``--task`` both sides
-run ``make demo TASK=...`` and the file is ``quick_demo_against_<task>.json``. Target, fixed before the run:
-HEAD's median no slower than REF's (ratio <= 1.0).
+Clones the committed HEAD into a temporary folder and runs ``make demo`` there (set-up, then ``robot-rl pipeline
+--preset quick``); records the set-up seconds, each stage's seconds and the closing table (success with its Wilson
+interval, guesses, collisions, episode length of the BC and the fine-tuned policy on the same boards). ``--repeats
+N`` runs N demos from empty roots in the one clone: the file keeps each, its top level is the middle run by
+pipeline seconds. Targets, fixed before the runs: every run's pipeline within 15 minutes and its last policy >= 80%
+on >= 50 boards (the goal: 10 minutes where the CPU runs bf16 natively). ``--task`` runs ``make demo TASK=...``
+(``quick_demo_TASK.json``); ``--own-task`` the own-task guide's example module, written into the clone (target:
+>= 80%). ``--against REF`` times HEAD's and REF's ``make demo`` in alternation, set-up excluded
+(``quick_demo_against.json``; target: HEAD's median no slower, ratio <= 1.0).
 """
 
 from __future__ import annotations

@@ -20,15 +20,7 @@ from pathlib import Path
 
 import torch
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from robot_rl.compute import cpu_model
 
 
 def describe_machine() -> dict:

@@ -85,7 +85,7 @@ class ComputeContext:
     def record(self) -> dict[str, Any]:
         """What a run summary or results file records: the context, and the processor and GPU it ran on."""
         gpu = torch.cuda.get_device_name(self.torch_device) if self.torch_device.type == "cuda" else None
-        return {**asdict(self), "gpu": gpu, "cpu": _cpu_model(), "cpu_bf16": sorted(
+        return {**asdict(self), "gpu": gpu, "cpu": cpu_model(), "cpu_bf16": sorted(
             cpu_flags() & {"avx512_bf16", "amx_bf16", "bf16"}), "machine": platform.machine()}
 
 
@@ -158,7 +158,8 @@ def _cgroup_cpu_quota() -> int:
     return -(-int(quota) // int(period))
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it (the platform's processor string elsewhere)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
