@@ -56,12 +56,12 @@ from protocols import (
     prepare_bc,
     run_ppo,
     scratch_budget,
-    where_it_stops,
     with_precision,
 )
 from results_file import read_results
 
 from robot_rl.dataset import DemoDataset
+from robot_rl.learning_curves import stop_text, where_it_stops
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
 from robot_rl.run_folder import RunFolder
@@ -272,12 +272,7 @@ def run(args) -> int:
             for arm, runs in curves.items() for seed, c, f in zip(seeds, runs, fresh[arm])]
     print(markdown_table(rows))
     for arm, record in result["arms"].items():
-        stop = record["stops_rising"]
-        where = (f"stops rising at {stop['stops_rising_at_frames']:,} frames"
-                 if stop["stops_rising_at_frames"] is not None
-                 else "still rising at the end" if stop["still_rising_at_end"] else "no rise")
-        print(f"{arm}: checks {stop['start']:.0%} -> {stop['level']:.0%} (last quarter), {where}; failures per 100 "
-              f"in the last quarter: {stop['failures_per_100_last_quarter'] or 'not counted'}")
+        print(f"{arm}: {stop_text(record['stops_rising'])}")
     if result.get("ratio") is not None:
         print(f"\nratio (scratch / BC+PPO median frames to tau): {result['ratio']:.1f}x")
     elif result.get("ratio_lower_bound") is not None:

@@ -177,44 +177,6 @@ def frames_to_threshold(curve: list[dict], threshold: float) -> int | None:
     return next((curve[i]["frames"] for i in range(len(curve) - 1) if reached[i] and reached[i + 1]), None)
 
 
-# Where a curve stops rising (rule fixed before the first million-frame run): the seeds' mean check success,
-# smoothed over this many consecutive checks (the check and the ones before it); its level is the mean over the
-# last quarter of the checks; it stops rising at the first check whose smoothed mean reaches the start plus this
-# share of the rise (never reached: it was still rising when the budget ended); a rise under NO_RISE is none.
-STOP_SMOOTHING, STOP_SHARE, NO_RISE = 3, 0.9, 0.05
-
-
-def where_it_stops(runs: list[list[dict]], check_boards: int) -> dict:
-    """Where an arm's curves (one per seed, the same checks of ``check_boards`` boards) stop rising (``STOP_*``),
-    and why: the failed episodes of each kind per 100 at the first check and over the last quarter's checks,
-    summed over the seeds (None where the curves predate failure counts). Curves of different lengths (a seed
-    kept from a run with another budget) are read up to the shortest."""
-    length = min(len(curve) for curve in runs)
-    mean = [statistics.mean(curve[i]["success_rate"] for curve in runs) for i in range(length)]
-    smooth = [statistics.mean(mean[max(0, i - STOP_SMOOTHING + 1):i + 1]) for i in range(length)]
-    tail = max(1, length // 4)
-    start, level = mean[0], statistics.mean(mean[-tail:])
-    rise = level - start
-    rose = rise >= NO_RISE - 1e-9
-    stop = next((i for i in range(length) if smooth[i] >= start + STOP_SHARE * rise - 1e-9), None) if rose else None
-
-    def failures_per_100(points: list[dict]) -> dict | None:
-        if any("failures" not in point for point in points):
-            return None
-        episodes = check_boards * len(points)
-        kinds = {kind for point in points for kind in point["failures"]}
-        return {kind: round(100 * sum(point["failures"].get(kind, 0) for point in points) / episodes, 1)
-                for kind in sorted(kinds)}
-
-    return {"start": round(start, 4), "level": round(level, 4), "rise": round(rise, 4),
-            "stops_rising_at_frames": runs[0][stop]["frames"] if stop is not None else None,
-            "still_rising_at_end": rose and stop is None,
-            "last_quarter_from_frames": runs[0][length - tail]["frames"],
-            "failures_per_100_at_start": failures_per_100([curve[0] for curve in runs]),
-            "failures_per_100_last_quarter": failures_per_100([point for curve in runs
-                                                               for point in curve[length - tail:length]])}
-
-
 def largest_fall_after(curve: list[dict], frames: int) -> float:
     """The largest fall of a check below the running best of the checks before it, from ``frames`` on."""
     best, fall = 0.0, 0.0

@@ -35,6 +35,7 @@ from robot_rl.artefact_schema import EXPORT_FORMAT
 from robot_rl.envs.errors import file_problem
 from robot_rl.errors import UsageError
 from robot_rl.io import read_json_object
+from robot_rl.learning_curves import stop_text, where_it_stops
 from robot_rl.provenance import Provenance
 
 Lines = list[tuple[str, str]]  # (label, value) rows, printed aligned
@@ -180,10 +181,11 @@ def _run_state(run_dir: Path, kinds: tuple[str, ...]) -> tuple[dict, Lines]:
 
 
 def describe_training_run(run_dir: Path, kind: str, config: dict) -> Lines:
-    """A pretrain or finetune run folder: its stage, env, progress, last check and policy."""
+    """A pretrain or finetune run folder: its stage, env, progress, last check (and a PPO run's curve) and policy."""
     from robot_rl.run_folder import SUMMARY_FILE
 
     state, env = _run_state(run_dir, ("ppo",) if kind == "finetune" else ("bc",))
+    reading: Lines = []
     last = run_dir / CHECKPOINTS / "last.pt"
     finished = (run_dir / SUMMARY_FILE).is_file()
     # The checkpoint of --policy it started from (runs from before the rule recorded none: they took best.pt).
@@ -193,11 +195,11 @@ def describe_training_run(run_dir: Path, kind: str, config: dict) -> Lines:
         iterations = config["total_frames"] // config["frames_per_batch"]
         progress = (f"iteration {_count(state, 'iteration', last) or 0} of {iterations}, "
                     f"{_count(state, 'frames', last) or 0} of {config['total_frames']} frames")
-        curve = state.get("curve") or []
-        if not isinstance(curve, list) or not all(isinstance(point, dict) for point in curve):
-            raise UsageError(f"{last}: corrupt, curve must be a list of checks")
+        curve = _checked_curve(state.get("curve") or [], last)
         check = ("none yet" if not curve else
                  f"{_checked_rate(curve[-1], last)} success at iteration {_count(curve[-1], 'iteration', last)}")
+        if len(curve) > 1:  # where its checks stop rising: whether a larger budget would have paid
+            reading = [("curve", stop_text(where_it_stops([curve], config["eval_episodes"])))]
     else:
         stage = "pretrain (behaviour cloning" + (f", {start})" if config.get("init") else ")")
         progress = (f"epoch {_count(state, 'epoch', last) or 0} of {config['epochs']}, step "
@@ -205,7 +207,24 @@ def describe_training_run(run_dir: Path, kind: str, config: dict) -> Lines:
         check = _last_check_bc(run_dir)
     return [("stage", stage), *env,
             ("progress", progress + ("; finished" if finished else "; unfinished: --resume continues it")),
-            ("last check", check), *_policy_lines(run_dir)]
+            ("last check", check), *reading, *_policy_lines(run_dir)]
+
+
+def _checked_curve(curve: object, source: Path) -> list[dict]:
+    """A PPO run's checks, refused unless each has a success rate in [0, 1], a frame count and whole failure
+    counts."""
+    if not isinstance(curve, list) or not all(isinstance(point, dict) for point in curve):
+        raise UsageError(f"{source}: corrupt, curve must be a list of checks")
+    for point in curve:
+        _checked_rate(point, source)
+        if _count(point, "frames", source) is None:
+            raise UsageError(f"{source}: corrupt, a check without its frames")
+        failures = point.get("failures", {})
+        if not isinstance(failures, dict):
+            raise UsageError(f"{source}: corrupt, a check's failures must be counts by kind")
+        for kind in failures:
+            _count(failures, kind, source)
+    return curve
 
 
 def describe_encoder_run(run_dir: Path, config: dict) -> Lines:

@@ -52,6 +52,7 @@ LAYER_OF = {
     # core
     "robot_rl.errors": "core",
     "robot_rl.keys": "core",
+    "robot_rl.learning_curves": "core",
     "robot_rl.io": "core",
     "robot_rl.locks": "core",
     "robot_rl.processes": "core",

@@ -11,7 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from protocols import MILLION_FRAMES, PRESETS, where_it_stops  # noqa: E402  (benchmarks/ is not a package)
+from protocols import MILLION_FRAMES, PRESETS  # noqa: E402  (benchmarks/ is not a package)
+
+from robot_rl.learning_curves import where_it_stops  # noqa: E402
 
 
 def _curve(rates: list[float], guesses: list[int] | None = None, batch: int = 4096) -> list[dict]:

@@ -54,6 +54,12 @@ def test_a_tiny_run_from_bc_logs_every_metric(bc_run_dir, tmp_path, capsys):
     first_best = max(range(len(curve)), key=lambda i: (curve[i]["success_rate"], -i))
     best = load_checkpoint(run_dir / "checkpoints" / "best.pt")
     assert best["iteration"] == curve[first_best]["iteration"] == state["best"]["iteration"]
+    # info reads where the checks stop rising as the PPO benchmarks read their seeds' curves
+    from robot_rl.learning_curves import stop_text, where_it_stops
+
+    assert main(["info", str(run_dir)]) == 0
+    reading = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("curve:"))
+    assert reading.split(":", 1)[1].strip() == stop_text(where_it_stops([curve], 2))
 
 
 def test_critic_warmup_leaves_the_actor_unchanged(bc_run_dir, tmp_path):
