@@ -24,9 +24,6 @@ Finished runs are reused (a killed benchmark resumes where it stopped), and ``--
 (each run's minutes in ``run_seconds``) and a PNG of mean and min-max success against frames.
 
     python benchmarks/bc_vs_scratch.py --list   # the named variants (--variant NAME runs one)
-
-``--precision fp32|bf16`` runs BC, PPO and every evaluation in that precision, in folders and a results file of
-their own (``..._bf16``); the demos are shared. Without it (``auto``) the precision follows the machine.
 """
 
 from __future__ import annotations
@@ -54,29 +51,25 @@ from protocols import (
     png_figure,
     ppo_config,
     prepare_bc,
-    run_ppo,
     scratch_budget,
-    with_precision,
 )
 from results_file import read_results
 
 from robot_rl.dataset import DemoDataset
+from robot_rl.finetune import trainer
 from robot_rl.learning_curves import stop_text, where_it_stops
 from robot_rl.options import resolve_device
 from robot_rl.precision import describe
 from robot_rl.run_folder import RunFolder
 from robot_rl.tables import markdown_table
 
-# Each arm's name in tables and figures: the BC start is whatever the preset builds (few demos, or more demos with a
-# pretrained encoder and DAgger rounds), so its label names no recipe.
+# Each arm's name in tables and figures; the BC start is whatever the preset builds, so its label names no recipe.
 ARM_LABELS = {"bc": "PPO from the BC start", "scratch": "PPO from scratch"}
 
 BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
     Variant("cpu", ("--preset", "cpu"), "the old BC loss's few-demo start (400 easy demos, 84x84), both arms"),
     Variant("few-bc", ("--preset", "few", "--arms", "bc"), "the quick recipe's start: the BC arm, 3 x 65,536 frames"),
     Variant("few-scratch", ("--preset", "few", "--arms", "scratch"), "then scratch, >= 3x BC's frames to tau"),
-    Variant("few-bf16", ("--preset", "few", "--arms", "bc", "--seeds", "0", "--precision", "bf16"),
-            "the few BC arm, one seed, the encoder in bf16"),
     Variant("lead-encoder-bc", ("--preset", "lead-encoder", "--arms", "bc"),
             "the quick pipeline's lead start (pretrained encoder, BC, 2 DAgger rounds), then PPO; 3 seeds"),
     Variant("few-1m-bc", ("--preset", "few-1m", "--arms", "bc"),
@@ -93,9 +86,7 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the same, 'continue' taught on every guess (--guess-ce-weight 1), 3 seeds"),
     Variant("demo-bc", ("--preset", "demo", "--arms", "bc"),
             "make demo's start as it is built today (encoder, BC, DAgger auto), PPO at 65,536 frames, 3 seeds"),
-    Variant("gpu", ("--preset", "gpu"), "224x224, larger budgets, for a CUDA machine"),
-), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device"),
-           "precision": ("auto", "the encoder's precision (fp32 or bf16: folders and results file of their own)")})
+), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")})
 
 
 def _point(curve_point: dict) -> dict:
@@ -194,8 +185,6 @@ def options(parser) -> None:
 def run(args) -> int:
     preset = PRESETS[args.preset]
     name = args.preset
-    if args.precision != "auto":
-        preset, name = with_precision(preset, args.precision), f"{args.preset}_{args.precision}"
     seeds = tuple(args.seeds or preset["seeds"])
     root = Path(preset.get("ppo_root") or Path(preset["bc"].run_dir).parent)  # the PPO runs' folders
     out = RESULTS / f"bc_vs_scratch_{name}.json"
@@ -212,7 +201,7 @@ def run(args) -> int:
     # Demonstrations and behaviour cloning, then the start and the threshold (before any PPO frame)
     bc_dir, bc_config = prepare_bc(preset, args.device)
     reference, start_metrics, threshold = bc_start(preset, bc_dir, root, seeds[0], args.device)
-    start_fresh = on_fresh_boards(bc_dir, args.fresh_boards, args.device, args.precision)  # the lift's start
+    start_fresh = on_fresh_boards(bc_dir, args.fresh_boards, args.device)  # the lift's start
     print(f"BC start {start_metrics['success_rate']:.0%} on {start_metrics['episodes']} check boards "
           f"(guesses {start_metrics['guesses']}), {start_fresh['rate']:.0%} on {start_fresh['boards']} fresh boards; "
           f"threshold tau = {threshold:.0%}", file=sys.stderr)
@@ -237,13 +226,13 @@ def run(args) -> int:
         for seed in seeds:
             config = ppo_config(preset, arm, seed, root, bc_dir, args.device, frames=budgets[arm])
             folder = RunFolder(config.run_dir)
-            summary = run_ppo(config) if arm in args.arms and not folder.finished else folder.summary()
+            summary = (trainer.ensure_trained(config, progress=False) if arm in args.arms and not folder.finished
+                       else folder.summary())
             # A finished run with another budget is kept and reported with its own (run_frames); never redone.
             if summary is None or (arm == "bc" and summary["frames"] != config.total_frames):
                 break
             run_frames.setdefault(arm, {})[str(seed)] = summary["frames"]
-            summaries.append((summary, fresh_board_success(Path(config.run_dir), args.fresh_boards, args.device,
-                                                           args.precision)))
+            summaries.append((summary, fresh_board_success(Path(config.run_dir), args.fresh_boards, args.device)))
             print(f"{arm} seed {seed}: check success {summary['curve'][0]['success_rate']:.0%} -> "
                   f"{summary['curve'][-1]['success_rate']:.0%} in {summary['frames']} frames; last.pt "
                   f"{summaries[-1][1]['last']['rate']:.0%} on fresh boards", file=sys.stderr)
@@ -291,7 +280,7 @@ def run(args) -> int:
                                                            "verdict_accuracy", "collisions_per_episode",
                                                            "episode_length", "timed_out")},
         "curves": curves, "run_seconds": seconds, "table": rows,
-        "precision": describe(args.precision, resolve_device(args.device)),
+        "precision": describe("auto", resolve_device(args.device)),
         "demo_config": asdict(demos), "bc_config": asdict(bc_config), "ppo_config": asdict(reference),
         "scratch_options": preset["scratch"],
         # Whether the start had a DAgger stage; it ran rounds where PPO's init is not the BC run itself.

@@ -8,11 +8,10 @@ DAQP called directly) and ``ArmScene.step`` (the substeps in one MuJoCo call). B
 bit (``tests/envs/test_step_speedups.py``).
 
 Both paths step their own task through the same boards and random pose actions (verdict "continue"), so they
-visit the same states; only the two calls are timed, per frame, and resets (with their render) are not. The paths
-alternate board by board (80 frames each, which path goes first alternating too) so that the machine's drift falls
-on both alike; a run is ``--frames`` frames of each, each figure the median over ``--repeats`` runs, the ratio
-that of the medians. Target: fast / reference <= 0.476, i.e. the
-0.63 ms per frame measured on the GPU box's Xeon down to 0.30 ms.
+visit the same states; only the two calls are timed, per frame (not resets). The paths alternate board by board
+(which goes first alternating too) so that the machine's drift falls on both alike; each figure is the median over
+``--repeats`` runs of ``--frames`` frames. Target: fast / reference <= 0.476 (0.63 ms per frame on the GPU box's
+Xeon down to 0.30 ms).
 
 What a longer physics timestep (a new env version) would change: ``results/env_step_timesteps*.json``, written by
 the version ``harness.RETIRED_COMMANDS`` names.

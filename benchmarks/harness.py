@@ -144,16 +144,13 @@ class Benchmark:
 
     def main(self, run: Callable[[argparse.Namespace], dict | int | None],
              options: Callable[[argparse.ArgumentParser], None] | None = None, argv: list[str] | None = None) -> int:
-        """The script's entry point: parses ``argv`` (the shared options, then the script's own from
-        ``options(parser)``), sets torch's threads where the script takes ``--threads``, and times ``run(args)``.
-        A dict it returns is the payload, written (``write``) to ``--out`` (results/NAME.json without it) with
-        those seconds as ``wall_s`` unless the payload has its own; an int is the exit status of a script that
-        wrote its file itself (None: 0). A run stopped by Ctrl-C or SIGTERM (``RunStopped``) ends in one line
-        saying so, with exit status 128 + the signal's number, and writes nothing. The results file has one writer:
-        the run holds its lock (``robot_rl.locks``) from the start, since a script reads the file's earlier parts
-        then, so a second invocation writing the same file is refused in one line (exit 2) instead of dropping
-        the first one's parts when it writes (a script that writes its own files holds its default file's lock:
-        one invocation of it at a time)."""
+        """The script's entry point: parses ``argv`` (the shared options, then the script's own), sets torch's
+        threads where the script takes ``--threads``, and times ``run(args)``. A dict it returns is the payload,
+        written (``write``) to ``--out`` (results/NAME.json by default) with those seconds as ``wall_s`` unless it has
+        its own; an int is the exit status of a script that wrote its file itself. A run stopped by Ctrl-C or SIGTERM
+        ends in one line, exit 128 + the signal, and writes nothing. The run holds the results file's lock from the
+        start (it reads the file's earlier parts then): a second invocation writing it is refused in one line (exit
+        2) rather than dropping the first one's parts."""
         parser = self.parser()
         self.add_common(parser)
         if options is not None:

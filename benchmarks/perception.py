@@ -38,7 +38,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from harness import Benchmark, Variant
-from protocols import perturbation_suite, png_figure, suite_rows
+from protocols import ci_cell, perturbation_suite, png_figure
 
 from robot_rl.artefact_files import DATASET_META as META_FILE
 from robot_rl.artefact_files import REPORT
@@ -140,19 +140,10 @@ def camera_sweep_shifts() -> dict[str, Randomization]:
 
 
 def paths(root: Path) -> dict[str, Path]:
-    """Where every stage's folder is: the robustness benchmark's surfaces demos and 74% arm at the default root."""
+    """Where the shared folders are: the robustness benchmark's surfaces demos and 74% arm at the default root
+    (``arm_run_dir`` names every other arm's)."""
     return {"demos": root / "data" / "demos-surfaces", "masked_demos": root / "data" / "demos-surfaces-masks",
             "encoder": root / "runs" / "encoder-surfaces", "baseline": root / "runs" / "bc-surfaces-12-epochs",
-            "encoder_bc": root / "runs" / "bc-surfaces-encoder", "recolour": root / "runs" / "bc-surfaces-recolour",
-            "encoder+recolour": root / "runs" / "bc-surfaces-encoder-recolour",
-            MOUNT_ARM: root / "runs" / "bc-mount-encoder-recolour",
-            CALIBRATED_ARM: root / "runs" / "bc-calibrated-encoder-recolour",
-            EXPOSURE_ARM: root / "runs" / "bc-calibrated-encoder-recolour-exposure",
-            ZOOM_ARM: root / "runs" / "bc-calibrated-encoder-recolour-zoom",
-            LIGHTS_ARM: root / "runs" / "bc-lights-encoder-recolour",
-            RECTIFIED_ARM: root / "runs" / "bc-rectified-encoder-recolour",
-            METERED_ARM: root / "runs" / "bc-metered-encoder-recolour",
-            RECTIFIED_EXPOSURE_ARM: root / "runs" / "bc-rectified-encoder-recolour-exposure",
             "data": root / "data", "runs": root / "runs",
             # each stage's seconds over the invocations that ran it (an arm may span several)
             "stages": root / "runs" / "perception-stages.json"}
@@ -303,8 +294,12 @@ def evaluation_stage(run_dir: str | Path, camera_exposure: str) -> str:
 
 
 def arm_run_dir(where: dict, name: str, seed: int) -> Path:
+    """An arm's BC run folder: ``bc-RANDOMIZATION[-encoder][-recolour][-OPTION]`` (``-seedK`` for seed K)."""
     name = trained_by(name)  # a deployed arm's policies are the arm's that trained them
-    run_dir = where["baseline" if name == "baseline" else "encoder_bc" if name == "encoder" else name]
+    _, encoder, recolour, randomization = ARMS[name]
+    parts = ["bc", randomization, *(["encoder"] if encoder else []), *(["recolour"] if recolour else []),
+             *ARM_BC_OPTIONS.get(name, {})]
+    run_dir = where["baseline"] if name == "baseline" else where["runs"] / "-".join(parts)
     return run_dir if seed == 0 else run_dir.with_name(f"{run_dir.name}-seed{seed}")
 
 
@@ -451,10 +446,10 @@ def adoption(name: str, arms: dict) -> dict:
 
 
 def print_table(results: dict) -> None:
-    arms = dict(results.get("arms") or {})
-    if results.get("equal-time"):
-        arms["baseline, equal wall time"] = results["equal-time"]
-    rows = [row for name, arm in arms.items() for row in suite_rows(name, arm["suite"])]
+    """Every arm's suite: shift, success with its interval, boards, guesses."""
+    rows = [{"arm": name, "shift": row["shift"], "success (95% CI)": ci_cell(row["success_rate"], row["success_ci95"]),
+             "boards": row["episodes"], "guesses": row["guesses"]}
+            for name, arm in (results.get("arms") or {}).items() for row in arm["suite"]]
     if rows:
         print(markdown_table(rows))
 

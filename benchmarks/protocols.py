@@ -85,14 +85,6 @@ PRESETS = {
     # The quick recipe's few-demo start (150 easy demos at 64x64), a weak BC policy for PPO to lift: 65,536 frames,
     # a check every 4 iterations (4,096 frames) for both arms.
     "few": _few_demo_recipe("data/bench-few-demos", "runs/bench-few/bc"),
-    "gpu": {
-        "demos": CollectConfig(out="data/bench-gpu-demos", episodes=1000, difficulty="default", image_size=224),
-        "bc": BCConfig(run_dir="runs/bench-gpu/bc", epochs=6, batch_size=256, eval_every=2, eval_episodes=100),
-        **CPU_PPO,
-        "ppo": dict(frames_per_batch=8192, num_envs=32, workers=16, ppo_epochs=8, minibatch_size=1024,
-                    eval_every=1, eval_episodes=100, critic_warmup=2, checkpoint_every=2, shaping=1.0),
-        "bc_frames": 131_072,
-    },
 }
 # The quick pipeline's lead-task start: the few preset's demos count on the lead task, BC from an encoder pretrained
 # on labelled views of the demos' cell (the encoder stage the pipeline itself builds for the task), then the
@@ -232,12 +224,6 @@ def perturbation_suite(checkpoint: str | Path, boards: int, out: str | Path, dev
                           camera_exposure=camera_exposure)["perturbations"]
 
 
-def suite_rows(arm: str, suite: list[dict]) -> list[dict]:
-    """Table rows of an arm's ``perturbation_suite``: shift, success with its interval, boards, guesses."""
-    return [{"arm": arm, "shift": row["shift"], "success (95% CI)": ci_cell(row["success_rate"], row["success_ci95"]),
-             "boards": row["episodes"], "guesses": row["guesses"]} for row in suite]
-
-
 def final_metrics(metrics: dict) -> dict:
     """The ``FINAL_METRICS`` of an evaluation's metrics."""
     return {key: metrics[key] for key in FINAL_METRICS}
@@ -313,11 +299,6 @@ def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, devi
                           difficulty=demos.difficulty, image_size=demos.image_size, task=demos.task)
 
 
-def run_ppo(config: FinetuneConfig) -> dict:
-    """Runs (or resumes, or reuses) the fine-tuning run of ``config``; returns its summary."""
-    return trainer.ensure_trained(config, progress=False)
-
-
 def bc_start(preset: dict, bc_dir: Path, root: Path, seed: int, device: str) -> tuple[FinetuneConfig, dict, float]:
     """The start of a comparison, before any PPO frame: the BC arm's PPO config of ``seed`` under ``root`` (the
     reference: its check boards, its precision), the BC policy's metrics on those held-out check boards, and tau
@@ -341,21 +322,11 @@ def run_bc_variant(preset: dict, seed: int, runs: Path, bc_dir: Path, device: st
     log (reused runs included), and this invocation's (``report`` included)."""
     config = ppo_config(preset, "bc", seed, runs, bc_dir, device, **overrides)
     t0 = time.perf_counter()
-    curve = run_ppo(config)["curve"]
+    curve = trainer.ensure_trained(config, progress=False)["curve"]
     run_dir, reached = Path(config.run_dir), frames_to_threshold(curve, threshold)
     return {"overrides": overrides, "curve": curve, "frames_to_threshold": reached, **report(run_dir, curve, reached),
             "ppo_seconds": round(sum(v for _, v in read_scalar(run_dir, "train/iteration_seconds"))),
             "seconds_this_invocation": round(time.perf_counter() - t0)}
-
-
-def with_precision(preset: dict, precision: str) -> dict:
-    """``preset`` with BC and PPO in ``precision``, under a root folder of its own (``runs/NAME-PRECISION``, and
-    ``PPO_ROOT-PRECISION`` for a preset whose PPO runs have their own); the demos are the preset's."""
-    bc_dir = Path(preset["bc"].run_dir)
-    bc_dir = bc_dir.parent.with_name(f"{bc_dir.parent.name}-{precision}") / bc_dir.name
-    own_ppo_root = {"ppo_root": f"{preset['ppo_root']}-{precision}"} if preset.get("ppo_root") else {}
-    return {**preset, "bc": replace(preset["bc"], run_dir=str(bc_dir), precision=precision),
-            "ppo": {**preset["ppo"], "precision": precision}, **own_ppo_root}
 
 
 def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:

@@ -8,8 +8,7 @@ benchmark's own shape). A few provenance notes may stand beside them (``uncommit
 ``provenance_source``, ``provenance_note``, ``wall_s_scope``).
 
 The docs pages and the README's tables are rendered from these files (``docs/render_docs.py``), and every
-figure they print names its file's machine, date and commit; a file without them could not be cited. The scripts
-run as ``python benchmarks/NAME.py``, which puts this folder on ``sys.path``: ``from results_file import ...``.
+figure they print names its file's machine, date and commit; a file without them could not be cited.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Shared by the benchmark scripts: what a measurement ran on, the median-of-repeats timing loop, env steps/s, and
-exclusive seconds per labelled section of a profiled run (``SectionTimer``).
-
-The scripts run as ``python benchmarks/NAME.py``, which puts this folder on ``sys.path``: ``from timing import ...``.
+exclusive seconds per labelled section of a profiled run (``SectionTimer``). The scripts run as ``python
+benchmarks/NAME.py``, which puts this folder on ``sys.path``: ``from timing import ...``.
 """
 
 from __future__ import annotations

@@ -68,14 +68,6 @@ def test_seeds_of_different_lengths_are_read_up_to_the_shortest():
     assert stop["last_quarter_from_frames"] == 2 * 4096 and stop["level"] == pytest.approx(0.7)
 
 
-def test_a_precision_of_its_own_moves_a_budget_presets_ppo_runs_too():
-    from protocols import with_precision
-
-    bf16 = with_precision(PRESETS["few-1m"], "bf16")
-    assert bf16["ppo_root"] == "runs/bench-few-1m-bf16" and bf16["ppo"]["precision"] == "bf16"
-    assert "ppo_root" not in with_precision(PRESETS["few"], "bf16")
-
-
 def test_budget_targets_check_every_seeds_last_policy_against_the_start_on_the_same_boards():
     from protocols import budget_targets
 
