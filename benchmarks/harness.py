@@ -3,7 +3,7 @@ which shared options it takes) and a ``run(args) -> payload``; the harness parse
 options declared once here, the script's own added by its ``options(parser)``), times ``run`` and writes the
 payload as the results file in the one schema (``results_file``).
 
-    BENCHMARK = Benchmark("arms", __doc__, variants=(...), common={"boards": 200, "out": None})
+    BENCHMARK = Benchmark("bc_quality", __doc__, variants=(...), common={"boards": 100, "out": None})
     ...
     if __name__ == "__main__":
         sys.exit(BENCHMARK.main(run, options))

@@ -18,7 +18,7 @@ keeps the parts it does not rerun, the answered ``throughput`` and ``equal-time`
 Each stage's seconds are summed over the invocations that ran it (``runs/perception-stages.json``), so an arm
 stopped by SIGTERM and finished in a later session is timed whole.
 
-Targets, fixed before any run (issue "Perception that holds in any cell"): some arm with the encoder and/or the
+Targets, fixed before any run: some arm with the encoder and/or the
 recolouring reaches >= 95% nominal and >= 90% under every shift of the suite (blue_table and grey_board included,
 none excluded). Why each camera arm was run, and what it showed: docs/results/robustness.md.
 
@@ -61,7 +61,7 @@ BASELINE_SURFACES_SUCCESS = 0.74  # the 74% arm (robustness_surfaces.json, best.
 # (100 boards each) reaches the nominal target and its Wilson interval's upper end reaches this figure (no
 # significant nominal cost).
 FULL_PRESET_NOMINAL = 0.99
-# The camera mount's targets (issue "Holds when the camera sits a little differently"), fixed before its arm ran:
+# The camera mount's targets, fixed before its arm ran:
 # on every one of three seeds, the last policy at >= 95% nominal and >= 90% under every shift of the suite
 # (shifted_camera and bright_light included), with at most 5 guesses per 100 boards under every shift.
 MOUNT_ARM, MOUNT_TARGETS = "encoder+recolour+mount", {"seeds": 3, "nominal": 0.95, "every_shift": 0.90,

@@ -184,16 +184,12 @@ def fresh_board_seeds(boards: int) -> list[int]:
     return held_out_seeds(FRESH_BOARDS_SEED, boards, set())
 
 
-def on_fresh_boards(checkpoint: str | Path, boards: int, device: str, precision: str = "auto",
-                    prepare: Callable[[torch.nn.Module], None] | None = None) -> dict:
+def on_fresh_boards(checkpoint: str | Path, boards: int, device: str) -> dict:
     """A policy checkpoint (or run folder) on ``boards`` boards no run has seen (not the check boards): success
     with its Wilson interval, guesses (and how many came after the board had been localized), timeouts, verdict
-    accuracy, failed episodes by kind and by defect. ``prepare(actor)``, if given, changes the loaded actor first
-    (a benchmark's way of reading its actions)."""
+    accuracy, failed episodes by kind and by defect."""
     device = resolve_device(device)
-    actor, provenance, _ = load_actor(checkpoint, device, precision=precision)
-    if prepare is not None:
-        prepare(actor)
+    actor, provenance, _ = load_actor(checkpoint, device)
     metrics, episodes = evaluate_policy(actor, fresh_board_seeds(boards), num_envs=FRESH_BOARD_ENVS,
                                         device=device, **provenance.env_kwargs())
     return {"rate": metrics["success_rate"], "ci95": metrics["success_ci95"], "boards": metrics["episodes"],
@@ -252,9 +248,9 @@ def png_figure(path: Path) -> Iterator:
         plt.close(fig)
 
 
-def fresh_board_success(run_dir: Path, boards: int, device: str, precision: str = "auto") -> dict:
+def fresh_board_success(run_dir: Path, boards: int, device: str) -> dict:
     """last.pt and best.pt of a PPO run on fresh boards (``on_fresh_boards``)."""
-    return {name: on_fresh_boards(Path(run_dir) / "checkpoints" / f"{name}.pt", boards, device, precision)
+    return {name: on_fresh_boards(Path(run_dir) / "checkpoints" / f"{name}.pt", boards, device)
             for name in ("last", "best")}
 
 

@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         pages = render_all()
     except ValueError as err:  # a page names an option or preset the code lacks: one line naming it
-        print(f"render: {err}", file=sys.stderr)
+        print(f"render_docs: {err}", file=sys.stderr)
         return 2
     differ = stale(pages)
     if args.check:

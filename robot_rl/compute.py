@@ -167,4 +167,4 @@ def cpu_model() -> str:
                     return line.partition(":")[2].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return platform.processor() or platform.machine() or "unknown"

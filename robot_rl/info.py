@@ -90,27 +90,38 @@ def describe_dataset(root: Path) -> Lines:
                          + (f"; unfinished: seed {', '.join(unfinished)} (collect-demos resumes it)"
                             if unfinished else "")),
             ("expert success", f"{successes}/{len(episodes)}" if episodes else "-"),
-            ("at the board", _decisions(dataset) if episodes else "-")]
+            ("at the board", _decisions(dataset, root) if episodes else "-")]
 
 
-def _decisions(dataset) -> str:
+def _decisions(dataset, root: Path) -> str:
     """Where the expert decides: frames at the board labelled "continue" per verdict frame, and the median joint
     speed of each. Many waiting frames at a slow speed teach BC never to answer from the joint angles alone (the
     own-arm guide's case for reading joint velocities)."""
     import torch
 
     from robot_rl import keys
+    from robot_rl.dataset_checks import DatasetError
 
     data = dataset.data
-    localized, verdict = data[keys.LOCALIZED].reshape(-1), data[keys.EXPERT_VERDICT].reshape(-1)
-    joint_state = data[keys.JOINT_STATE]
+    if keys.LOCALIZED not in data.keys(include_nested=True):
+        return "not recorded (no localized flag in this dataset)"
+    localized, verdict, joint_state = data[keys.LOCALIZED], data[keys.EXPERT_VERDICT], data[keys.JOINT_STATE]
+    frames = dataset.frames
+    if (localized.dtype != torch.bool or localized.numel() != frames or verdict.numel() != frames
+            or verdict.is_floating_point() or joint_state.dim() != 2 or not joint_state.is_floating_point()
+            or joint_state.shape[1] % 2):
+        raise DatasetError(f"{root}: corrupt storage, the localized flag, expert verdict and joint state must be one "
+                           "bool, one whole number and angles then velocities per frame")
+    localized, verdict = localized.reshape(-1), verdict.reshape(-1)
     speed = joint_state[:, joint_state.shape[1] // 2:].norm(dim=1)
     waiting, deciding = localized & (verdict == 0), verdict > 0
 
     def median_speed(frames: torch.Tensor) -> str:
         return f"{float(speed[frames].median()):.3f}" if frames.any() else "-"
 
-    return (f"{int(waiting.sum()) / max(1, int(deciding.sum())):.2f} frames labelled continue per verdict frame "
+    if not deciding.any():
+        return f"no verdict frames; {int(waiting.sum())} frames labelled continue"
+    return (f"{int(waiting.sum()) / int(deciding.sum()):.2f} frames labelled continue per verdict frame "
             f"(median joint speed {median_speed(waiting)} rad/s waiting, {median_speed(deciding)} at the verdict)")
 
 
@@ -223,7 +234,8 @@ def _checked_curve(curve: object, source: Path) -> list[dict]:
         if not isinstance(failures, dict):
             raise UsageError(f"{source}: corrupt, a check's failures must be counts by kind")
         for kind in failures:
-            _count(failures, kind, source)
+            if _count(failures, kind, source) is None:
+                raise UsageError(f"{source}: corrupt, a check's {kind} count must be an integer >= 0, got None")
     return curve
 
 

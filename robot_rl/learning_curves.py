@@ -51,6 +51,7 @@ def stop_text(stop: dict) -> str:
     where = (f"stops rising at {frames:,} frames" if frames is not None
              else "still rising at the end" if stop["still_rising_at_end"] else "no rise")
     failures = stop["failures_per_100_last_quarter"]
-    kinds = ", ".join(f"{kind} {value:g}" for kind, value in failures.items() if value) if failures else "not counted"
+    kinds = ("not counted" if failures is None else
+             ", ".join(f"{kind} {value:g}" for kind, value in failures.items() if value) or "none")
     return (f"checks {stop['start']:.0%} -> {stop['level']:.0%} (last quarter), {where}; failures per 100 in the "
-            f"last quarter: {kinds or 'none'}")
+            f"last quarter: {kinds}")

@@ -123,7 +123,7 @@ PRESETS = {
 }
 
 
-# Each preset's DAgger stage, sized like its BC: quick as benchmarks/bc_vs_scratch.py's lead-dagger preset (the
+# Each preset's DAgger stage, sized like its BC: quick as benchmarks/bc_vs_scratch.py's lead-encoder preset (the
 # quick BC start, then 2 rounds), full as the lead task's encoder-dagger-8 arm (results/lead_inspect.json: 8
 # rounds of 200 episodes on the 1,200-demo BC, beta 0.5 halving per round: its checks still rose after the fourth).
 DAGGER_STAGES = {

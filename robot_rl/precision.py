@@ -6,8 +6,8 @@ GPUs that support it) and slows it down where it is emulated, so ``auto`` follow
 
 Only the encoder's forward runs in bf16: the heads (``robot_rl.policy.ActorHeads``) and the critic force fp32,
 and master weights, optimizer state, losses, checkpoints and exports stay fp32, so an exported policy never depends
-on the precision it was trained in. ``benchmarks/bc_throughput.py`` and ``benchmarks/ppo_throughput.py`` measure
-both precisions on the machine they run on.
+on the precision it was trained in. ``benchmarks/ppo_throughput.py`` measures both precisions on the machine it runs
+on (and ``results/bc_throughput.json`` BC's).
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ Slurm, systemd or ``kill -- -PGID`` reaches every process of a job, but a worker
 the step the main process was asked to finish and checkpoint (``workers_ignore_stop_signals``).
 
 Python's multiprocessing reaps its children on a clean exit only. A parent killed with -9 (the out-of-memory
-killer, a cluster scheduler, ``kill -9``) left collect-demos' and the process collector's env workers running:
-``benchmarks/kill_resume.py`` found them still stepping 5 s after the kill. No library here sets the flag that
-fixes it, so this module does, for every process ``robot_rl`` is imported in that multiprocessing started.
+killer, a cluster scheduler, ``kill -9``) left collect-demos' and the process collector's env workers running: a
+reliability probe (``benchmarks/results/kill_resume.json``) found them still stepping 5 s after the kill. No library
+here sets the flag that fixes it, so this module does, for every process ``robot_rl`` is imported in that
+multiprocessing started.
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
     assert "| `none` | 74% (" in text and "96% (40%-60%), " in text
     assert ("| `encoder+recolour` | 3,000 s | 900 s | 1,500 s | missed (1 of the shifts under 90%: blue_table) | "
             f"`{perception['commit'][:7]}` |") in text
-    assert "The equal-wall-time baseline has not been run yet" in text
+    assert "The equal-wall-time baseline was not run (its part is retired)." in text
     perception["uncommitted_changes"] = True  # a record measured with changes not yet committed says so
     text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
     assert f"`{perception['commit'][:7]}` with uncommitted changes |" in text

@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import functools
 import io
+import json
 import re
 import shlex
 import sys
@@ -69,14 +70,23 @@ BENCHMARK_OPTIONS = {path.stem: set(ADD_ARGUMENT.findall(path.read_text())) | HA
 @functools.cache
 def benchmark_options(script: str) -> set[str]:
     """The options of benchmark ``script``; a retired script's (whose commands the pages of its results still
-    show) from its last version in git, and a live one's retired commands' from the version that ran them (a clone
-    without that history cannot check them: the error says so)."""
+    show) from its last version in git, which a clone without that history cannot check (the error says so)."""
     if script in harness.RETIRED:
         return set(ADD_ARGUMENT.findall(harness.retired_source(script))) | HARNESS_OPTIONS
-    options = BENCHMARK_OPTIONS.get(script, set())
-    if script in harness.RETIRED_COMMANDS:  # the retired commands' options, from the version that ran them
-        options |= set(ADD_ARGUMENT.findall(harness.retired_source(script, harness.RETIRED_COMMANDS[script].commit)))
-    return options
+    return BENCHMARK_OPTIONS.get(script, set())
+
+
+def _recorded_commands() -> set[str]:
+    """The commands the results files record, as the rendered pages show them (a live script's retired command
+    among them: the page says which commit runs it)."""
+    commands = set()
+    for path in (ROOT / "benchmarks" / "results").glob("*.json"):
+        data = json.loads(path.read_text())
+        commands.add(" ".join(["python", f"benchmarks/{data['benchmark']}.py", *harness.recorded_command(data)]))
+    return commands
+
+
+RECORDED_COMMANDS = _recorded_commands()
 
 
 # -- finding the commands ---------------------------------------------------------------------------------------
@@ -206,7 +216,7 @@ def other_programs_options(text: str) -> set[str]:
             continue
         script = next((Path(w).stem for w in words if w.startswith("benchmarks/") and w.endswith(".py")), None)
         found = set(OPTION.findall(span))
-        if script is not None:
+        if script is not None and span.strip() not in RECORDED_COMMANDS:
             unknown = found - benchmark_options(script)
             assert not unknown, f"`{span}`: benchmarks/{script}.py has no option {', '.join(sorted(unknown))}"
         options |= found

@@ -264,6 +264,48 @@ def test_info_describes_an_export_folder_and_refuses_a_corrupt_one(bc_run_dir, t
     assert code == 2 and f"{folder / 'config.json'}: env image_size must be" in out and "KeyError" not in out
 
 
+def test_info_reads_where_the_expert_decides_and_refuses_storage_that_cannot_say(tmp_path):
+    from types import SimpleNamespace
+
+    from tensordict import TensorDict
+
+    from robot_rl import keys
+    from robot_rl.dataset_checks import DatasetError
+    from robot_rl.info import _decisions
+
+    def dataset(localized, verdict, joint_state):
+        data = TensorDict({keys.JOINT_STATE: joint_state, keys.EXPERT_VERDICT: verdict}, batch_size=[4])
+        if localized is not None:
+            data[keys.LOCALIZED] = localized
+        return SimpleNamespace(data=data, frames=4)
+
+    joints = torch.zeros(4, 12)
+    at_board = torch.tensor([[False], [True], [True], [True]])
+    assert _decisions(dataset(at_board, torch.tensor([0, 0, 0, 2]), joints), tmp_path).startswith(
+        "2.00 frames labelled continue per verdict frame")
+    assert _decisions(dataset(at_board, torch.zeros(4, dtype=torch.long), joints), tmp_path) == (
+        "no verdict frames; 3 frames labelled continue")
+    assert _decisions(dataset(None, torch.zeros(4, dtype=torch.long), joints), tmp_path).startswith("not recorded")
+    for bad in (dataset(at_board.float(), torch.zeros(4, dtype=torch.long), joints),
+                dataset(at_board, torch.zeros(4), joints),
+                dataset(at_board, torch.zeros(4, dtype=torch.long), torch.zeros(4, 11))):
+        with pytest.raises(DatasetError, match="corrupt storage"):
+            _decisions(bad, tmp_path)
+
+
+def test_info_refuses_a_curve_whose_failure_counts_are_not_counts(tmp_path):
+    from robot_rl.errors import UsageError
+    from robot_rl.info import _checked_curve
+    from robot_rl.learning_curves import stop_text, where_it_stops
+
+    good = [{"success_rate": 0.5, "frames": 0, "failures": {}}, {"success_rate": 0.75, "frames": 64, "failures": {}}]
+    assert _checked_curve(good, tmp_path) == good
+    assert stop_text(where_it_stops([good], 4)).endswith("failures per 100 in the last quarter: none")
+    for failures in ({"guess": None}, {"guess": 1.5}, {"guess": -1}, [1]):
+        with pytest.raises(UsageError, match="corrupt"):
+            _checked_curve([{"success_rate": 0.5, "frames": 0, "failures": failures}], tmp_path)
+
+
 def test_info_refuses_a_run_folder_whose_files_are_corrupt(bc_run_dir, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(bc_run_dir, run)

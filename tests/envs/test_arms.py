@@ -276,8 +276,9 @@ def test_the_pandas_camera_looks_from_past_its_fingertips():
 
 @pytest.mark.parametrize("difficulty, seeds", [("easy", (0, 1, 2)), ("default", (0, 10, 20)), ("hard", (7, 17, 30))])
 def test_the_panda_reaches_the_lead_view_where_its_flange_camera_did_not(difficulty, seeds):
-    # Boards of arms.py's first 40 where the Panda's expert failed (or collided) with the camera looking along the
-    # flange beside the fingers; easy ones have the connector's open side facing the base.
+    # Boards of the arms benchmark's first 40 (results/arms_lead_inspect.json) where the Panda's expert failed (or
+    # collided) with the camera looking along the flange beside the fingers; easy ones have the connector's open side
+    # facing the base.
     pytest.importorskip("gymnasium_robotics", reason="the [panda] extra is not installed")
     task = LeadInspectTask(difficulty, TaskConfig(image_size=32), arm="panda")
     expert_inspects_without_collisions(task, [40_000_000 + seed for seed in seeds])
