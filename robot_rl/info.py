@@ -67,10 +67,11 @@ def _checked_rate(values: object, source: Path, rate_key: str = "success_rate") 
     return _rate(rate, ci95)
 
 
-def _count(values: dict, key: str, source: Path, low: int = 0):
-    """``values[key]``, refused unless an integer >= ``low`` (None where absent)."""
+def _count(values: dict, key: str, source: Path, low: int = 0, required: bool = False):
+    """``values[key]``, refused unless an integer >= ``low`` (None where absent, unless ``required``)."""
     value = values.get(key)
-    if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
+    if (value is not None or required) and not (isinstance(value, int) and not isinstance(value, bool)
+                                                and value >= low):
         raise UsageError(f"{source}: corrupt, {key} must be an integer >= {low}, got {value!r}")
     return value
 
@@ -228,14 +229,12 @@ def _checked_curve(curve: object, source: Path) -> list[dict]:
         raise UsageError(f"{source}: corrupt, curve must be a list of checks")
     for point in curve:
         _checked_rate(point, source)
-        if _count(point, "frames", source) is None:
-            raise UsageError(f"{source}: corrupt, a check without its frames")
+        _count(point, "frames", source, required=True)
         failures = point.get("failures", {})
         if not isinstance(failures, dict):
             raise UsageError(f"{source}: corrupt, a check's failures must be counts by kind")
         for kind in failures:
-            if _count(failures, kind, source) is None:
-                raise UsageError(f"{source}: corrupt, a check's {kind} count must be an integer >= 0, got None")
+            _count(failures, kind, source, required=True)
     return curve
 
 
