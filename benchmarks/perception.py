@@ -69,7 +69,8 @@ MOUNT_ARM, MOUNT_TARGETS = "encoder+recolour+mount", {"seeds": 3, "nominal": 0.9
 # The camera arms, each one lever on the one before, chosen from its failures by kind before it ran (the
 # robustness page gives each one's reason and result): a calibrated cell (the arm controls the camera where it
 # sits); exposure or zoom augmentation in BC; demos and views under a wide light range; a rectified lens; a camera
-# that meters its exposure, in training or only when deployed; the rectified cell with exposure augmentation.
+# that meters its exposure, in training or only when deployed; the rectified cell with exposure augmentation; the
+# metered camera reading the parts' highlights instead of the centre's mean.
 CALIBRATED_ARM = "encoder+recolour+calibrated"
 EXPOSURE_ARM = "encoder+recolour+calibrated+exposure"
 ZOOM_ARM = "encoder+recolour+calibrated+zoom"
@@ -78,6 +79,7 @@ RECTIFIED_ARM = "encoder+recolour+rectified"
 METERED_ARM = "encoder+recolour+metered"
 DEPLOYED_EXPOSURE_ARM = "encoder+recolour+rectified+deployed-exposure"  # trains nothing: RECTIFIED_ARM's policies
 RECTIFIED_EXPOSURE_ARM = "encoder+recolour+rectified+exposure"
+HIGHLIGHTS_ARM = "encoder+recolour+highlights"
 ARM_BC_OPTIONS = {EXPOSURE_ARM: {"exposure": 1.0}, ZOOM_ARM: {"zoom": 0.25}, RECTIFIED_EXPOSURE_ARM: {"exposure": 1.0}}
 # Arms that are another arm's BC runs evaluated otherwise: (the arm that trained them, the deployed camera's exposure)
 DEPLOYED_AS = {DEPLOYED_EXPOSURE_ARM: (RECTIFIED_ARM, "auto")}
@@ -86,7 +88,7 @@ CAMERA_ARMS = {MOUNT_ARM: "camera_mount", CALIBRATED_ARM: "camera_calibrated",
                EXPOSURE_ARM: "camera_calibrated_exposure", ZOOM_ARM: "camera_calibrated_zoom",
                LIGHTS_ARM: "camera_calibrated_lights", RECTIFIED_ARM: "camera_rectified",
                METERED_ARM: "camera_metered", DEPLOYED_EXPOSURE_ARM: "camera_rectified_deployed_exposure",
-               RECTIFIED_EXPOSURE_ARM: "camera_rectified_exposure"}
+               RECTIFIED_EXPOSURE_ARM: "camera_rectified_exposure", HIGHLIGHTS_ARM: "camera_highlights"}
 RECOLOURED = "table,board,background"
 # arm: (demos with masks, encoder weights, recolour, randomization of the demos and of the encoder's views)
 ARMS = {"baseline": (False, False, "", "surfaces"), "encoder": (False, True, "", "surfaces"),
@@ -94,7 +96,8 @@ ARMS = {"baseline": (False, False, "", "surfaces"), "encoder": (False, True, "",
         MOUNT_ARM: (True, True, RECOLOURED, "mount"), CALIBRATED_ARM: (True, True, RECOLOURED, "calibrated"),
         EXPOSURE_ARM: (True, True, RECOLOURED, "calibrated"), ZOOM_ARM: (True, True, RECOLOURED, "calibrated"),
         LIGHTS_ARM: (True, True, RECOLOURED, "lights"), RECTIFIED_ARM: (True, True, RECOLOURED, "rectified"),
-        METERED_ARM: (True, True, RECOLOURED, "metered"), RECTIFIED_EXPOSURE_ARM: (True, True, RECOLOURED, "rectified")}
+        METERED_ARM: (True, True, RECOLOURED, "metered"), RECTIFIED_EXPOSURE_ARM: (True, True, RECOLOURED, "rectified"),
+        HIGHLIGHTS_ARM: (True, True, RECOLOURED, "highlights")}
 ARMS.update({name: ARMS[trained] for name, (trained, _) in DEPLOYED_AS.items()})  # its trainer's recipe
 
 def three_seeds(name: str, arm: str, about: str) -> Variant:
@@ -117,7 +120,8 @@ BENCHMARK = Benchmark("perception", __doc__, variants=(
         ("rectified", RECTIFIED_ARM, "the calibrated arm in a cell that rectifies its lens"),
         ("metered", METERED_ARM, "the rectified arm in a cell whose camera meters its exposure"),
         ("deployed-exposure", DEPLOYED_EXPOSURE_ARM, "the rectified policies on a camera that meters its exposure"),
-        ("rectified-exposure", RECTIFIED_EXPOSURE_ARM, "the rectified arm with exposure augmentation"))),
+        ("rectified-exposure", RECTIFIED_EXPOSURE_ARM, "the rectified arm with exposure augmentation"),
+        ("highlights", HIGHLIGHTS_ARM, "the metered arm with a camera that meters the highlights"))),
 ), common={"seeds": ([0], "BC seeds of every arm in 'arms'"), "boards": (100, "boards per check and per shift"),
            "device": "auto", "out": (None, "JSON output (parts not run are kept)")})
 

@@ -392,6 +392,8 @@ RANDOMIZATION_MEANING = {
     "calibration_fov": "a rectifying cell's error on the lens's field of view (deg), either sign",
     "auto_exposure": "the camera sets its exposure every frame from the centre of its image (all light scaled "
                      "towards the nominal level before the sensor clips)",
+    "metering": "what that camera reads in the centre: its mean grey level (`centre`) or its highlights, held just "
+                "under clipping (`highlights`)",
 }
 
 
@@ -400,6 +402,8 @@ def _field_text(name: str, value) -> str:
         return "yes" if value else "no"
     if name == "board_masks":
         return ", ".join(value)
+    if name == "metering":
+        return value
     if name == "table_hsv":
         return "nominal" if value is None else "HSV " + ", ".join(
             f"{c} {lo:g}-{hi:g}" for c, (lo, hi) in zip("hsv", value))

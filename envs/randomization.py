@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from robot_rl.envs.defaults import CAMERA_EXPOSURES
+from robot_rl.envs.exposure import METERS
 
 Range = tuple[float, float]
 ColourRange = tuple[Range, Range, Range]  # per channel (r, g, b), or (hue, saturation, value) for an HSV range
@@ -88,20 +89,24 @@ class Randomization:
     # calibrated its camera's intrinsics), measured with an error of calibration_fov (degrees, either sign).
     rectified: bool = False
     calibration_fov: Range = (0.0, 0.0)
-    # The camera meters the centre of its image every frame and sets its exposure from it (robot_rl.envs.exposure).
+    # The camera meters the centre of its image every frame and sets its exposure from it (robot_rl.envs.exposure),
+    # reading the centre's mean or its highlights (exposure.METERS).
     auto_exposure: bool = False
+    metering: str = "centre"
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in ("name", "board_masks", "table_hsv", "table_marks", "calibrated", "rectified",
-                          "auto_exposure"):
+                          "auto_exposure", "metering"):
                 continue
             for low, high in value if isinstance(value[0], tuple) else (value,):
                 if not low <= high:
                     raise ValueError(f"Randomization.{f.name}: range ({low}, {high}) has low > high")
                 if f.name != "camera_fov" and low < 0:
                     raise ValueError(f"Randomization.{f.name} must be >= 0, got ({low}, {high})")
+        if self.metering not in METERS:
+            raise ValueError(f"Randomization.metering must be one of {', '.join(METERS)}, got {self.metering!r}")
         if not (-40 <= self.camera_fov[0] and self.camera_fov[1] <= 60):
             raise ValueError(f"Randomization.camera_fov must stay within (-40, 60) degrees, got {self.camera_fov}")
         unknown = [mask for mask in self.board_masks if mask not in SOLDER_MASKS]
@@ -154,6 +159,7 @@ class Randomization:
             **self._sample_surfaces(rng),
             **self._sample_calibration(rng, direction),
             auto_exposure=self.auto_exposure,
+            metering=self.metering,
         )
 
     def _sample_calibration(self, rng: np.random.Generator, direction) -> dict:
@@ -206,6 +212,7 @@ class Appearance:
     # A rectifying cell's error of the measured field of view (degrees; None: the images are not rectified).
     lens_error: float | None = None
     auto_exposure: bool = False  # the camera sets its exposure from its own image (robot_rl.envs.exposure)
+    metering: str = "centre"  # how it reads that image: a key of exposure.METERS
 
     @property
     def rectified(self) -> bool:
@@ -269,8 +276,11 @@ LIGHTS = replace(CALIBRATED, name="lights", light_intensity=(0.3, 2.0))
 # auto-exposure does before its sensor clips: the light shifts change the light the sensor gathers, the exposure
 # brings the inspected part back towards its nominal level.
 METERED = replace(RECTIFIED, name="metered", auto_exposure=True)
+# Metered's camera reading the parts' highlights instead of the centre's mean: its gain follows the light on the
+# parts and not the board's or the table's colour (benchmarks/results/exposure_loop.json measures both cameras).
+HIGHLIGHTS = replace(METERED, name="highlights", metering="highlights")
 RANDOMIZATIONS = {r.name: r for r in (NONE, DEFAULT, WIDE, SURFACES, STRONG, MOUNT, CALIBRATED, LIGHTS, RECTIFIED,
-                                      METERED)}
+                                      METERED, HIGHLIGHTS)}
 
 # Fixed shifts, each outside the ``default`` ranges (the README lists them). Chosen before any policy was
 # evaluated on them; changing one changes what the robustness benchmark measures.
@@ -311,7 +321,7 @@ def with_camera_of(setting: Randomization, cell: Randomization) -> Randomization
     of the cell; a deployment may name another: ``with_exposure``). ``setting`` itself when there is nothing to
     carry."""
     if cell.auto_exposure and not setting.auto_exposure:
-        return replace(setting, auto_exposure=True)
+        return replace(setting, auto_exposure=True, metering=cell.metering)
     return setting
 
 
@@ -321,9 +331,12 @@ def with_exposure(setting: Randomization, camera_exposure: str) -> Randomization
     --camera-exposure``). ``setting`` itself when it already has that exposure."""
     if camera_exposure not in ("", *CAMERA_EXPOSURES):
         raise ValueError(f"unknown camera exposure {camera_exposure!r}; choose one of {', '.join(CAMERA_EXPOSURES)}")
-    if not camera_exposure or setting.auto_exposure == (camera_exposure == "auto"):
+    if not camera_exposure:
         return setting
-    return replace(setting, auto_exposure=camera_exposure == "auto")
+    auto, metering = CAMERA_EXPOSURES[camera_exposure]
+    if (setting.auto_exposure, setting.metering) == (auto, metering):
+        return setting
+    return replace(setting, auto_exposure=auto, metering=metering)
 
 
 def get_randomization(randomization: str | Randomization) -> Randomization:
@@ -349,6 +362,9 @@ def describe(randomization: Randomization) -> str:
             continue
         if f.name in ("calibrated", "rectified", "auto_exposure"):
             parts.append(f.name.replace("_", " "))
+            continue
+        if f.name == "metering":
+            parts.append(f"metering {value}")
             continue
         if f.name == "board_masks":
             text = ", ".join(value)

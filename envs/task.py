@@ -373,7 +373,7 @@ class InspectionTask:
         image = self.wrist_renderer.render(self.scene.model, self.scene.data)
         self._frame_gain = self._exposure_gain
         if self._exposure_gain is not None:  # this frame's metering sets the next frame's exposure
-            self._exposure_gain = exposure.next_gain(self._exposure_gain, exposure.metered_level(image))
+            self._exposure_gain = exposure.METERS[self.appearance.metering].next_gain(self._exposure_gain, image)
             self.scene.set_exposure(self._exposure_gain)
         if self.appearance is not None and self.appearance.pixel_noise > 0:
             noisy = self._noise_frame  # in place: a quarter of the time of the same arithmetic with temporaries
@@ -397,7 +397,7 @@ class InspectionTask:
             self.scene.set_exposure(gain)
             return self.wrist_renderer.render(self.scene.model, self.scene.data)
 
-        self._exposure_gain = exposure.settle(render_at)
+        self._exposure_gain = exposure.settle(render_at, meter=exposure.METERS[self.appearance.metering])
         self.scene.set_exposure(self._exposure_gain)
 
     def apply_appearance(self, appearance: Appearance) -> None:

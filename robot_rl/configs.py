@@ -541,7 +541,8 @@ class EvaluateConfig:
     task: str = option("", "'' = the policy's task; another task is refused (a policy learned one task); naming "
                        "its module:Class allows importing it")
     camera_exposure: str = option("", "the deployed wrist camera's exposure, under every setting evaluated: auto "
-                                  "(it sets its exposure from the centre of its image every frame), fixed (a "
+                                  "(it sets its exposure from the centre of its image every frame), highlights "
+                                  "(from the highlights in that centre, held just under clipping), fixed (a "
                                   "constant exposure: frames as bright as the scene is lit), '' = the policy's "
                                   "camera, or the one --randomization names", choices=CAMERA_EXPOSURES)
     perturbations: bool = option(False, "also run the same boards under each shift of the perturbation suite "

@@ -69,8 +69,8 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
         f"task {info.get('task', 'pcb-inspect')}, {info['difficulty']} boards, "
         f"{info['image_size']}x{info['image_size']} pixels, "
         f"randomization {info.get('randomization', 'none')}"
-        f"{' (its camera setting its own exposure)' if info.get('auto_exposure') else ''}"
-        f"{' (its camera at a fixed exposure)' if info.get('camera_exposure') == 'fixed' else ''}, "
+        f"{_camera_text(info)}"
+        ", "
         f"arm {info.get('arm', 'ur5e_like')}, "
         f"{'stochastic' if info['stochastic'] else 'deterministic'} policy, board seeds "
         f"{info['seeds'][0]}-{info['seeds'][-1]}.",
@@ -82,6 +82,14 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
         markdown_table(confusion, ["board", "pass", "rework", "none"]), "## Reward terms", markdown_table(terms),
         "## Episodes", markdown_table(episodes),
     ]) + "\n"
+
+
+def _camera_text(info: dict) -> str:
+    """How the report's camera set its exposure, as the report's header says it ('' for the policy's fixed one)."""
+    if info.get("auto_exposure"):
+        reading = " from its highlights" if info.get("metering") == "highlights" else ""
+        return f" (its camera setting its own exposure{reading})"
+    return " (its camera at a fixed exposure)" if info.get("camera_exposure") == "fixed" else ""
 
 
 def _run_boards(actor, provenance: Provenance, config: EvaluateConfig, out_dir: Path, device, progress: bool,
@@ -182,6 +190,7 @@ def evaluate(config: EvaluateConfig, progress: bool = True, shifts: dict[str, Ra
         info = {"checkpoint": str(checkpoint), "checkpoint_kind": config.checkpoint_kind,
                 "difficulty": provenance.difficulty, "image_size": provenance.image_size,
                 "randomization": provenance.randomization, "auto_exposure": seen.auto_exposure,
+                **({"metering": seen.metering} if seen.auto_exposure else {}),
                 "camera_exposure": config.camera_exposure,
                 "arm": provenance.arm, "task": provenance.task,
                 "stochastic": config.stochastic, "seeds": [seeds[0], seeds[-1]], "precision": context.precision,

@@ -269,7 +269,7 @@ def test_a_deployed_camera_sets_its_own_exposure_under_every_setting(bc_run_dir,
 
     shifts = {"dim_light": PERTURBATIONS["dim_light"]}
     reports = {}
-    for exposure in ("auto", "fixed"):
+    for exposure in ("auto", "fixed", "highlights"):
         out = tmp_path / exposure
         evaluate(EvaluateConfig(checkpoint=str(bc_run_dir), out=str(out), episodes=1, num_envs=1, videos=0,
                                 failure_videos=0, perturbations=True, camera_exposure=exposure),
@@ -281,6 +281,9 @@ def test_a_deployed_camera_sets_its_own_exposure_under_every_setting(bc_run_dir,
         tmp_path / "auto" / "report.md").read_text()
     assert [row["change"] for row in auto["perturbations"]] == ["auto exposure", "light_intensity x0.35; auto exposure"]
     assert [row["change"] for row in fixed["perturbations"]] == ["nominal", "light_intensity x0.35"]
+    assert reports["highlights"]["info"]["metering"] == "highlights" and auto["info"]["metering"] == "centre"
+    header = (tmp_path / "highlights" / "report.md").read_text()
+    assert "(its camera setting its own exposure from its highlights)" in header
 
 
 def _suites_in_cells(bc_run_dir, out, shift: str, cells: dict) -> list[list[dict]]:
@@ -299,11 +302,13 @@ def _suites_in_cells(bc_run_dir, out, shift: str, cells: dict) -> list[list[dict
 def test_a_fixed_exposure_takes_the_exposure_loop_from_a_metered_policys_camera(bc_run_dir, tmp_path):
     from robot_rl.envs.randomization import METERED, with_exposure
 
-    metered, fixed = _suites_in_cells(bc_run_dir, tmp_path, "dim_light",
-                                      {"metered": METERED, "fixed": with_exposure(METERED, "fixed")})
-    assert all("auto exposure" in row["change"] for row in metered)
+    metered, fixed, highlights = _suites_in_cells(bc_run_dir, tmp_path, "dim_light", {
+        "metered": METERED, "fixed": with_exposure(METERED, "fixed"),
+        "highlights": with_exposure(METERED, "highlights")})
+    assert all("auto exposure" in row["change"] and "metering" not in row["change"] for row in metered)
     assert not any("auto exposure" in row["change"] for row in fixed)
     assert "rectified" in fixed[1]["change"]  # the rest of the cell stays the policy's
+    assert all(row["change"].endswith("auto exposure; metering highlights") for row in highlights)
 
 
 def test_a_calibrated_cell_stays_calibrated_under_every_shift_of_the_suite(bc_run_dir, tmp_path):

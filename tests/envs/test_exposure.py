@@ -7,6 +7,7 @@ import pytest
 
 from robot_rl.envs import exposure
 from robot_rl.envs.randomization import (
+    HIGHLIGHTS,
     METERED,
     NONE,
     PERTURBATIONS,
@@ -45,6 +46,56 @@ def test_metering_reads_the_centre_of_the_image():
     assert exposure.metered_level(image) == 90.0
     image[:28] = 255  # a bright table at the edge does not move it
     assert exposure.metered_level(image) == 90.0
+
+
+def test_the_highlight_meter_reads_the_brightest_channels_99th_percentile_in_the_centre():
+    image = np.zeros((84, 84, 3), np.uint8)
+    image[28:56, 28:56, 1] = 60
+    image[28:31, 28:56, 2] = 200  # 84 of the centre's 784 pixels: more than 1%
+    assert exposure.highlight_level(image) == 200.0
+    image[:28] = 255  # a bright table at the edge does not move it
+    assert exposure.highlight_level(image) == 200.0
+    assert exposure.metered_level(image) < 80  # the centre's mean barely sees the highlights
+
+
+def test_a_clipped_highlight_reading_steps_one_stop_down_and_settling_reaches_the_target():
+    highlights = exposure.METERS["highlights"]
+    white = np.full((84, 84, 3), 255, np.uint8)
+    assert highlights.next_gain(1.0, white, smoothing=1.0) == pytest.approx(exposure.CLIPPED_STEP)
+    at_target = np.full((84, 84, 3), int(exposure.HIGHLIGHT_LEVEL), np.uint8)
+    assert highlights.next_gain(0.8, at_target) == pytest.approx(0.8)
+    scene = np.linspace(20, 900, 84 * 84 * 3).reshape(84, 84, 3)  # highlights 3.5x past clipping at gain 1
+
+    def render_at(gain: float) -> np.ndarray:
+        return np.clip(scene * gain, 0, 255).astype(np.uint8)
+
+    gain = exposure.settle(render_at, meter=highlights)
+    assert exposure.highlight_level(render_at(gain)) == pytest.approx(exposure.HIGHLIGHT_LEVEL, rel=0.02)
+    # the centre meter is the loop it always was: the same gains from the same readings
+    centre = exposure.METERS["centre"]
+    assert centre.next_gain(1.3, at_target) == exposure.next_gain(1.3, exposure.metered_level(at_target))
+
+
+def _gain_at_view(randomization, boards: int = 3) -> float:
+    """The gain the expert's answered frame was taken at, median over boards."""
+    task = get_task("pcb-inspect")(randomization=randomization)
+    gains = []
+    for seed in range(boards):
+        for _, result in expert_steps(task, 40_000_000 + seed):
+            if not (result.terminated or result.truncated):
+                gain = task.exposure_gain
+        gains.append(gain)
+    return float(np.median(gains))
+
+
+def test_a_camera_metering_highlights_follows_the_light_and_not_the_boards_colour():
+    nominal = _gain_at_view(in_cell_of(NONE, HIGHLIGHTS))
+    grey = _gain_at_view(in_cell_of(PERTURBATIONS["grey_board"], HIGHLIGHTS))
+    assert grey == pytest.approx(nominal, rel=0.05)
+    assert _gain_at_view(in_cell_of(PERTURBATIONS["dim_light"], HIGHLIGHTS)) > 1.5 * nominal
+    # the centre's mean follows the board: a grey board opens a mean-metered camera up
+    assert _gain_at_view(in_cell_of(PERTURBATIONS["grey_board"], METERED)) > 1.2 * _gain_at_view(
+        in_cell_of(NONE, METERED))
 
 
 def _level_at_view(randomization, boards: int = 3) -> float:
@@ -106,6 +157,20 @@ def test_a_deployment_names_the_cameras_exposure_whatever_the_policy_was_trained
     assert not with_exposure(METERED, "fixed").auto_exposure and with_exposure(METERED, "fixed").rectified
     with pytest.raises(ValueError, match="camera exposure 'manual'"):
         with_exposure(RECTIFIED, "manual")
+    highlights = with_exposure(RECTIFIED, "highlights")
+    assert highlights.auto_exposure and highlights.metering == "highlights" and highlights.rectified
+    assert with_exposure(HIGHLIGHTS, "highlights") is HIGHLIGHTS
+    assert with_exposure(HIGHLIGHTS, "auto").metering == "centre"
+    assert not with_exposure(HIGHLIGHTS, "fixed").auto_exposure
+
+
+def test_a_shift_in_a_highlight_metered_cell_meters_the_highlights_too():
+    shifted = in_cell_of(PERTURBATIONS["dim_light"], HIGHLIGHTS)
+    assert shifted.auto_exposure and shifted.metering == "highlights"
+    assert describe(shifted).endswith("auto exposure; metering highlights")
+    assert "metering" not in describe(METERED)  # the centre is the default meter
+    with pytest.raises(ValueError, match="metering must be one of centre, highlights"):
+        Randomization("spot", auto_exposure=True, metering="spot")
 
 
 def test_a_video_replay_leaves_the_exposure_and_lights_the_scene_as_drawn():
