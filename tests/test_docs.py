@@ -246,6 +246,26 @@ def test_the_metered_arm_renders_against_the_rectified_arm_of_its_seed():
     assert "`dim_light` went to 95% and `bright_light` to 95%" in rendered("readme/limits.md")
 
 
+def test_the_highlights_arm_renders_against_the_metered_arm_of_its_seed():
+    import perception
+
+    def grey_board_at_97(row: dict) -> dict:
+        return dict(row, success_rate=0.97) if row["shift"] == "grey_board" else row
+
+    metered, rendered = _with_first_seed_rendered(perception.HIGHLIGHTS_ARM, perception.METERED_ARM,
+                                                  grey_board_at_97, "highlights", 1300.0)
+    text = rendered("results/robustness.md")
+    assert "### The metered cell with a camera that meters the highlights" in text
+    assert "Its encoder: 20,000 views of that cell, 8 epochs, 1,300 s." in text
+    was = render_docs.pct(render_docs.shift_of(metered, "grey_board")["success_rate"])
+    assert f"`grey_board` {was} to 97%." in text
+    assert "`python benchmarks/perception.py --variant highlights` runs the others" in text
+    readme = rendered("readme/results.md", folded=False)
+    assert "its camera metering the parts' highlights (`encoder+recolour+highlights`)" in readme
+    assert "(one seed so far), `dim_light` " in rendered("readme/limits.md")
+    assert "`grey_board` 97%, nominal" in rendered("readme/limits.md")
+
+
 def test_the_deployed_exposure_arm_renders_against_the_same_policies_at_a_fixed_exposure():
     import perception
 
