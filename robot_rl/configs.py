@@ -17,15 +17,16 @@ from robot_rl.options import option, validate
 # `robot-rl --help` load MuJoCo.
 DIFFICULTY_NAMES = ("easy", "default", "hard")
 RANDOMIZATION_NAMES = ("none", "default", "wide", "surfaces", "strong", "mount", "calibrated", "lights",
-                       "rectified", "metered")
+                       "rectified", "metered", "highlights")
 RANDOMIZATION_HELP = ("domain randomization of the camera view (lights, colours, camera mount, noise): none, "
                       "default, wide (default plus tables of any colour, four solder masks, marks, twice the camera "
                       "mount range), surfaces (wide with default's camera mount), strong, mount (surfaces with "
                       "the camera up to 12 mm and 6 deg off its mount), calibrated (mount in a cell that "
                       "measured its camera: the arm controls the camera where it sits, to within 2 mm and 1 deg), "
                       "lights (calibrated with light intensity x0.3-2.0), rectified (calibrated in a cell that "
-                      "measured its lens too, to within 0.5 deg, and resamples every image to the nominal lens), or "
-                      "metered (rectified with a camera that sets its exposure from the centre of its image)")
+                      "measured its lens too, to within 0.5 deg, and resamples every image to the nominal lens), "
+                      "metered (rectified with a camera that sets its exposure from the centre of its image), or "
+                      "highlights (metered, its camera metering the highlights in that centre)")
 # Arms and tasks are checked where the env is built (an unknown name or a bad ArmSpec file exits 2 there): a user's
 # arm is a JSON file and a user's task a Python class, which only the env package can read.
 TASK_HELP = ("what the camera inspects: pcb-inspect (a board's components, from straight above), lead-inspect "

@@ -40,7 +40,7 @@ def test_an_unknown_randomization_exits_2_naming_the_option():
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "robot-rl collect-demos: error: --randomization must be one of none, default, wide, surfaces, strong, mount, "
-        "calibrated, lights, rectified, metered, got 'foggy'"]
+        "calibrated, lights, rectified, metered, highlights, got 'foggy'"]
 
 
 def test_pipeline_arm_goes_to_the_demos_and_names_the_default_root(monkeypatch):
