@@ -46,7 +46,8 @@ def options(parser) -> None:
 
 def at_the_view(args, setting) -> dict:
     """The expert through ``args.boards`` boards of ``setting``: medians over boards of the answered frame's gain,
-    level and clipped share, and of the lowest gain of the frames taken on the way."""
+    level (the centre's mean), highlight level (``exposure.highlight_level``) and clipped share, and of the lowest
+    gain of the frames taken on the way."""
     task = build_task(args.task, "default", args.image_size, None, {}, randomization=setting)
     gains, lowest, levels, peaks, clipped = [], [], [], [], []
     for seed in fresh_board_seeds(args.boards):
@@ -62,7 +63,7 @@ def at_the_view(args, setting) -> dict:
         if taken_at and taken_at[-1] is not None:
             gains.append(taken_at[-1])
             lowest.append(min(taken_at))
-    row = {"level": float(np.median(levels)), "highlights": float(np.median(peaks)),
+    row = {"level": float(np.median(levels)), "highlight_level": float(np.median(peaks)),
            "clipped_share": float(np.median(clipped))}
     if gains:
         row |= {"gain": float(np.median(gains)), "gain_p10_p90": [float(np.percentile(gains, q)) for q in (10, 90)],
@@ -82,8 +83,8 @@ def run(args) -> dict:
         rows.append(row)
         print(f"{row['shift']}: gain {row['auto_gain']:.2f} (highlights {row['highlights_gain']:.2f}), level "
               f"{row['fixed_level']:.0f} -> {row['auto_level']:.0f}", file=sys.stderr)
-    print(markdown_table(rows, ["shift", "fixed_level", "fixed_highlights", "fixed_clipped_share", "auto_gain",
-                                "auto_level", "auto_clipped_share", "highlights_gain", "highlights_highlights",
+    print(markdown_table(rows, ["shift", "fixed_level", "fixed_highlight_level", "fixed_clipped_share", "auto_gain",
+                                "auto_level", "auto_clipped_share", "highlights_gain", "highlights_highlight_level",
                                 "highlights_clipped_share"]))
     return {"cell": args.cell, "task": args.task, "boards": args.boards, "image_size": args.image_size,
             "boards_from": FRESH_BOARDS_SEED, "clipped_from": CLIPPED, "target_level": exposure.TARGET_LEVEL,

@@ -391,7 +391,7 @@ RANDOMIZATION_MEANING = {
     "rectified": "the cell measured its lens too: every wrist image is resampled to the nominal field of view",
     "calibration_fov": "a rectifying cell's error on the lens's field of view (deg), either sign",
     "auto_exposure": "the camera sets its exposure every frame from the centre of its image (all light scaled "
-                     "towards the nominal level before the sensor clips)",
+                     "towards its meter's target before the sensor clips)",
     "metering": "what that camera reads in the centre: its mean grey level (`centre`) or its highlights, held just "
                 "under clipping (`highlights`)",
 }

@@ -17,9 +17,9 @@ towards it. A camera arriving at the view from elsewhere holds what its loop has
 A camera meters one of two ways (``METERS``). ``centre`` is the mean above. ``highlights`` meters the brightest
 channel's 99th percentile in the same centre and holds it just under clipping (``HIGHLIGHT_LEVEL``), as a camera set
 to protect its highlights does: the parts' specular highlights answer to the light that falls on them, while the
-centre's mean also answers to what colour the board and the table are, so a grey board or a white table moves a
+centre's mean also answers to what colour the board and the table are, so a grey board or a dark table moves a
 mean-metered gain and not a highlight-metered one. A clipped reading says only that the light is too much, so the
-loop then steps down by ``CLIPPED_STEP`` rather than by the reading.
+loop then aims ``CLIPPED_STEP`` down (one stop) rather than by the reading, and moves the usual part of the way.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ SETTLE_FRAMES = 4  # full corrections at reset: clipped pixels under-report the 
 HIGHLIGHT_PERCENTILE = 99.0  # of the centre's brightest channel: the parts' highlights, not single hot pixels
 HIGHLIGHT_LEVEL = 240.0  # grey levels: the highlights held just under the sensor's clipping at 255
 CLIPPED_READING = 254.0  # a highlight reading at or above it is clipped
-CLIPPED_STEP = 0.5  # the full correction a clipped reading gets: one stop down
+CLIPPED_STEP = 0.5  # the gain ratio a clipped reading aims for: one stop down
 
 
 def centre(image: np.ndarray) -> np.ndarray:
@@ -66,12 +66,16 @@ def next_gain(gain: float, level: float, smoothing: float = SMOOTHING, target: f
 
 @dataclass(frozen=True)
 class Meter:
-    """How a camera reads its image (``read``: a uint8 [H, W, 3] image to a level) and the level it holds."""
+    """How a camera reads its image (``read``: a uint8 [H, W, 3] image to a level), the level it holds, and how many
+    full corrections settle it at reset (``settle_frames``)."""
 
     name: str
     read: Callable[[np.ndarray], float]
     target: float
-    clipped_from: float | None = None  # a reading at or above it is clipped: the loop steps by CLIPPED_STEP
+    clipped_from: float | None = None  # a reading at or above it is clipped: the loop aims CLIPPED_STEP down
+    # Full corrections at reset. A highlight meter that starts clipped (a bright cell at gain 1) needs its one-stop
+    # steps first, then the readings that correct it, so it gets twice the mean meter's.
+    settle_frames: int = SETTLE_FRAMES
 
     def next_gain(self, gain: float, image: np.ndarray, smoothing: float = SMOOTHING) -> float:
         """The gain of the frame after ``image``, taken at ``gain``."""
@@ -83,15 +87,14 @@ class Meter:
 
 METERS = {meter.name: meter for meter in (
     Meter("centre", metered_level, TARGET_LEVEL),
-    Meter("highlights", highlight_level, HIGHLIGHT_LEVEL, clipped_from=CLIPPED_READING),
+    Meter("highlights", highlight_level, HIGHLIGHT_LEVEL, clipped_from=CLIPPED_READING,
+          settle_frames=2 * SETTLE_FRAMES),
 )}
 
 
 def settle(render_at: Callable[[float], np.ndarray], gain: float = 1.0, meter: Meter = METERS["centre"]) -> float:
-    """The steady gain of a still camera: ``render_at(gain)`` renders the wrist image at a gain; each of
-    ``SETTLE_FRAMES`` readings corrects fully (a clipped highlight reading by its one-stop step, so a camera that
-    meters highlights gets ``SETTLE_FRAMES`` more)."""
-    frames = SETTLE_FRAMES * (2 if meter.clipped_from is not None else 1)
-    for _ in range(frames):
+    """The steady gain of a still camera: ``render_at(gain)`` renders the wrist image at a gain; each of the meter's
+    ``settle_frames`` readings corrects fully."""
+    for _ in range(meter.settle_frames):
         gain = meter.next_gain(gain, render_at(gain), smoothing=1.0)
     return gain

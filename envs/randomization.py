@@ -18,7 +18,8 @@ residual error (``calibration_shift``, ``calibration_tilt``). ``rectified`` mode
 lens (an intrinsic calibration) and resamples every wrist image to the nominal field of view
 (``robot_rl.envs.lens``), off by the measurement's error (``calibration_fov``). The env models the calibrations'
 results, not their procedures. ``auto_exposure`` gives the camera an exposure loop that meters the centre of its
-image and scales all the light it gathers towards the nominal level (``robot_rl.envs.exposure``).
+image (its mean or its highlights: ``metering``) and scales all the light it gathers towards that meter's target
+(``robot_rl.envs.exposure``).
 
 The perturbation suite (``PERTURBATIONS``) holds fixed shifts outside the ``default`` ranges, for evaluating how a
 policy degrades under conditions it was not trained on (``robot-rl evaluate --perturbations``).
@@ -107,6 +108,9 @@ class Randomization:
                     raise ValueError(f"Randomization.{f.name} must be >= 0, got ({low}, {high})")
         if self.metering not in METERS:
             raise ValueError(f"Randomization.metering must be one of {', '.join(METERS)}, got {self.metering!r}")
+        if self.metering != "centre" and not self.auto_exposure:
+            raise ValueError(f"Randomization.metering needs auto_exposure: a fixed camera meters nothing, got "
+                             f"{self.metering!r}")
         if not (-40 <= self.camera_fov[0] and self.camera_fov[1] <= 60):
             raise ValueError(f"Randomization.camera_fov must stay within (-40, 60) degrees, got {self.camera_fov}")
         unknown = [mask for mask in self.board_masks if mask not in SOLDER_MASKS]
@@ -318,8 +322,8 @@ def in_cell_of(shift: Randomization, cell: Randomization) -> Randomization:
 def with_camera_of(setting: Randomization, cell: Randomization) -> Randomization:
     """``setting`` seen through the camera of ``cell``: a camera that sets its own exposure does so in every
     setting a policy trained with it meets, the nominal one included (a behaviour of the camera, not a condition
-    of the cell; a deployment may name another: ``with_exposure``). ``setting`` itself when there is nothing to
-    carry."""
+    of the cell; a deployment may name another: ``with_exposure``), metering as that camera does. A setting with an
+    exposure loop of its own keeps its own meter. ``setting`` itself when there is nothing to carry."""
     if cell.auto_exposure and not setting.auto_exposure:
         return replace(setting, auto_exposure=True, metering=cell.metering)
     return setting

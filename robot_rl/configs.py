@@ -545,7 +545,7 @@ class EvaluateConfig:
                                   "(it sets its exposure from the centre of its image every frame), highlights "
                                   "(from the highlights in that centre, held just under clipping), fixed (a "
                                   "constant exposure: frames as bright as the scene is lit), '' = the policy's "
-                                  "camera, or the one --randomization names", choices=CAMERA_EXPOSURES)
+                                  "camera, or the one --randomization names", choices=tuple(CAMERA_EXPOSURES))
     perturbations: bool = option(False, "also run the same boards under each shift of the perturbation suite "
                                  "(success per shift next to nominal, one failure video each)")
     num_envs: int = option(8, "envs stepped together (in this process)")

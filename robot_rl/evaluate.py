@@ -84,11 +84,15 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
     ]) + "\n"
 
 
+# How the report's header names a meter (exposure.METERS); the centre's mean is the camera's default, unnamed.
+_METERING_TEXT = {"centre": "", "highlights": " from its highlights"}
+
+
 def _camera_text(info: dict) -> str:
     """How the report's camera set its exposure, as the report's header says it ('' for the policy's fixed one)."""
     if info.get("auto_exposure"):
-        reading = " from its highlights" if info.get("metering") == "highlights" else ""
-        return f" (its camera setting its own exposure{reading})"
+        metering = info.get("metering", "centre")
+        return f" (its camera setting its own exposure{_METERING_TEXT.get(metering, f' metering {metering}')})"
     return " (its camera at a fixed exposure)" if info.get("camera_exposure") == "fixed" else ""
 
 

@@ -282,6 +282,9 @@ def test_a_deployed_camera_sets_its_own_exposure_under_every_setting(bc_run_dir,
     assert [row["change"] for row in auto["perturbations"]] == ["auto exposure", "light_intensity x0.35; auto exposure"]
     assert [row["change"] for row in fixed["perturbations"]] == ["nominal", "light_intensity x0.35"]
     assert reports["highlights"]["info"]["metering"] == "highlights" and auto["info"]["metering"] == "centre"
+    assert "metering" not in fixed["info"]  # a fixed camera meters nothing
+    assert [row["change"] for row in reports["highlights"]["perturbations"]] == [
+        "auto exposure; metering highlights", "light_intensity x0.35; auto exposure; metering highlights"]
     header = (tmp_path / "highlights" / "report.md").read_text()
     assert "(its camera setting its own exposure from its highlights)" in header
 

@@ -71,9 +71,24 @@ def test_a_clipped_highlight_reading_steps_one_stop_down_and_settling_reaches_th
 
     gain = exposure.settle(render_at, meter=highlights)
     assert exposure.highlight_level(render_at(gain)) == pytest.approx(exposure.HIGHLIGHT_LEVEL, rel=0.02)
-    # the centre meter is the loop it always was: the same gains from the same readings
+    # in the running loop a clipped frame moves the gain part of the way, as any other reading does
+    assert highlights.next_gain(1.0, white) == pytest.approx(exposure.CLIPPED_STEP ** exposure.SMOOTHING)
+    assert highlights.next_gain(1.0, np.zeros_like(white)) == exposure.GAIN_RANGE[1]  # a black frame opens up
+
+
+def test_the_centre_meter_is_the_loop_it_always_was():
     centre = exposure.METERS["centre"]
-    assert centre.next_gain(1.3, at_target) == exposure.next_gain(1.3, exposure.metered_level(at_target))
+    frame = np.full((84, 84, 3), 240, np.uint8)
+    assert centre.next_gain(1.3, frame) == 1.3 * (87.0 / 240.0) ** 0.5  # the formula before meters had names
+    assert centre.next_gain(1.3, np.zeros_like(frame)) == exposure.GAIN_RANGE[1]
+    renders = []
+
+    def render_at(gain: float) -> np.ndarray:
+        renders.append(gain)
+        return np.full((84, 84, 3), min(255, round(60 * gain)), np.uint8)
+
+    exposure.settle(render_at)
+    assert len(renders) == exposure.SETTLE_FRAMES  # a clipped highlight reading needs more; the mean does not
 
 
 def _gain_at_view(randomization, boards: int = 3) -> float:
@@ -81,9 +96,11 @@ def _gain_at_view(randomization, boards: int = 3) -> float:
     task = get_task("pcb-inspect")(randomization=randomization)
     gains = []
     for seed in range(boards):
+        gain = None
         for _, result in expert_steps(task, 40_000_000 + seed):
             if not (result.terminated or result.truncated):
                 gain = task.exposure_gain
+        assert gain is not None
         gains.append(gain)
     return float(np.median(gains))
 
@@ -171,6 +188,14 @@ def test_a_shift_in_a_highlight_metered_cell_meters_the_highlights_too():
     assert "metering" not in describe(METERED)  # the centre is the default meter
     with pytest.raises(ValueError, match="metering must be one of centre, highlights"):
         Randomization("spot", auto_exposure=True, metering="spot")
+    with pytest.raises(ValueError, match="metering needs auto_exposure"):  # a fixed camera meters nothing
+        Randomization("fixed highlights", metering="highlights")
+
+
+def test_every_deployed_cameras_meter_is_a_meter():
+    from robot_rl.envs.defaults import CAMERA_EXPOSURES
+
+    assert {metering for _, metering in CAMERA_EXPOSURES.values()} <= set(exposure.METERS)
 
 
 def test_a_video_replay_leaves_the_exposure_and_lights_the_scene_as_drawn():
