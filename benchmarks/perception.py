@@ -437,6 +437,13 @@ def best_arm(arms: dict) -> str | None:
     return max(candidates, key=shifts_met_then_nominal)
 
 
+def recipe_arm(cell: str) -> str | None:
+    """The arm that measures the `full` recipe in ``cell`` (masks, the encoder and the recolouring, no other BC
+    option, its own policies): the one whose verdict decides whether `full` collects there; None without one."""
+    return next((name for name, recipe in ARMS.items() if recipe == (True, True, RECOLOURED, cell)
+                 and name not in ARM_BC_OPTIONS and name not in DEPLOYED_AS), None)
+
+
 def adoption(name: str, arms: dict) -> dict:
     """Whether `full` adopts arm ``name``: its nominal success pooled over its seeds, against the rule above."""
     seeds = [key for key in arms if key == name or key.startswith(f"{name}-seed")]

@@ -521,6 +521,9 @@ def _header(source: str) -> str:
 
 # -- rendering -------------------------------------------------------------------------------------------------
 def environment(results: dict[str, dict]) -> jinja2.Environment:
+    from perception import recipe_arm
+
+    full_cell = preset_value("full", "collect-demos", "--randomization")  # where `full` collects, and its arm
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, and_list=and_list, span=span,
@@ -530,7 +533,8 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
                        metrics_row=metrics_row,
                        bc_checks_table=bc_checks_table, suite_table=suite_table, lead_inspect_rows=lead_inspect_rows,
                        perception_rows=perception_rows, option_default=option_default, preset_value=preset_value,
-                       recipe_changes=recipe_changes, retired=RETIRED,
+                       recipe_changes=recipe_changes, retired=RETIRED, full_cell=full_cell,
+                       full_arm=recipe_arm(full_cell),
                        prov=lambda name: provenance_line(name, results[name]),
                        cmd=lambda name: command_text(results[name]), machine=machine_text)
     return env

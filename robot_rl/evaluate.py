@@ -68,9 +68,7 @@ def report_markdown(metrics: dict, summaries: list[dict], info: dict) -> str:
         f"# Evaluation of `{info['checkpoint']}`",
         f"task {info.get('task', 'pcb-inspect')}, {info['difficulty']} boards, "
         f"{info['image_size']}x{info['image_size']} pixels, "
-        f"randomization {info.get('randomization', 'none')}"
-        f"{_camera_text(info)}"
-        ", "
+        f"randomization {info.get('randomization', 'none')}{_camera_text(info)}, "
         f"arm {info.get('arm', 'ur5e_like')}, "
         f"{'stochastic' if info['stochastic'] else 'deterministic'} policy, board seeds "
         f"{info['seeds'][0]}-{info['seeds'][-1]}.",

@@ -107,12 +107,14 @@ PRESETS = {
     ),
     "full": Preset(
         # Demos on tables of any colour in a calibrated cell (the camera a little off its mount, wherever it sits,
-        # and measured there: the arm controls it where it is), kept with their segmentation masks; BC from the
-        # encoder pretrained on the cell's labelled views (``--encoder auto``), recolouring each frame's table, board
-        # and background. Each lever adopted by benchmarks/perception.py's rule (no significant nominal cost over
-        # three seeds): the surfaces recipe first, then its calibrated cell.
+        # its pose and lens measured there: the arm controls it where it is and every frame is rectified to the
+        # nominal lens) whose camera sets its exposure from the parts' highlights, kept with their segmentation
+        # masks; BC from the encoder pretrained on the cell's labelled views (``--encoder auto``), recolouring each
+        # frame's table, board and background. Each lever adopted by benchmarks/perception.py's rule (no
+        # significant nominal cost over three seeds): the surfaces recipe, its calibrated cell, then that cell's
+        # highlight-metering camera.
         collect=CollectConfig(out=DEMOS, episodes=1200, difficulty="default", image_size=84,
-                              randomization="calibrated", masks=True),
+                              randomization="highlights", masks=True),
         pretrain=BCConfig(data=DEMOS, run_dir=BC, epochs=12, batch_size=64, eval_every=3, eval_episodes=100,
                           recolour="table,board,background"),
         finetune=FinetuneConfig(init=BC, run_dir=PPO, total_frames=500_000, frames_per_batch=4096, num_envs=16,

@@ -58,11 +58,11 @@ def test_pipeline_arm_goes_to_the_demos_and_names_the_default_root(monkeypatch):
     # The Panda's BC reads joint velocities and learns when to answer; the default arm keeps the recipe.
     assert {k: getattr(panda.pretrain, k) for k in pipeline.ARM_BC_OPTIONS["panda"]} == pipeline.ARM_BC_OPTIONS["panda"]
     assert (full.pretrain.joint_velocities, full.pretrain.timing_weight) == (False, 0.0)
-    # full: tables of any colour in a calibrated cell, masks kept for the recolouring, BC from the encoder
-    # pretrained on that cell.
+    # full: tables of any colour in a calibrated cell metering the parts' highlights, masks kept for the
+    # recolouring, BC from the encoder pretrained on that cell.
     assert (full.collect.randomization, full.collect.masks, full.pretrain.recolour) == (
-        "calibrated", True, "table,board,background")
-    assert full.encoder is not None and full.encoder.randomization == "calibrated"
+        "highlights", True, "table,board,background")
+    assert full.encoder is not None and full.encoder.randomization == "highlights"
 
 
 def test_pipeline_dagger_auto_decides_from_its_checks_on_every_task_unless_told(monkeypatch):
