@@ -86,6 +86,9 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the same, 'continue' taught on every guess (--guess-ce-weight 1), 3 seeds"),
     Variant("demo-bc", ("--preset", "demo", "--arms", "bc"),
             "make demo's start as it is built today (encoder, BC, DAgger auto), PPO at 65,536 frames, 3 seeds"),
+    Variant("lead-flat-bc", ("--preset", "lead-flat", "--arms", "bc"),
+            "the lead task's quick start with DAgger auto's rounds until its check stops rising (up to 8), then "
+            "the pipeline's PPO at 65,536 frames, 3 seeds"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")})
 
 
@@ -153,6 +156,17 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
                        "ratio_lower_bound_counting_demo_frames": bound_demos})
     result["targets"] = targets
     return result
+
+
+def dagger_rounds(preset: dict) -> dict | None:
+    """The start's DAgger stage: its checks round by round (round 0: the BC policy it began from; success, guesses,
+    the aggregate's frames) and the round PPO starts from; None for a start without the stage."""
+    if "dagger" not in preset:
+        return None
+    summary = RunFolder(Path(preset["bc"].run_dir).parent / "dagger").summary()
+    return {"final_round": summary["final_round"],
+            "checks": [{key: record.get(key) for key in ("round", "success_rate", "guesses", "aggregate_frames")}
+                       for record in summary["rounds"]]}
 
 
 def plot(curves: dict[str, list[list[dict]]], threshold: float, path: Path, title: str) -> None:
@@ -285,6 +299,7 @@ def run(args) -> int:
         "scratch_options": preset["scratch"],
         # Whether the start had a DAgger stage; it ran rounds where PPO's init is not the BC run itself.
         "dagger_config": asdict(preset["dagger"]) if "dagger" in preset else None,
+        "dagger_rounds": dagger_rounds(preset),
     })
     # The benchmark runs in parts (--arms, --seeds): each run's own seconds are in run_seconds.
     BENCHMARK.write(result, out=out, wall_s=round(time.perf_counter() - start), targets=targets,

@@ -134,6 +134,17 @@ PRESETS["demo"] = {
     **_few_demo_recipe(PRESETS["few"]["demos"].out, "runs/bench-demo/bc"), "encoder": _DEMO.encoder,
     "dagger": _DEMO.dagger, "budget_targets": {"success_min": 0.90},
 }
+# The lead task's quick-pipeline start as ``--dagger auto`` would build it if its rounds ran until the check stops
+# rising (or reaches a working policy's success) instead of stopping at the quick stage's 2: the cap is the full
+# stage's 8 rounds, the candidate the pipeline adopts if PPO from it meets the lead start's targets. Its PPO is the
+# pipeline's own, at 65,536 frames. Targets, fixed before it ran: the lead start's (``lead-encoder-1m``'s).
+_LEAD_DEMO = pipeline_for_options(PipelineConfig(preset="quick", task="lead-inspect"))[0]
+PRESETS["lead-flat"] = {
+    **_few_demo_recipe(PRESETS["lead-encoder"]["demos"].out, "runs/bench-lead-flat/bc", task="lead-inspect"),
+    "encoder": _LEAD_DEMO.encoder,
+    "dagger": replace(_LEAD_DEMO.dagger, rounds=PIPELINE_DAGGER_STAGES["full"].rounds),
+    "budget_targets": dict(PRESETS["lead-encoder-1m"]["budget_targets"]),
+}
 
 def budget_targets(targets: dict, start: dict, final: dict[str, dict]) -> dict[str, bool]:
     """A budget preset's ``targets`` checked on every seed's last policy (``final``: seed -> its fresh-board
