@@ -373,30 +373,36 @@ def test_the_ppo_guide_names_every_default_that_differs_from_the_recipe(monkeypa
     assert "robot-rl finetune --policy runs/bc --out runs/ppo --shaping 1 --ppo-epochs 8\n" in commands
 
 
-def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_targets():
+def _one_seed_bc_run(preset: str, rates: list[float], frames: int, last: dict, start: dict, **record) -> dict:
+    """A bc_vs_scratch results record of one seed's BC arm: checks at ``rates`` every ``frames`` frames, its last
+    policy ``last`` on the fresh boards against the start ``start``, the preset's budget targets checked."""
     import bc_vs_scratch
     from protocols import PRESETS, budget_targets
 
-    frames = 16_384
-    rates = [0.48, 0.6, 0.7, 0.8, 0.86, 0.88, 0.9, 0.88, 0.9]
     curve = [{"frames": i * frames, "success_rate": rate, "success_ci95": [rate - 0.1, rate + 0.1], "guess_rate": 0.1,
               "failures": {"guess": 5, "wrong_verdict": 2}} for i, rate in enumerate(rates)]
-    last = {"rate": 0.91, "ci95": [0.84, 0.95], "boards": 100, "guesses": 3, "failures": {"guess": 3, "unstable": 0,
-            "wrong_verdict": 6}, "by_defect": {"rotated": {"episodes": 10, "success_rate": 0.7}}}
-    start = {"rate": 0.66, "ci95": [0.56, 0.74], "boards": 100, "guesses": 20}
-    budget = len(rates) * frames
     summary = bc_vs_scratch.summarize({"bc": [curve]}, {"bc": [{"last": last, "best": last}]}, start, (0,), 0.74,
-                                      {"bc": budget}, 5000, 2048)
-    summary["targets"].update(budget_targets(PRESETS["few-1m"]["budget_targets"], start, summary["final_success"]))
-    results = render_docs.load_results()
-    results["bc_vs_scratch_few-1m"] = {
+                                      {"bc": len(rates) * frames}, 5000, 2048)
+    summary["targets"].update(budget_targets(PRESETS[preset]["budget_targets"], start, summary["final_success"]))
+    return {
         **summary, "benchmark": "bc_vs_scratch", "date": "2026-12-06T00:00:00+00:00", "commit": "0" * 40,
-        "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "few-1m-bc", "--seeds", "0"], "wall_s": 5000.0,
+        "argv": ["benchmarks/bc_vs_scratch.py", "--variant", f"{preset}-bc", "--seeds", "0"], "wall_s": 5000.0,
         "machine": {"cpu": "Intel Xeon", "logical_cpus": 2}, "seeds": [0], "precision": {"ran": "bf16"},
         "bc_start_metrics": {"episodes": 50},
         "ppo_config": {"eval_every": 16, "frames_per_batch": 1024, "encoder_lr": 0.0},
         "table": [{"arm": "PPO from few-demo BC", "seed": 0, "last.pt, fresh boards": "91% (84-95%)"}],
-        "curves": {"bc": [curve]}}
+        "curves": {"bc": [curve]}, **record}
+
+
+def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_targets():
+    frames = 16_384
+    rates = [0.48, 0.6, 0.7, 0.8, 0.86, 0.88, 0.9, 0.88, 0.9]
+    last = {"rate": 0.91, "ci95": [0.84, 0.95], "boards": 100, "guesses": 3, "failures": {"guess": 3, "unstable": 0,
+            "wrong_verdict": 6}, "by_defect": {"rotated": {"episodes": 10, "success_rate": 0.7}}}
+    start = {"rate": 0.66, "ci95": [0.56, 0.74], "boards": 100, "guesses": 20}
+    results = render_docs.load_results()
+    results["bc_vs_scratch_few-1m"] = _one_seed_bc_run("few-1m", rates, frames, last, start)
+    summary = results["bc_vs_scratch_few-1m"]
     page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
     assert "## PPO to a million frames from the demo's start (the few preset)" in page
     assert "to 147,456 frames, a check on the 50 check boards every 16,384 frames; 1 of 3 seeds" in page
@@ -423,6 +429,32 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
     readme = render_docs.environment(results).get_template("readme/results.md").render()
     assert ("| PPO to 147,456 frames from the 150-demo start without a pretrained encoder (1 of 3 seeds) | 66% -> "
             "91% (3 guesses) on 100 fresh boards; checks stop rising at 98,304 frames") in readme
+
+
+def test_the_lead_start_with_dagger_until_flat_renders_its_rounds_and_its_stage_row():
+    last = {"rate": 0.88, "ci95": [0.8, 0.93], "boards": 100, "guesses": 4, "failures": {"guess": 4,
+            "wrong_verdict": 8}, "by_defect": {}}
+    start = {"rate": 0.7, "ci95": [0.6, 0.78], "boards": 100, "guesses": 9}
+    rounds = [{"round": i, "success_rate": rate, "guesses": 10 - i, "aggregate_frames": 5000 * (i + 1)}
+              for i, rate in enumerate([0.1, 0.4, 0.62, 0.72, 0.7])]
+    results = render_docs.load_results()
+    results["bc_vs_scratch_lead-flat"] = _one_seed_bc_run(
+        "lead-flat", [0.72, 0.8, 0.84, 0.86], 16_384, last, start,
+        dagger_config={"eval_episodes": 50, "rounds": 8}, dagger_rounds={"final_round": 3, "checks": rounds},
+        bc_config={"run_dir": "runs/bench-lead-flat/bc"})
+    results["bc_vs_scratch_lead-flat"]["ppo_config"].update(init="runs/bench-lead-flat/dagger/rounds/round-03",
+                                                            total_frames=65_536)
+    env = render_docs.environment(results)
+    page = " ".join(env.get_template("results/fine-tuning.md").render().split())
+    assert "## PPO from the lead start with DAgger until its check stops rising" in page
+    assert "PPO starts from round 3's policy:" in page
+    assert "| 0 | 5,000 | 10% | 10 | | 1 | 10,000 | 40% | 9 |" in page and "| 4 | 25,000 | 70% | 6 |" in page
+    assert "| last policy at least 80 percent every seed at this budget | met |" in page
+    assert "| last policy 30 points above start every seed at this budget | **missed** |" in page
+    row = [line for line in _stage_rows(results) if "until its check stops rising" in line]
+    assert row == ["| `lead-inspect`: 150 demos, encoder, BC, DAgger until its check stops rising (4 of at most 8 "
+                   "rounds) | - | 70% | 88% | +18 | 9 -> 4 of 100 | 65,536 | 1 PPO seed, 100 fresh boards | Intel "
+                   "Xeon, 2 cores, 2026-12-06, `0000000` |"]
 
 
 def test_the_dwell_run_renders_its_last_policies_beside_the_lead_runs_without_the_penalty_by_failure_kind():
