@@ -89,6 +89,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
     Variant("lead-flat-bc", ("--preset", "lead-flat", "--arms", "bc"),
             "the lead task's quick start with DAgger auto's rounds until its check stops rising (up to 8), then "
             "the pipeline's PPO at 65,536 frames, 3 seeds"),
+    Variant("lead-flat-dwell-bc", ("--preset", "lead-flat-dwell", "--arms", "bc"),
+            "the same start, waiting at the view costing 0.05 a step, 3 seeds"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")})
 
 

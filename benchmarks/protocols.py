@@ -145,6 +145,13 @@ PRESETS["lead-flat"] = {
     "dagger": replace(_LEAD_DEMO.dagger, rounds=PIPELINE_DAGGER_STAGES["full"].rounds),
     "budget_targets": dict(PRESETS["lead-encoder-1m"]["budget_targets"]),
 }
+# The same start with waiting at the view made to cost (``dwell_penalty`` 0.05, as lead-dwell-1m), as the pipeline's
+# PPO left it at the view without a verdict on its first seed. Its targets, fixed before it ran: lead-dwell-1m's.
+PRESETS["lead-flat-dwell"] = {
+    **PRESETS["lead-flat"], "ppo_root": "runs/bench-lead-flat-dwell",
+    "ppo": {**PRESETS["lead-flat"]["ppo"], "dwell_penalty": 0.05},
+    "budget_targets": dict(PRESETS["lead-dwell-1m"]["budget_targets"]),
+}
 
 def budget_targets(targets: dict, start: dict, final: dict[str, dict]) -> dict[str, bool]:
     """A budget preset's ``targets`` checked on every seed's last policy (``final``: seed -> its fresh-board
