@@ -38,7 +38,8 @@ COMMAND = "make docs-render"  # or: python docs/render_docs.py
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 # A value the prose states that the code defines (see the module docstring); the value is what gets rewritten.
 VALUE = re.compile(r"(<!-- (?P<kind>default|preset): (?P<key>[^>]*?) -->)(?P<value>.*?)(<!-- end -->)")
-NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}  # counts the prose spells out
+# The counts the prose spells out.
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
 # The page templates, each rendered with the same helpers to the same path under docs/.
 PAGES = (*(f"results/{name}.md" for name in ("index", "demo", "bc", "fine-tuning", "robustness", "throughput",
                                              "arms-tasks", "reliability")), "history.md")
@@ -524,6 +525,10 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
     from perception import recipe_arm
 
     full_cell = preset_value("full", "collect-demos", "--randomization")  # where `full` collects, and its arm
+    from robot_rl.configs import PipelineConfig
+    from robot_rl.pipeline import for_options
+
+    quick_auto_dagger = for_options(PipelineConfig(preset="quick"))[0].dagger  # the stage `--dagger auto` runs
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, and_list=and_list, span=span,
@@ -535,6 +540,7 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
                        perception_rows=perception_rows, option_default=option_default, preset_value=preset_value,
                        recipe_changes=recipe_changes, retired=RETIRED, full_cell=full_cell,
                        full_arm=recipe_arm(full_cell),
+                       quick_dagger_rounds=quick_auto_dagger.rounds,
                        prov=lambda name: provenance_line(name, results[name]),
                        cmd=lambda name: command_text(results[name]), machine=machine_text)
     return env
