@@ -91,6 +91,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the pipeline's PPO at 65,536 frames, 3 seeds"),
     Variant("lead-flat-dwell-bc", ("--preset", "lead-flat-dwell", "--arms", "bc"),
             "the same start, waiting at the view costing 0.05 a step, 3 seeds"),
+    Variant("lead-flat-anchor-bc", ("--preset", "lead-flat-anchor", "--arms", "bc"),
+            "the same with a KL anchor to the start policy (weight 1, not decaying), 3 seeds"),
     Variant("demo-dwell-bc", ("--preset", "demo-dwell", "--arms", "bc"),
             "make demo's start with lead-flat's DAgger stage, PPO with waiting at the view costing 0.05 a step"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")})

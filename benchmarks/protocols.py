@@ -146,11 +146,18 @@ PRESETS["lead-flat"] = {
     "budget_targets": dict(PRESETS["lead-encoder-1m"]["budget_targets"]),
 }
 # The same start with waiting at the view made to cost (``dwell_penalty`` 0.05, as lead-dwell-1m), as the pipeline's
-# PPO left it at the view without a verdict on its first seed. Its targets, fixed before it ran: lead-dwell-1m's.
+# PPO left it at the view without a verdict. Its targets, fixed before it ran: lead-dwell-1m's.
 PRESETS["lead-flat-dwell"] = {
     **PRESETS["lead-flat"], "ppo_root": "runs/bench-lead-flat-dwell",
     "ppo": {**PRESETS["lead-flat"]["ppo"], "dwell_penalty": 0.05},
     "budget_targets": dict(PRESETS["lead-dwell-1m"]["budget_targets"]),
+}
+# The same with PPO held near its start: a KL anchor to the start policy at weight 1, not decaying (the trainer's
+# DAPG-style anchor): from this start the sampled policy PPO trains guesses where the deterministic one, which
+# already works, does not, and PPO drifted off it. Its targets, fixed before it ran: lead-dwell-1m's.
+PRESETS["lead-flat-anchor"] = {
+    **PRESETS["lead-flat-dwell"], "ppo_root": "runs/bench-lead-flat-anchor",
+    "ppo": {**PRESETS["lead-flat-dwell"]["ppo"], "anchor_weight": 1.0, "anchor_decay": 1.0},
 }
 # `make demo`'s start on the PCB task as the pipeline would build it with lead-flat's DAgger stage (its BC already
 # checks at 80%, so the stage runs no round), PPO with lead-flat-dwell's penalty, 3 seeds: the other task the
