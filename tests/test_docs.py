@@ -433,7 +433,7 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
 
 def test_the_lead_start_with_dagger_until_flat_renders_its_rounds_and_its_stage_row():
     last = {"rate": 0.88, "ci95": [0.8, 0.93], "boards": 100, "guesses": 4, "failures": {"guess": 4,
-            "wrong_verdict": 8, "no_verdict_at_view": 0}, "by_defect": {}}
+            "wrong_verdict": 8, "no_verdict_at_view": 0, "view_never_found": 0}, "by_defect": {}}
     start = {"rate": 0.7, "ci95": [0.6, 0.78], "boards": 100, "guesses": 9}
     rounds = [{"round": i, "success_rate": rate, "guesses": 10 - i, "aggregate_frames": 5000 * (i + 1)}
               for i, rate in enumerate([0.1, 0.4, 0.62, 0.72, 0.7])]
