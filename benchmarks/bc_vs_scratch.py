@@ -43,6 +43,7 @@ from protocols import (
     bc_start,
     budget_targets,
     ci_cell,
+    dagger_dir,
     frames_to_threshold,
     fresh_board_success,
     largest_fall_after,
@@ -169,7 +170,7 @@ def dagger_rounds(preset: dict) -> dict | None:
     the aggregate's frames) and the round PPO starts from; None for a start without the stage."""
     if "dagger" not in preset:
         return None
-    summary = RunFolder(Path(preset["bc"].run_dir).parent / "dagger").summary()
+    summary = RunFolder(dagger_dir(preset)).summary()
     return {"final_round": summary["final_round"],
             "checks": [{key: record.get(key) for key in ("round", "success_rate", "guesses", "aggregate_frames")}
                        for record in summary["rounds"]]}

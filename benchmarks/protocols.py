@@ -139,10 +139,11 @@ PRESETS["demo"] = {
 # stage's 8 rounds, the candidate the pipeline adopts if PPO from it meets the lead start's targets. Its PPO is the
 # pipeline's own, at 65,536 frames. Targets, fixed before it ran: the lead start's (``lead-encoder-1m``'s).
 _LEAD_DEMO = pipeline_for_options(PipelineConfig(preset="quick", task="lead-inspect"))[0]
+FLAT_DAGGER_ROUNDS = PIPELINE_DAGGER_STAGES["full"].rounds  # the candidate cap on --dagger auto's rounds
 PRESETS["lead-flat"] = {
     **_few_demo_recipe(PRESETS["lead-encoder"]["demos"].out, "runs/bench-lead-flat/bc", task="lead-inspect"),
     "encoder": _LEAD_DEMO.encoder,
-    "dagger": replace(_LEAD_DEMO.dagger, rounds=PIPELINE_DAGGER_STAGES["full"].rounds),
+    "dagger": replace(_LEAD_DEMO.dagger, rounds=FLAT_DAGGER_ROUNDS),
     "budget_targets": dict(PRESETS["lead-encoder-1m"]["budget_targets"]),
 }
 # The same start with waiting at the view made to cost (``dwell_penalty`` 0.05, as lead-dwell-1m), as the pipeline's
@@ -168,7 +169,7 @@ PRESETS["lead-flat-anchor"] = {
 # leaves out the lead start's +30-point lift, which no seed can reach from a start at 84%.
 PRESETS["demo-dwell"] = {
     **_few_demo_recipe(PRESETS["few"]["demos"].out, "runs/bench-demo-flat/bc"), "encoder": _DEMO.encoder,
-    "dagger": replace(_DEMO.dagger, rounds=PIPELINE_DAGGER_STAGES["full"].rounds),
+    "dagger": replace(_DEMO.dagger, rounds=FLAT_DAGGER_ROUNDS),
     "ppo": {**PRESETS["demo"]["ppo"], "dwell_penalty": 0.05}, "budget_targets": dict(PRESETS["demo"]["budget_targets"]),
 }
 
@@ -362,6 +363,11 @@ def run_bc_variant(preset: dict, seed: int, runs: Path, bc_dir: Path, device: st
             "seconds_this_invocation": round(time.perf_counter() - t0)}
 
 
+def dagger_dir(preset: dict) -> Path:
+    """The folder of a preset's DAgger stage: beside its BC run's."""
+    return Path(preset["bc"].run_dir).parent / "dagger"
+
+
 def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
     """The few-demo demonstrations, the encoder pretraining if ``preset`` has it (in ``encoder`` beside the BC
     folder, loaded by BC), the BC run, then its DAgger rounds if it has them: the pipeline's stages, each reused
@@ -379,7 +385,7 @@ def prepare_bc(preset: dict, device: str) -> tuple[Path, BCConfig]:
         bc_config = replace(bc_config, encoder_weights=encoder.run_dir)
     stages.train("pretrain", bc.BCRun, bc_config)
     if "dagger" in preset:  # PPO then starts from the policy DAgger ends with
-        config = replace(preset["dagger"], init=str(bc_dir), run_dir=str(bc_dir.parent / "dagger"), device=device,
+        config = replace(preset["dagger"], init=str(bc_dir), run_dir=str(dagger_dir(preset)), device=device,
                          precision=bc_config.precision)
         bc_dir = dagger.final_policy_run(stages.train("dagger", dagger.DAggerRun, config))
     return bc_dir, bc_config
