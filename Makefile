@@ -63,11 +63,12 @@ bench-bc-vs-scratch: $(STAMP)
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant cpu
 	$(BIN)/python benchmarks/finetune_ablation.py --variant all
 
-# Arms and tasks: BC on the Panda and on the lead task, PPO on the lead task.
+# Arms and tasks: BC on the Panda and on the lead task, PPO on the lead task, and the lead start as PPO samples it.
 bench-arms-tasks: $(STAMP)
 	$(BIN)/python benchmarks/bc_quality.py --variant panda
 	$(BIN)/python benchmarks/bc_quality.py --variant lead-inspect
 	$(BIN)/python benchmarks/bc_vs_scratch.py --variant lead-encoder-bc
+	$(BIN)/python benchmarks/sampled_start.py --variant lead-flat
 	$(BIN)/python benchmarks/quick_demo.py --variant lead-fresh-clone
 
 # The budgets RL needs: PPO to 1,048,576 frames from the demo's start and the lead task's, each against scratch

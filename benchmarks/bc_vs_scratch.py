@@ -94,6 +94,9 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the same start, waiting at the view costing 0.05 a step, 3 seeds"),
     Variant("lead-flat-anchor-bc", ("--preset", "lead-flat-anchor", "--arms", "bc"),
             "the same with a KL anchor to the start policy (weight 1, not decaying), 3 seeds"),
+    Variant("lead-flat-low-noise-bc", ("--preset", "lead-flat-low-noise", "--arms", "bc"),
+            "the dwell runs' start with less exploration noise (answer-now temperature 0.1, a tenth of the learned "
+            "pose scale), 3 seeds"),
     Variant("demo-dwell-bc", ("--preset", "demo-dwell", "--arms", "bc"),
             "make demo's start with lead-flat's DAgger stage, PPO with waiting at the view costing 0.05 a step"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")})

@@ -70,6 +70,7 @@ def check_policy_config(values: object, source: str | Path, known: set[str]) -> 
              "answer_temperature": (lambda v: _is_number(v) and 0 < v < 1e3, "a number in (0, 1000)"),
              "continue_floor": (lambda v: _is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
              "residual_scale": (lambda v: _is_number(v) and 0 <= v < 10, "a number in [0, 10)"),
+             "pose_scale_factor": (lambda v: _is_number(v) and 0 < v <= 1, "a number in (0, 1]"),
              "joint_velocities": (lambda v: isinstance(v, bool), "true or false"),
              "continue_head": (lambda v: isinstance(v, bool), "true or false"),
              "share_encoder": (lambda v: isinstance(v, bool), "true or false"),

@@ -434,6 +434,10 @@ class FinetuneConfig:
                                   "early episodes last long enough to explore; 0 = leave the head as initialized")
     pose_min_scale: float = option(0.1, "lower bound of the pose TanhNormal's scale while fine-tuning (pre-tanh); "
                                    "0 = the policy's own (BC's 0.3 makes most sampled episodes fail)")
+    pose_scale_factor: float = option(1.0, "while fine-tuning, the share of the start policy's learned pose scale "
+                                      "(above --pose-min-scale) kept: BC's scale follows the demonstrations' "
+                                      "spread, which can make sampled episodes fail where the policy succeeds "
+                                      "(1 = all of it)")
     residual_scale: float = option(0.0, "train a residual on the frozen BC policy instead of its heads: a zero-"
                                    "initialized MLP adds at most this much to the pose's loc (pre-tanh); the "
                                    "verdict stays BC's (0 = off: PPO fine-tunes the heads)")
@@ -484,6 +488,7 @@ class FinetuneConfig:
             ("guess_ce_weight", self.guess_ce_weight >= 0, ">= 0"),
             ("continue_prob", 0 <= self.continue_prob < 1, "in [0, 1)"),
             ("pose_min_scale", self.pose_min_scale >= 0, ">= 0"),
+            ("pose_scale_factor", 0 < self.pose_scale_factor <= 1, "in (0, 1]"),
             ("residual_scale", 0 <= self.residual_scale < 10, "in [0, 10)"),
             ("clip_epsilon", 0 < self.clip_epsilon < 1, "in (0, 1)"),
             ("entropy_coeff", self.entropy_coeff >= 0, ">= 0"),

@@ -35,6 +35,10 @@ class PolicyConfig(ActorArchitecture):
     # PPO's residual on a frozen policy (``ResidualActorHeads``): the largest change it may make to the pose's loc
     # (pre-tanh). 0 = none: PPO fine-tunes the heads themselves.
     residual_scale: float = 0.0
+    # The share of the learned pose scale (above ``min_scale``) the distribution keeps. 1 = the scale BC learned;
+    # BC fits it to the demonstrations' spread, which PPO's sampled episodes can afford only where the task forgives
+    # (``FinetuneConfig.pose_scale_factor`` sets less).
+    pose_scale_factor: float = 1.0
 
     @classmethod
     def of(cls, options: ActorArchitecture) -> PolicyConfig:
@@ -51,6 +55,8 @@ class PolicyConfig(ActorArchitecture):
             raise ValueError(f"PolicyConfig.continue_floor must be in [0, 1), got {self.continue_floor}")
         if not 0 <= self.residual_scale < 10:
             raise ValueError(f"PolicyConfig.residual_scale must be in [0, 10), got {self.residual_scale}")
+        if not 0 < self.pose_scale_factor <= 1:
+            raise ValueError(f"PolicyConfig.pose_scale_factor must be in (0, 1], got {self.pose_scale_factor}")
 
 
 def _mlp(inputs: int, hidden: int, outputs: int) -> nn.Sequential:
@@ -85,13 +91,14 @@ def factored_verdict_logits(logits: torch.Tensor, answer_temperature: float,
 
 
 class ActorHeads(nn.Module):
-    """Features -> pose loc [*B, P], pose scale [*B, P] (>= min_scale) and verdict logits [*B, V] (factored as in
-    ``factored_verdict_logits`` unless temperature 1 and floor 0)."""
+    """Features -> pose loc [*B, P], pose scale [*B, P] (min_scale + pose_scale_factor x the learned part) and
+    verdict logits [*B, V] (factored as in ``factored_verdict_logits`` unless temperature 1 and floor 0)."""
 
     def __init__(self, features: int, hidden: int, pose_dim: int, verdicts: int, min_scale: float,
-                 answer_temperature: float = 1.0, continue_floor: float = 0.0, continue_head: bool = False):
+                 answer_temperature: float = 1.0, continue_floor: float = 0.0, continue_head: bool = False,
+                 pose_scale_factor: float = 1.0):
         super().__init__()
-        self.pose_dim, self.min_scale = pose_dim, min_scale
+        self.pose_dim, self.min_scale, self.pose_scale_factor = pose_dim, min_scale, pose_scale_factor
         self.answer_temperature, self.continue_floor = answer_temperature, continue_floor
         self.net = _mlp(features, hidden, 2 * pose_dim + verdicts - (1 if continue_head else 0))
         # Why "answer now?" may get an MLP of its own: with one MLP, p(answer now) = sigmoid(logsumexp(pass, rework)
@@ -128,7 +135,7 @@ class ActorHeads(nn.Module):
         loc, scale, logits = out.split([self.pose_dim, self.pose_dim, out.shape[-1] - 2 * self.pose_dim], dim=-1)
         if self.answer_temperature != 1.0 or self.continue_floor:
             logits = factored_verdict_logits(logits, self.answer_temperature, self.continue_floor)
-        return loc, nn.functional.softplus(scale) + self.min_scale, logits
+        return loc, self.pose_scale_factor * nn.functional.softplus(scale) + self.min_scale, logits
 
 
 class ResidualActorHeads(ActorHeads):
@@ -143,9 +150,9 @@ class ResidualActorHeads(ActorHeads):
 
     def __init__(self, features: int, hidden: int, pose_dim: int, verdicts: int, min_scale: float,
                  answer_temperature: float = 1.0, continue_floor: float = 0.0, continue_head: bool = False,
-                 residual_scale: float = 0.1):
+                 pose_scale_factor: float = 1.0, residual_scale: float = 0.1):
         super().__init__(features, hidden, pose_dim, verdicts, min_scale, answer_temperature, continue_floor,
-                         continue_head)
+                         continue_head, pose_scale_factor)
         self.residual_scale = residual_scale
         self.residual = _mlp(features, hidden, pose_dim)
         nn.init.zeros_(self.residual[-1].weight)
@@ -192,7 +199,7 @@ def make_actor(observation_spec: Composite, action_spec: Composite,
     residual = {"residual_scale": config.residual_scale} if config.residual_scale else {}
     heads = (ResidualActorHeads if residual else ActorHeads)(
         encoder.output_shape()[0], config.hidden, pose_spec.shape[-1], verdict_spec.space.n, config.min_scale,
-        config.answer_temperature, config.continue_floor, config.continue_head, **residual)
+        config.answer_temperature, config.continue_floor, config.continue_head, config.pose_scale_factor, **residual)
     return PolicyActor(ActorNetwork(encoder, heads), pose_spec.space.low, pose_spec.space.high)
 
 
@@ -273,7 +280,8 @@ def make_feature_actor(features: int, action_spec: Composite, config: PolicyConf
     config = config or PolicyConfig()
     pose_spec, verdict_spec = spec_leaf(action_spec, keys.POSE), spec_leaf(action_spec, keys.VERDICT)
     heads = ActorHeads(features, config.hidden, pose_spec.shape[-1], verdict_spec.space.n, config.min_scale,
-                       config.answer_temperature, config.continue_floor, config.continue_head)
+                       config.answer_temperature, config.continue_floor, config.continue_head,
+                       config.pose_scale_factor)
     return PolicyActor(heads, pose_spec.space.low, pose_spec.space.high, in_keys=(keys.FEATURES,))
 
 

@@ -51,6 +51,27 @@ def test_pose_scale_is_bounded_below(env):
     assert (td[(*keys.POSE_PARAMS, "scale")] >= 0.2).all()
 
 
+def test_the_pose_scale_factor_keeps_a_share_of_the_learned_scale_and_leaves_the_mean_alone(env):
+    from robot_rl.configs import FinetuneConfig
+    from robot_rl.finetune.models import starting_point
+
+    full = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(min_scale=0.05))
+    tenth = make_actor(env.observation_spec, env.full_action_spec, PolicyConfig(min_scale=0.05, pose_scale_factor=0.1))
+    tenth.load_state_dict(full.state_dict())
+    td = env.reset()
+    with torch.no_grad():
+        a, b = full(td.clone()), tenth(td.clone())
+    loc, scale = (*keys.POSE_PARAMS, "loc"), (*keys.POSE_PARAMS, "scale")
+    torch.testing.assert_close(b[loc], a[loc])
+    torch.testing.assert_close(b[scale] - 0.05, 0.1 * (a[scale] - 0.05))
+    assert (a[scale] - 0.05 > 1e-3).all()  # a learned part there was to scale
+    # Fine-tuning's option reaches the policy it builds; BC's policies keep all of it.
+    assert starting_point(FinetuneConfig(from_scratch=True, pose_scale_factor=0.2))[1].pose_scale_factor == 0.2
+    assert PolicyConfig().pose_scale_factor == 1.0
+    with pytest.raises(ValueError, match="pose_scale_factor"):
+        PolicyConfig(pose_scale_factor=0.0)
+
+
 def test_encoder_weights_load_from_a_local_file(env, tmp_path):
     import torchvision
 

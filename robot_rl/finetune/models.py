@@ -87,7 +87,8 @@ def starting_point(config: FinetuneConfig) -> StartingPoint:
         policy_config = replace(policy_config, min_scale=config.pose_min_scale)
     # The same for the verdict: answer where the policy is sure, not by chance on any step (policy.py).
     policy_config = replace(policy_config, answer_temperature=config.answer_temperature,
-                            continue_floor=config.continue_floor, residual_scale=config.residual_scale)
+                            continue_floor=config.continue_floor, residual_scale=config.residual_scale,
+                            pose_scale_factor=config.pose_scale_factor)
     return StartingPoint(provenance, policy_config, pretrained_state)
 
 
