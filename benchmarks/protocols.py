@@ -339,7 +339,8 @@ def ppo_config(preset: dict, arm: str, seed: int, root: Path, bc_dir: Path, devi
     if arm == "bc":
         return FinetuneConfig(**options, init=str(bc_dir), checkpoint_kind="best")  # as measured: BC's best.pt
     demos = preset["demos"]
-    return FinetuneConfig(**{**options, **preset["scratch"]}, from_scratch=True, anchor_weight=0.0,
+    # Scratch has no start to anchor to, whatever the preset's PPO anchors the BC arm with.
+    return FinetuneConfig(**{**options, **preset["scratch"], "anchor_weight": 0.0}, from_scratch=True,
                           difficulty=demos.difficulty, image_size=demos.image_size, task=demos.task)
 
 

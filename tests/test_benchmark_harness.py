@@ -148,6 +148,15 @@ def test_the_few_preset_is_the_quick_pipeline_recipe():
     assert all(getattr(quick.finetune, name) == value for name, value in few["ppo"].items())
 
 
+def test_every_preset_builds_both_arms_configs_and_scratch_never_anchors():
+    from protocols import PRESETS, ppo_config
+
+    for name, preset in PRESETS.items():
+        bc = ppo_config(preset, "bc", 0, Path("runs/x"), Path("runs/bc"), "cpu")
+        scratch = ppo_config(preset, "scratch", 0, Path("runs/x"), Path("runs/bc"), "cpu")
+        assert bc.init == "runs/bc" and scratch.from_scratch and scratch.anchor_weight == 0, name
+
+
 def test_the_lead_encoder_preset_is_the_quick_lead_pipeline():
     from protocols import PRESETS
 
