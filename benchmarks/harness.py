@@ -160,6 +160,10 @@ class Benchmark:
             import torch
 
             torch.set_num_threads(args.threads)
+        # The commit a results file names is the one its run starts from (``results_file.STARTED_FROM``, read on
+        # import): imported now, before the run, not when its file is written.
+        import results_file  # noqa: F401
+
         from robot_rl.errors import RunStopped, UsageError
         from robot_rl.locks import exclusive
 

@@ -126,6 +126,15 @@ def test_a_results_file_names_the_commit_its_run_started_from(tmp_path, monkeypa
     assert data["commit"] == started_from != "f" * 40 and data["date"].startswith("2026-12-03T18")
 
 
+def test_the_harness_reads_the_commit_before_the_run_starts(tmp_path):
+    # A script that imports nothing of results_file itself: the commit is still read before its run.
+    probe = ("import sys; sys.path.insert(0, 'benchmarks'); import harness; "
+             "b = harness.Benchmark('toy', 'A toy.\\n', (harness.Variant('a'),), common={'out': None}); "
+             "sys.exit(b.main(lambda args: 3 if 'results_file' in sys.modules else 4, None, "
+             f"['--out', {str(tmp_path / 'toy.json')!r}]))")
+    assert subprocess.run([sys.executable, "-c", probe], cwd=ROOT).returncode == 3
+
+
 def test_every_results_file_is_in_the_schema():
     for path in sorted((BENCHMARKS / "results").glob("*.json")):
         data = json.loads(path.read_text())
