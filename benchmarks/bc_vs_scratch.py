@@ -99,7 +99,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "pose scale), 3 seeds"),
     Variant("demo-dwell-bc", ("--preset", "demo-dwell", "--arms", "bc"),
             "make demo's start with lead-flat's DAgger stage, PPO with waiting at the view costing 0.05 a step"),
-), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")})
+), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")},
+   results_path=lambda args: RESULTS / f"bc_vs_scratch_{args.preset}.json")
 
 
 def _point(curve_point: dict) -> dict:
@@ -208,10 +209,9 @@ def options(parser) -> None:
 
 def run(args) -> int:
     preset = PRESETS[args.preset]
-    name = args.preset
     seeds = tuple(args.seeds or preset["seeds"])
     root = Path(preset.get("ppo_root") or Path(preset["bc"].run_dir).parent)  # the PPO runs' folders
-    out = RESULTS / f"bc_vs_scratch_{name}.json"
+    out = BENCHMARK.results_path(args)
     demos = preset["demos"]
     title = (f"{args.preset} preset: {demos.episodes} demos, {demos.difficulty} boards, {demos.image_size}x"
              f"{demos.image_size}")

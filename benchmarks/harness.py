@@ -94,6 +94,9 @@ class Benchmark:
     variants: tuple[Variant, ...]
     targets: dict | None = None
     common: dict = field(default_factory=dict)
+    # The results file of a script that writes its own, one per option value (bc_vs_scratch's per preset), from
+    # the parsed options: the file whose lock a run holds. None: ``--out``, or results/<name>.json.
+    results_path: Callable[[argparse.Namespace], Path] | None = None
     variant: str | None = field(default=None, init=False)  # the variant the parsed command line asked for
 
     def __post_init__(self):
@@ -167,7 +170,8 @@ class Benchmark:
         from robot_rl.errors import RunStopped, UsageError
         from robot_rl.locks import exclusive
 
-        out = Path(getattr(args, "out", None) or RESULTS_DIR / f"{self.name}.json")
+        out = Path(getattr(args, "out", None) or (self.results_path(args) if self.results_path
+                                                  else RESULTS_DIR / f"{self.name}.json"))
         start = time.perf_counter()
         with contextlib.ExitStack() as held:
             try:

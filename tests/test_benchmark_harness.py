@@ -214,6 +214,28 @@ def test_a_second_writer_of_one_results_file_is_refused_in_one_line(tmp_path, mo
     assert bench.main(lambda args: {"n": 1}, None, ["--out", str(out)]) == 0  # once the first has ended
 
 
+def test_a_script_with_a_results_file_per_preset_is_refused_only_beside_the_same_preset(tmp_path, monkeypatch):
+    import bc_vs_scratch
+
+    from robot_rl.locks import exclusive
+
+    monkeypatch.setattr(harness, "REGISTRY", {})
+    monkeypatch.setattr(harness, "RESULTS_DIR", tmp_path)
+    bench = harness.Benchmark("toy", "A toy.\n", (harness.Variant("a", (), "as is"),),
+                              results_path=lambda args: tmp_path / f"toy_{args.preset}.json")
+
+    def options(parser):
+        parser.add_argument("--preset", default="x")
+
+    with exclusive(tmp_path / "toy_x.json", "results file"):  # preset x running
+        assert bench.main(lambda args: 0, options, ["--preset", "y"]) == 0
+        assert bench.main(lambda args: 0, options, ["--preset", "x"]) == 2
+    parser = bc_vs_scratch.BENCHMARK.parser()
+    bc_vs_scratch.options(parser)
+    args = parser.parse_args(["--preset", "lead-flat"])
+    assert bc_vs_scratch.BENCHMARK.results_path(args).name == "bc_vs_scratch_lead-flat.json"
+
+
 def test_every_results_file_was_written_by_a_live_script_or_a_retired_one_whose_last_version_git_holds(declared):
     writers = {json.loads(path.read_text())["benchmark"] for path in (BENCHMARKS / "results").glob("*.json")}
     assert writers <= set(declared) | set(harness.RETIRED), "a results file no script (live or retired) wrote"
