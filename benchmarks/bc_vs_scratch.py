@@ -53,6 +53,7 @@ from protocols import (
     ppo_config,
     prepare_bc,
     scratch_budget,
+    what_ppo_trained_on,
 )
 from results_file import read_results
 
@@ -237,6 +238,7 @@ def run(args) -> int:
     seconds: dict[str, dict[str, float | None]] = {}
     budgets = {"bc": preset["bc_frames"]}
     run_frames: dict[str, dict[str, int]] = {}  # each run's own budget
+    trained_on: dict[str, dict[str, dict]] = {}  # each run's sampled episodes and actor steps, from its logs
     for arm in ("bc", "scratch"):
         if arm == "scratch":
             if "bc" not in curves:
@@ -256,6 +258,7 @@ def run(args) -> int:
             if summary is None or (arm == "bc" and summary["frames"] != config.total_frames):
                 break
             run_frames.setdefault(arm, {})[str(seed)] = summary["frames"]
+            trained_on.setdefault(arm, {})[str(seed)] = what_ppo_trained_on(Path(config.run_dir))
             summaries.append((summary, fresh_board_success(Path(config.run_dir), args.fresh_boards, args.device)))
             print(f"{arm} seed {seed}: check success {summary['curve'][0]['success_rate']:.0%} -> "
                   f"{summary['curve'][-1]['success_rate']:.0%} in {summary['frames']} frames; last.pt "
@@ -303,7 +306,7 @@ def run(args) -> int:
         "bc_start_metrics": {k: start_metrics[k] for k in ("success_rate", "success_ci95", "episodes", "guesses",
                                                            "verdict_accuracy", "collisions_per_episode",
                                                            "episode_length", "timed_out")},
-        "curves": curves, "run_seconds": seconds, "table": rows,
+        "curves": curves, "run_seconds": seconds, "trained_on": trained_on, "table": rows,
         "precision": describe("auto", resolve_device(args.device)),
         "demo_config": asdict(demos), "bc_config": asdict(bc_config), "ppo_config": asdict(reference),
         "scratch_options": preset["scratch"],

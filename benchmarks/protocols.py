@@ -302,6 +302,18 @@ def fresh_board_success(run_dir: Path, boards: int, device: str) -> dict:
             for name in ("last", "best")}
 
 
+def what_ppo_trained_on(run_dir: Path) -> dict:
+    """A PPO run's training, from its logs, as means over its iterations: the success and guess rates of the
+    sampled episodes it collected (the policy PPO trains, where its checks read the deterministic one) and the
+    share of its planned actor steps taken (below 1: the KL target stopped the epochs)."""
+    def mean(name: str) -> float | None:
+        values = [v for _, v in read_scalar(run_dir, f"train/{name}")]
+        return round(statistics.fmean(values), 4) if values else None
+
+    return {"sampled_success": mean("success_rate"), "sampled_guess_rate": mean("guess_rate"),
+            "actor_update_fraction": mean("actor_update_fraction")}
+
+
 def bc_curves_of_preset(preset: dict, root: Path, bc_dir: Path, device: str, curves: list[list[dict]],
                         seeds) -> list[list[dict]]:
     """The BC arm's check curves over all the preset's seeds: those of this part, and the finished runs of the

@@ -166,6 +166,22 @@ def test_every_preset_builds_both_arms_configs_and_scratch_never_anchors():
         assert bc.init == "runs/bc" and scratch.from_scratch and scratch.anchor_weight == 0, name
 
 
+def test_what_ppo_trained_on_is_read_from_the_run_logs_as_means_over_iterations(tmp_path):
+    from protocols import what_ppo_trained_on
+
+    from robot_rl.run_logs import RunLogger
+
+    logger = RunLogger(tmp_path)
+    for frames, (success, guesses, fraction) in enumerate([(0.2, 0.5, 0.25), (0.4, 0.3, 0.75)], start=1):
+        logger.log({"train/success_rate": success, "train/guess_rate": guesses,
+                            "train/actor_update_fraction": fraction}, 1024 * frames)
+    logger.close()
+    assert what_ppo_trained_on(tmp_path) == {"sampled_success": 0.3, "sampled_guess_rate": 0.4,
+                                             "actor_update_fraction": 0.5}
+    assert what_ppo_trained_on(tmp_path / "none") == dict.fromkeys(("sampled_success", "sampled_guess_rate",
+                                                                    "actor_update_fraction"))
+
+
 def test_the_lead_encoder_preset_is_the_quick_lead_pipeline():
     from protocols import PRESETS
 
