@@ -186,7 +186,7 @@ class Benchmark:
                 return 128 + stopped.signum
             if not isinstance(payload, dict):
                 return payload or 0
-            path = self.write(payload, out=getattr(args, "out", None), wall_s=round(time.perf_counter() - start, 1))
+            path = self.write(payload, out=out, wall_s=round(time.perf_counter() - start, 1))  # the file it locked
         print(f"wrote {path}")
         return 0
 

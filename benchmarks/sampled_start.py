@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 from harness import Benchmark, Variant
-from protocols import LOW_NOISE, PRESETS, ci_cell, fresh_board_seeds, ppo_config, prepare_bc
+from protocols import LOW_NOISE, PRESETS, RESULTS, ci_cell, fresh_board_seeds, ppo_config, prepare_bc
 
 from robot_rl.closed_loop import evaluate_policy
 from robot_rl.compute import of_config
@@ -36,11 +36,9 @@ SETTINGS = {
 }
 
 BENCHMARK = Benchmark("sampled_start", __doc__, variants=(
-    Variant("lead-flat", ("--preset", "lead-flat", "--out", "benchmarks/results/sampled_start_lead-flat.json"),
-            "the lead task's start with DAgger until its check stops rising"),
-    Variant("demo", ("--preset", "demo", "--out", "benchmarks/results/sampled_start_demo.json"),
-            "the start make demo builds"),
-), common={"boards": 100, "device": "auto", "out": None})
+    Variant("lead-flat", ("--preset", "lead-flat"), "the lead task's start with DAgger until its check stops rising"),
+    Variant("demo", ("--preset", "demo"), "the start make demo builds"),
+), common={"boards": 100, "device": "auto"}, results_path=lambda args: RESULTS / f"sampled_start_{args.preset}.json")
 
 
 def options(parser) -> None:
