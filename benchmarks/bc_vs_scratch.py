@@ -100,6 +100,10 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "pose scale), 3 seeds"),
     Variant("demo-dwell-bc", ("--preset", "demo-dwell", "--arms", "bc"),
             "make demo's start with lead-flat's DAgger stage, PPO with waiting at the view costing 0.05 a step"),
+    Variant("lead-quick-low-noise-bc", ("--preset", "lead-quick-low-noise", "--arms", "bc"),
+            "the quick pipeline's lead start (round 2 of lead-flat's DAgger stage), PPO as lead-flat-low-noise's"),
+    Variant("demo-low-noise-bc", ("--preset", "demo-low-noise", "--arms", "bc"),
+            "make demo's start (demo-dwell's), PPO as lead-flat-low-noise's, 3 seeds"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")},
    results_path=lambda args: RESULTS / f"bc_vs_scratch_{args.preset}.json")
 
@@ -172,11 +176,13 @@ def summarize(curves: dict[str, list[list[dict]]], fresh: dict[str, list[dict]],
 
 def dagger_rounds(preset: dict) -> dict | None:
     """The start's DAgger stage: its checks round by round (round 0: the BC policy it began from; success, guesses,
-    the aggregate's frames) and the round PPO starts from; None for a start without the stage."""
+    the aggregate's frames), the round it ended with and the round PPO starts from; None for a start without the
+    stage."""
     if "dagger" not in preset:
         return None
     summary = RunFolder(dagger_dir(preset)).summary()
     return {"final_round": summary["final_round"],
+            "ppo_start_round": preset.get("dagger_round", summary["final_round"]),
             "checks": [{key: record.get(key) for key in ("round", "success_rate", "guesses", "aggregate_frames")}
                        for record in summary["rounds"]]}
 
