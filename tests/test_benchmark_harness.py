@@ -197,6 +197,40 @@ def test_the_lead_encoder_preset_is_the_quick_lead_pipeline():
                                                                              lead.dagger.episodes_per_round)
 
 
+def test_the_lead_quick_preset_starts_ppo_from_the_quick_stages_round_of_the_longer_dagger_stage(monkeypatch):
+    import protocols
+    from protocols import PRESETS, prepare_bc
+
+    from robot_rl.artefact_files import dagger_round
+    from robot_rl.configs import PipelineConfig
+    from robot_rl.pipeline import DAGGER_STAGES, for_options
+
+    quick_lead, _ = for_options(PipelineConfig(preset="quick", task="lead-inspect"))
+    preset = PRESETS["lead-quick-low-noise"]
+    # Rounds are seeded by their index: the longer stage's first rounds are the quick stage's.
+    assert preset["dagger_round"] == DAGGER_STAGES["quick"].rounds == quick_lead.dagger.rounds
+    assert preset["dagger"].until_success == quick_lead.dagger.until_success
+    assert preset["dagger"].episodes_per_round == quick_lead.dagger.episodes_per_round
+
+    class FinishedStages:  # every stage done: DAgger ran 4 rounds
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def collect(self, *args, **kwargs):
+            pass
+
+        def train(self, name, run, config):
+            final = dagger_round(config.run_dir, 4) if name == "dagger" else Path(config.run_dir)
+            return {"final_round": 4, "policy": str(final / "checkpoints" / "last.pt")}
+
+    monkeypatch.setattr(protocols, "Recipe", FinishedStages)
+    start, _ = prepare_bc(preset, "cpu")
+    assert start == dagger_round("runs/bench-lead-flat/dagger", 2)
+    assert prepare_bc(PRESETS["lead-flat-low-noise"], "cpu")[0] == dagger_round("runs/bench-lead-flat/dagger", 4)
+    with pytest.raises(ValueError, match="dagger_round 5"):
+        prepare_bc({**preset, "dagger_round": 5}, "cpu")
+
+
 def test_the_demo_benchmark_names_its_files_and_runs_the_own_task_guides_module():
     import argparse
 
