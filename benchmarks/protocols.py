@@ -196,6 +196,10 @@ PRESETS["demo-dwell"] = {
 # fine-tuning takes LOW_NOISE and the 0.05 dwell penalty as defaults if this preset meets them and
 # lead-quick-low-noise's last policies succeed at least as often as the pipeline's PPO from the quick lead start
 # does today (lead-encoder's 45%, 52%, 44%: a mean of 47% over seeds) with at most 10 guesses per 100 on every seed.
+# lead-quick-low-noise missed that (26%, 36%, 20%), so no unconditional default. Fixed after it and before this
+# preset's PPO ran: fine-tuning samples with LOW_NOISE and the dwell penalty only from a start whose own last check is
+# at least 80% (``--dagger auto``'s level, where the lead-flat start was), the pipeline's default, if this preset meets
+# the targets above on every seed.
 PRESETS["demo-low-noise"] = {
     **PRESETS["demo-dwell"], "ppo_root": "runs/bench-demo-low-noise",
     "ppo": {**PRESETS["demo-dwell"]["ppo"], **LOW_NOISE},
