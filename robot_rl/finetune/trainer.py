@@ -382,9 +382,11 @@ class PPOLearner:
                     out = dict(self.loss(minibatch).items())
                     if self._kl_exceeded(out["kl_approx"]):
                         # The policy has moved as far from the collecting one as this iteration may: this and the
-                        # remaining minibatches train the critic only.
+                        # remaining minibatches train the critic only. The KL that stopped it is logged with the
+                        # others (without it a run stopped after one step logs the first minibatch's, about 0).
                         actor_stopped = True
-                        out = {"loss_critic": out["loss_critic"], "explained_variance": out["explained_variance"]}
+                        out = {"loss_critic": out["loss_critic"], "explained_variance": out["explained_variance"],
+                               "kl_approx": out["kl_approx"]}
             if not actor_stopped:
                 actor_total = sum(v for k, v in out.items() if k.startswith("loss_") and k != "loss_critic")
                 out["grad_norm_actor"] = gradient_step(actor_total, self.actor_optimizer, self.actor_parameters,
