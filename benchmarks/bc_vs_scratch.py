@@ -104,6 +104,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "the quick pipeline's lead start (round 2 of lead-flat's DAgger stage), PPO as lead-flat-low-noise's"),
     Variant("demo-low-noise-bc", ("--preset", "demo-low-noise", "--arms", "bc"),
             "make demo's start (demo-dwell's), PPO as lead-flat-low-noise's, 3 seeds"),
+    Variant("demo-low-noise-small-step-bc", ("--preset", "demo-low-noise-small-step", "--arms", "bc"),
+            "the same with the actor's learning rate scaled by the pose scale factor (a tenth), 3 seeds"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")},
    results_path=lambda args: RESULTS / f"bc_vs_scratch_{args.preset}.json")
 

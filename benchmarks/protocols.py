@@ -206,6 +206,15 @@ PRESETS["demo-low-noise"] = {
     "budget_targets": {**PRESETS["demo"]["budget_targets"], "guesses_per_100_max": 5, "no_verdict_at_view_max": 5},
 }
 
+# demo-low-noise with PPO's actor step scaled down with the noise: its runs took one actor step an iteration (the KL
+# stop reads a minibatch before its step, and the first minibatch's KL is 0, so the first step always goes), and a
+# tenth of the pose scale makes a step of the same size ten times as far in the policy's own terms; the learning rate
+# scaled by the same tenth. Its targets, fixed before it ran: demo-low-noise's.
+PRESETS["demo-low-noise-small-step"] = {
+    **PRESETS["demo-low-noise"], "ppo_root": "runs/bench-demo-low-noise-small-step",
+    "ppo": {**PRESETS["demo-low-noise"]["ppo"], "lr": FinetuneConfig.lr * LOW_NOISE["pose_scale_factor"]},
+}
+
 
 def budget_targets(targets: dict, start: dict, final: dict[str, dict]) -> dict[str, bool]:
     """A budget preset's ``targets`` checked on every seed's last policy (``final``: seed -> its fresh-board
