@@ -515,8 +515,39 @@ def test_the_sampled_start_and_the_low_noise_runs_render_beside_the_dwell_runs_b
     assert ("with that penalty and sampling with less exploration noise at 90% (one seed) with 3 at the view without "
             "a verdict and 2 guesses (the lead start's targets missed: last policy 30 points above start every seed)"
             in limits)
-    row = [line for line in _stage_rows(results) if "less exploration noise" in line]
+    row = [line for line in _stage_rows(results) if "the dwell runs' start and penalty" in line]
     assert row and "| 84% | 90% | +6 | 1 -> 2 of 100 | 65,536 |" in row[0]
+
+
+def test_the_less_noise_runs_from_the_other_starts_render_what_ppo_stepped_and_where_each_seed_fell():
+    failures = {"unstable": 0, "guess": 40, "wrong_verdict": 3, "no_verdict_at_view": 0, "view_never_found": 0}
+    start = {"rate": 0.95, "ci95": [0.89, 0.98], "boards": 100, "guesses": 3, "failures": dict(failures, guess=3)}
+    last = {"rate": 0.5, "ci95": [0.4, 0.6], "boards": 100, "guesses": 40, "failures": failures, "by_defect": {}}
+    results = render_docs.load_results()
+    for name in ("demo-low-noise-small-step", "lead-quick-low-noise"):
+        results.pop(f"bc_vs_scratch_{name}", None)
+    run = _one_seed_bc_run("demo-low-noise", [0.88, 0.6, 0.3, 0.5], 4_096, last, start,
+                           dagger_config={"eval_episodes": 50, "rounds": 8}, dagger_rounds=None,
+                           bc_config={"run_dir": "runs/bench-demo-flat/bc"})
+    run["curves"]["bc"][0][2]["guess_rate"] = 0.66  # the lowest check, 30% at 8,192 frames
+    run["ppo_config"].update(ppo_epochs=8, frames_per_batch=1024, minibatch_size=256, total_frames=65_536,
+                             dwell_penalty=0.05, init="runs/bench-demo-flat/bc")
+    run["trained_on"] = {"bc": {"0": {"sampled_success": 0.5, "sampled_guess_rate": 0.4,
+                                      "actor_update_fraction": 0.0312}}}
+    results["bc_vs_scratch_demo-low-noise"] = run
+    env = render_docs.environment(results)
+    page = " ".join(env.get_template("results/fine-tuning.md").render().split())
+    section = page.split("## PPO from the start `make demo` builds, with less exploration noise")[1].split(" ## ")[0]
+    assert "PPO took 3% of its planned actor steps here, about one of the 32 an iteration plans" in section
+    assert "seed 0 30% at 8,192 frames (66% guesses)." in section
+    assert "| 0 | less exploration noise | 50% (40%-60%) | 40 | 0 | 3 | 0 | 50% | 40% | 3% |" in section
+    limits = " ".join(env.get_template("readme/limits.md").render().split())
+    assert ("On `pcb-inspect`, from `make demo`'s start (95% on 100 fresh boards), the same penalty and sampling left "
+            "it at 50% (one seed) with 0 at the view without a verdict and 40 guesses (its targets missed: last policy "
+            "at least 90 percent every seed and at most 5 guesses per 100 every seed)") in limits
+    row = [line for line in _stage_rows(results) if "PPO sampling with less exploration noise" in line
+           and "pcb-inspect" in line]
+    assert row and "| 95% | no round needed | 50% | -45 | 3 -> 40 of 100 | 65,536 |" in row[0]
 
 
 def test_the_dwell_run_renders_its_last_policies_beside_the_lead_runs_without_the_penalty_by_failure_kind():
