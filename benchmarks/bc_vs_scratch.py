@@ -106,6 +106,8 @@ BENCHMARK = Benchmark("bc_vs_scratch", __doc__, variants=(
             "make demo's start (demo-dwell's), PPO as lead-flat-low-noise's, 3 seeds"),
     Variant("demo-low-noise-small-step-bc", ("--preset", "demo-low-noise-small-step", "--arms", "bc"),
             "the same with the actor's learning rate scaled by the pose scale factor (a tenth), 3 seeds"),
+    Variant("lead-flat-low-noise-small-step-bc", ("--preset", "lead-flat-low-noise-small-step", "--arms", "bc"),
+            "lead-flat-low-noise with the actor's learning rate scaled by the pose scale factor (a tenth), 3 seeds"),
 ), common={"seeds": (None, "PPO seeds (default: the preset's)"), "device": ("auto", "learner device")},
    results_path=lambda args: RESULTS / f"bc_vs_scratch_{args.preset}.json")
 
