@@ -26,6 +26,7 @@ from robot_rl.envs import keys
 from robot_rl.episodes import wilson_interval
 from robot_rl.evaluate import evaluate
 from robot_rl.finetune import trainer
+from robot_rl.finetune.exploration import LOW_NOISE
 from robot_rl.io import atomic_path
 from robot_rl.options import resolve_device
 from robot_rl.pipeline import DAGGER_STAGES as PIPELINE_DAGGER_STAGES
@@ -164,8 +165,7 @@ PRESETS["lead-flat-anchor"] = {
 # of the pose scale BC learned over a floor of 0.02. Fine-tuning's defaults sample a policy that fails where the
 # deterministic start succeeds (``sampled_start.py``'s lead-flat variant), so PPO trained on failures its checks never
 # see; these settings are where the sampled start succeeds as the deterministic one does. Its targets, fixed before
-# it ran: lead-dwell-1m's.
-LOW_NOISE = {"answer_temperature": 0.1, "continue_floor": 0.0, "pose_scale_factor": 0.1, "pose_min_scale": 0.02}
+# it ran: lead-dwell-1m's. (``--exploration low`` is these settings with the dwell penalty.)
 PRESETS["lead-flat-low-noise"] = {
     **PRESETS["lead-flat-dwell"], "ppo_root": "runs/bench-lead-flat-low-noise",
     "ppo": {**PRESETS["lead-flat-dwell"]["ppo"], **LOW_NOISE},

@@ -250,6 +250,8 @@ class BCRun(TrainingRun):
         metrics["train/epoch"] = self.epoch
         self.logger.log(metrics, step=self.step)
         checkpoint = self.checkpoint()
+        # The policy's own check where one ran this epoch (fine-tuning's --exploration auto reads it from last.pt).
+        checkpoint["check_success"] = check["success_rate"] if check is not None else None
         improved = check is not None and improves(check["success_rate"], self.best_success)  # -1.0: none yet
         if improved:
             self.best_success = checkpoint["best_success"] = check["success_rate"]

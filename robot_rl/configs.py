@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from robot_rl.envs.defaults import CAMERA_EXPOSURES, DEFAULT_ARM, DEFAULT_TASK
+from robot_rl.finetune.exploration import EXPLORATIONS, LOW_EXPLORATION
 from robot_rl.options import option, validate
 
 # Kept in step with every task's difficulty presets (robot_rl.envs.difficulty.DIFFICULTY_NAMES) and
@@ -423,6 +424,10 @@ class FinetuneConfig:
                                        "(1 = BC's 3-way softmax; < 1 answers where the policy is sure)")
     continue_floor: float = option(0.05, "while fine-tuning, the verdict continues with at least this probability "
                                    "on every step, so an answer given too early is still questioned (0 = off)")
+    exploration: str = option("default", "how widely PPO samples around the start policy: default (the noise "
+                              "options' own values), low (a sharp verdict, a tenth of BC's pose scale over 0.02, "
+                              "waiting at the view costing 0.05: a start that works stays working), auto (low "
+                              "when the start's own held-out check is at least 80%%, else default)")
     anchor_pose_only: bool = option(False, "anchor the pose head only, leaving the verdicts free", ablation=True)
     mask_verdict_pose: bool = option(True, "leave the pose's log-prob out of the ratio on steps that give a verdict",
                                      ablation=True)
@@ -504,6 +509,7 @@ class FinetuneConfig:
             ("continue_floor", 0 <= self.continue_floor < 0.5, "in [0, 0.5)"),
             ("shaping", self.shaping >= 0, ">= 0"), ("guess_penalty", self.guess_penalty >= 0, ">= 0"),
             ("dwell_penalty", self.dwell_penalty >= 0, ">= 0"),
+            ("exploration", self.exploration in EXPLORATIONS, _one_of(EXPLORATIONS)),
             ("eval_every", self.eval_every >= 0, ">= 0"),
             ("eval_episodes", self.eval_episodes >= 1, ">= 1"),
             ("checkpoint_every", self.checkpoint_every >= 1, ">= 1"),
@@ -519,6 +525,12 @@ class FinetuneConfig:
                              "--encoder-lr 0")
         if self.continue_prob and not self.from_scratch:
             raise ValueError("--continue-prob sets up a fresh verdict head; use it with --from-scratch")
+        if self.exploration != "default":
+            defaults = {f.name: f.default for f in fields(self)}
+            for name, value in LOW_EXPLORATION.items():
+                if getattr(self, name) not in (defaults[name], value):
+                    raise ValueError(f"--exploration {self.exploration} sets --{name.replace('_', '-')}; leave it "
+                                     "out, or use --exploration default")
 
     @property
     def frozen_encoder(self) -> bool:

@@ -44,7 +44,7 @@ from robot_rl.configs import FinetuneConfig
 from robot_rl.encoder import encoder_precision
 from robot_rl.episodes import aggregate, check_scalars, finished_episodes
 from robot_rl.errors import CollectionFailed, TrainingDiverged
-from robot_rl.finetune import distributed
+from robot_rl.finetune import distributed, exploration
 from robot_rl.finetune.collection import make_collector, push_weights
 from robot_rl.finetune.loss import FinetunePPOLoss, anchor_parameters
 from robot_rl.finetune.models import env_options, make_models, starting_point, training_views
@@ -77,6 +77,14 @@ class PPORun(TrainingRun):
 
     command, config_cls = "finetune", FinetuneConfig
     steps_option, counter = "iterations", "iteration"
+
+    def __init__(self, config: FinetuneConfig, resume: bool = False):
+        # --exploration resolved before the folder is checked or written: config.json then records the options the
+        # run used, and the same command again (after a kill) resolves to the same config and resumes.
+        config, chosen = exploration.resolve(config)
+        if chosen:
+            tqdm.write(chosen)
+        super().__init__(config, resume)
 
     def build(self, resume: bool) -> None:
         config = self.config
