@@ -425,9 +425,10 @@ class FinetuneConfig:
     continue_floor: float = option(0.05, "while fine-tuning, the verdict continues with at least this probability "
                                    "on every step, so an answer given too early is still questioned (0 = off)")
     exploration: str = option("default", "how widely PPO samples around the start policy: default (the noise "
-                              "options' own values), low (a sharp verdict, a tenth of BC's pose scale over 0.02, "
-                              "waiting at the view costing 0.05: a start that works stays working), auto (low "
-                              "when the start's own held-out check is at least 80%%, else default)")
+                              "options' own values), low (a sharp verdict, a tenth of BC's pose scale over 0.02 and "
+                              "a tenth of the actor's learning rate, waiting at the view costing 0.05: a start that "
+                              "works stays working), auto (low when the start's own held-out check is at least "
+                              "80%%, else default)")
     anchor_pose_only: bool = option(False, "anchor the pose head only, leaving the verdicts free", ablation=True)
     mask_verdict_pose: bool = option(True, "leave the pose's log-prob out of the ratio on steps that give a verdict",
                                      ablation=True)

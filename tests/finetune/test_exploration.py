@@ -27,6 +27,10 @@ def config(init, **options) -> FinetuneConfig:
     return FinetuneConfig(init=str(init), run_dir="runs/unused", **options)
 
 
+def test_low_scales_the_actors_learning_rate_with_the_pose_scale():
+    assert LOW_EXPLORATION["lr"] == pytest.approx(FinetuneConfig.lr * LOW_EXPLORATION["pose_scale_factor"])
+
+
 def test_default_leaves_the_options_and_low_sets_every_option_it_names(tmp_path):
     plain = config(tmp_path)
     assert exploration.resolve(plain) == (plain, "")
