@@ -98,11 +98,13 @@ PRESETS = {
     "quick": Preset(
         # The project's story in one run: few demos leave BC partly working, PPO lifts it (benchmarks/quick_demo.py).
         # benchmarks/protocols.py builds its few preset (bc_vs_scratch's BC arm) from this recipe: 64 PPO iterations.
+        # PPO samples close to a start whose own check already works and as widely as fine-tuning's defaults
+        # otherwise (--exploration auto: the rule protocols.py fixed before the less-noise runs on both tasks).
         collect=CollectConfig(out=DEMOS, episodes=150, difficulty="easy", image_size=64),
         pretrain=BCConfig(data=DEMOS, run_dir=BC, epochs=8, batch_size=64, eval_every=0, eval_episodes=20),
         finetune=FinetuneConfig(init=BC, run_dir=PPO, total_frames=65_536, frames_per_batch=1024, num_envs=8,
                                 ppo_epochs=8, minibatch_size=256, eval_every=4, eval_episodes=50, critic_warmup=2,
-                                checkpoint_every=4, shaping=1.0),
+                                checkpoint_every=4, shaping=1.0, exploration="auto"),
         evaluate=EvaluateConfig(checkpoint=PPO, out=EVAL, episodes=50, num_envs=8, videos=2, failure_videos=4),
     ),
     "full": Preset(

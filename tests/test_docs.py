@@ -360,7 +360,9 @@ def test_a_stale_stated_default_fails_the_check(tmp_path):
 
 
 def test_the_ppo_guide_names_every_default_that_differs_from_the_recipe(monkeypatch):
-    assert render_docs.recipe_changes("quick", "finetune") == []  # today: finetune's defaults are the recipe
+    # today: finetune's defaults are the recipe but for how widely it samples, which the recipe decides from its start
+    assert render_docs.recipe_changes("quick", "finetune") == [
+        {"flag": "--exploration", "value": "auto", "default": "default"}]
     assert {c["flag"] for c in render_docs.recipe_changes("full", "finetune")} >= {"--total-frames", "--shaping"}
     changes = [{"flag": "--shaping", "value": "1", "default": "0"}, {"flag": "--ppo-epochs", "value": "8",
                                                                      "default": "4"}]
@@ -478,8 +480,11 @@ def test_the_sampled_start_and_the_low_noise_runs_render_beside_the_dwell_runs_b
                   "by_defect": {}}
     calm_last = {"rate": 0.9, "ci95": [0.83, 0.94], "boards": 100, "guesses": 2, "failures": failures(2, 1, 3, 4),
                  "by_defect": {}}
+    small_step_last = {"rate": 0.95, "ci95": [0.89, 0.98], "boards": 100, "guesses": 2,
+                       "failures": failures(2, 0, 0, 3), "by_defect": {}}
     results = render_docs.load_results()
-    for preset, last in (("lead-flat-dwell", dwell_last), ("lead-flat-low-noise", calm_last)):
+    for preset, last in (("lead-flat-dwell", dwell_last), ("lead-flat-low-noise", calm_last),
+                         ("lead-flat-low-noise-small-step", small_step_last)):
         results[f"bc_vs_scratch_{preset}"] = _one_seed_bc_run(
             preset, [0.9, 0.92], 32_768, last, start, dagger_config={"eval_episodes": 50, "rounds": 8},
             dagger_rounds={"final_round": 4, "checks": [{"round": 0, "success_rate": 0.1, "guesses": 3,
@@ -517,6 +522,10 @@ def test_the_sampled_start_and_the_low_noise_runs_render_beside_the_dwell_runs_b
             in limits)
     row = [line for line in _stage_rows(results) if "the dwell runs' start and penalty" in line]
     assert row and "| 84% | 90% | +6 | 1 -> 2 of 100 | 65,536 |" in row[0]
+    assert ("sampling with less exploration noise and the actor's learning rate a tenth at 95% (one seed) with 0 at "
+            "the view without a verdict and 2 guesses") in limits
+    row = [line for line in _stage_rows(results) if "`lead-inspect`: the same, PPO's learning rate a tenth" in line]
+    assert row and "| 84% | 95% | +11 | 1 -> 2 of 100 | 65,536 |" in row[0]
 
 
 def test_the_less_noise_runs_from_the_other_starts_render_what_ppo_stepped_and_where_each_seed_fell():
