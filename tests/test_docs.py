@@ -793,3 +793,22 @@ def test_the_readme_stage_table_says_what_each_stage_added_and_renders_without_t
     assert "| 90% | no round needed | 93%, 91%, 95% | +3, +1, +5 | 40 -> 3, 3, 3 of 100 |" in rows[1]
     staged["ppo_config"] = dict(staged["ppo_config"], init="runs/bench-demo/dagger/round_2")
     assert "| - | 90% | 93%, 91%, 95% |" in _stage_rows(results)[1]
+
+
+def test_the_limits_speak_of_a_demo_measured_without_native_bf16_by_its_slowest_run():
+    import copy
+
+    results = render_docs.load_results()
+    demo = copy.deepcopy(results["quick_demo"])
+    demo["precision"] = {**demo["precision"], "ran": "fp32", "native_bf16": False}
+    run = demo["runs"][0]
+    demo["runs"] = [{**run, "pipeline_s": seconds, "after_ppo": {**run["after_ppo"], "success_rate": 0.9}}
+                    for seconds in (1000.0, 1200.0, 1100.0)]
+    results["quick_demo"] = demo
+    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    assert ("The quick demo's last policy meets its 80% target on three runs, but on two cores without native bf16 "
+            "(fp32) its slowest pipeline took 20.0 minutes, over the 15-minute target") in limits
+    assert "docs/history.md#the-demo-before-exploration-auto" in limits
+    demo["runs"][1]["after_ppo"] = {**run["after_ppo"], "success_rate": 0.7}
+    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    assert "The quick demo's last policy misses its 80% target on three runs" in limits
