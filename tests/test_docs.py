@@ -524,6 +524,10 @@ def test_the_sampled_start_and_the_low_noise_runs_render_beside_the_dwell_runs_b
     assert row and "| 84% | 90% | +6 | 1 -> 2 of 100 | 65,536 |" in row[0]
     assert ("sampling with less exploration noise and the actor's learning rate a tenth at 95% (one seed) with 0 at "
             "the view without a verdict and 2 guesses") in limits
+    section = page.split("## PPO from the lead start with DAgger until its check stops rising, with less exploration "
+                         "noise and a smaller step")[1].split(" ## ")[0]
+    assert ("the PCB runs at this step met their targets. Met: the `quick` preset fine-tunes with `--exploration auto`"
+            in section)
     row = [line for line in _stage_rows(results) if "`lead-inspect`: the same, PPO's learning rate a tenth" in line]
     assert row and "| 84% | 95% | +11 | 1 -> 2 of 100 | 65,536 |" in row[0]
 
