@@ -10,7 +10,6 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from robot_rl.envs.defaults import CAMERA_EXPOSURES, DEFAULT_ARM, DEFAULT_TASK
-from robot_rl.finetune.exploration import EXPLORATIONS, LOW_EXPLORATION
 from robot_rl.options import option, validate
 
 # Kept in step with every task's difficulty presets (robot_rl.envs.difficulty.DIFFICULTY_NAMES) and
@@ -57,6 +56,21 @@ CHECKPOINT_KIND_HELP = ("which checkpoint a run folder given as --policy means: 
 # pretrain --recolour: the segmentation classes (robot_rl.envs.perception.SEGMENTATION_CLASSES) a demo frame's
 # colours may be redrawn for. The parts and the arm keep theirs: the verdict is read from the parts.
 RECOLOUR_CLASSES = ("table", "board", "background")
+# finetune --exploration (robot_rl.finetune.exploration resolves it): how widely PPO samples around its start.
+# The verdict answers where the policy is sure (no continue floor), and a tenth of the pose scale BC learned is kept
+# over a floor of 0.02 pre-tanh: where the sampled lead start succeeds as often as its deterministic policy.
+LOW_NOISE = {"answer_temperature": 0.1, "continue_floor": 0.0, "pose_scale_factor": 0.1, "pose_min_scale": 0.02}
+# With that noise the actor's learning rate is scaled by the same tenth (FinetuneConfig.lr's 3e-5 -> 3e-6): a tenth
+# of the pose scale makes a step of one size ten times as far in the policy's own terms, and PPO's KL stop reads each
+# minibatch before its step, the first at a KL of 0, so an iteration's first step is never checked.
+LOW_NOISE_LR = 3e-6
+# Waiting at the inspection view costs 0.05 a step: the runs that measured these settings did so with the cost, as a
+# policy sampled this close to its start otherwise waits there where its start waited.
+LOW_EXPLORATION = {**LOW_NOISE, "lr": LOW_NOISE_LR, "dwell_penalty": 0.05}
+# A start "works" from this held-out check success: the level --dagger auto stops its rounds at.
+WORKING_START = 0.8
+EXPLORATIONS = ("default", "low", "auto")
+
 LOGGER_HELP = ("where scalars go besides the run folder's CSV log (always written): csv (nothing more), tensorboard, "
                "wandb (offline, under the run folder) or mlflow (a file store under the run folder)")
 

@@ -269,7 +269,9 @@ def test_pretrain_and_finetune_defaults_are_the_measured_recipes():
     default = configs.FinetuneConfig(init=quick.init)
     differing = {f.name for f in dataclasses.fields(quick)
                  if getattr(quick, f.name) != getattr(default, f.name) and f.name not in WIRING["finetune"]}
-    assert differing == set()
+    # but how widely it samples: the recipe decides that from its start's check (--exploration auto), the command
+    # keeps the noise every benchmark preset was measured with
+    assert differing == {"exploration"}
 
 
 def test_pretrain_and_finetune_say_which_recipe_they_run(two_checkpoints, tmp_path, monkeypatch, capsys):

@@ -11,24 +11,11 @@ sampling that close leaves PPO little to find: the same settings lifted nothing 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # (configs validates the option with this module's values: no import of it at run time)
-    from robot_rl.configs import FinetuneConfig
+# The settings live with the options that validate them (robot_rl.configs); re-exported for the benchmarks.
+from robot_rl.configs import EXPLORATIONS, LOW_EXPLORATION, LOW_NOISE, LOW_NOISE_LR, WORKING_START, FinetuneConfig
 
-# The verdict answers where the policy is sure (no continue floor), and a tenth of the pose scale BC learned is kept
-# over a floor of 0.02 pre-tanh: where the sampled lead start succeeds as often as its deterministic policy.
-LOW_NOISE = {"answer_temperature": 0.1, "continue_floor": 0.0, "pose_scale_factor": 0.1, "pose_min_scale": 0.02}
-# With that noise the actor's learning rate is scaled by the same tenth (FinetuneConfig.lr's 3e-5 -> 3e-6): a tenth
-# of the pose scale makes a step of one size ten times as far in the policy's own terms, and PPO's KL stop reads each
-# minibatch before its step, the first at a KL of 0, so an iteration's first step is never checked.
-LOW_NOISE_LR = 3e-6
-# Waiting at the inspection view costs 0.05 a step: the runs that measured these settings did so with the cost, as a
-# policy sampled this close to its start otherwise waits there where its start waited.
-LOW_EXPLORATION = {**LOW_NOISE, "lr": LOW_NOISE_LR, "dwell_penalty": 0.05}
-# A start "works" from this held-out check success: the level --dagger auto stops its rounds at.
-WORKING_START = 0.8
-EXPLORATIONS = ("default", "low", "auto")
+__all__ = ["EXPLORATIONS", "LOW_EXPLORATION", "LOW_NOISE", "LOW_NOISE_LR", "WORKING_START", "resolve", "start_check"]
 
 
 def start_check(config: FinetuneConfig) -> float | None:
