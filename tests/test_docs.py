@@ -105,7 +105,7 @@ def test_lead_inspect_results_render_without_finished_arms(arms):
         results.pop("lead_inspect", None)
     else:
         results["lead_inspect"] = _lead_inspect(arms)
-    text = " ".join(render_docs.environment(results).get_template("results/arms-tasks.md").render().split())
+    text = _rendered(results, "results/arms-tasks.md")
     assert "`lead_inspect.json` (the recipe, BC trained 3x as long, and BC + DAgger on the lead task) has no " \
            "finished arm." in text
 
@@ -148,14 +148,14 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
                   "winner": {"arm": "encoder+recolour", "seeds": 1, "pooled_nominal": 0.96, "pooled_ci95": [0.9, 0.98],
                              "boards": 100, "full_preset_nominal": 0.99, "adopt": False}})
     results["perception"] = perception
-    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    text = _rendered(results, "results/robustness.md")
     assert "| shift | `surfaces`, the 74% arm | `encoder+recolour` |" in text
     assert "| `none` | 74% (" in text and "96% (40%-60%), " in text
     assert ("| `encoder+recolour` | 3,000 s | 900 s | 1,500 s | missed (1 of the shifts under 90%: blue_table) | "
             f"`{perception['commit'][:7]}` |") in text
     assert "The equal-wall-time baseline was not run (its part is retired)." in text
     perception["uncommitted_changes"] = True  # a record measured with changes not yet committed says so
-    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    text = _rendered(results, "results/robustness.md")
     assert f"`{perception['commit'][:7]}` with uncommitted changes |" in text
     perception["uncommitted_changes"] = False
     assert "pooled 96% (90%-98%, 100 boards); shifts at 90%: 0 of 13." in text and "Not adopted" in text
@@ -168,7 +168,7 @@ def test_perception_arms_render_beside_the_74_percent_arm_with_their_targets():
                                 "baseline_s_per_epoch": 88.0, "epochs": 44, "suite": suite}
     perception["verdicts"]["equal_time"] = {"arm": "encoder+recolour", "arm_worst_shift": 0.5,
                                             "baseline_worst_shift": 0.5, "arm_better": False}
-    text = " ".join(render_docs.environment(results).get_template("results/robustness.md").render().split())
+    text = _rendered(results, "results/robustness.md")
     assert ("given the wall time of `encoder+recolour` (3,900 s, encoder pretraining included: 44 epochs at 88 s "
             "each): worst shift 50% against the arm's 50%, so the arm is not better") in text
     assert row.startswith("| tables of any colour (`surfaces`), best arm (`encoder+recolour`) | 96% (40%-60%) nominal; "
@@ -367,13 +367,18 @@ def test_the_ppo_guide_names_every_default_that_differs_from_the_recipe(monkeypa
     changes = [{"flag": "--shaping", "value": "1", "default": "0"}, {"flag": "--ppo-epochs", "value": "8",
                                                                      "default": "4"}]
     monkeypatch.setattr(render_docs, "recipe_changes", lambda preset, command: changes)
-    env = render_docs.environment(render_docs.load_results())
-    recipe = " ".join(env.get_template("pages/ppo-recipe.md").render().split())
-    commands = env.get_template("pages/ppo-commands.md").render()
+    results = render_docs.load_results()
+    recipe = _rendered(results, "pages/ppo-recipe.md")
+    commands = render_docs.environment(results).get_template("pages/ppo-commands.md").render()
     assert ("`finetune`'s own defaults differ from it in `--shaping` (0, the recipe 1), `--ppo-epochs` (4, the "
             "recipe 8): give the recipe's values") in recipe
     assert "robot-rl finetune --policy runs/bc --out runs/ppo --shaping 1 --ppo-epochs 8\n" in commands
 
+
+
+def _rendered(results: dict, template: str) -> str:
+    """``template`` rendered from ``results``, its whitespace runs made single spaces (sentences wrap anywhere)."""
+    return " ".join(render_docs.environment(results).get_template(template).render().split())
 
 def _one_seed_bc_run(preset: str, rates: list[float], frames: int, last: dict, start: dict, **record) -> dict:
     """A bc_vs_scratch results record of one seed's BC arm: checks at ``rates`` every ``frames`` frames, its last
@@ -405,7 +410,7 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
     results = render_docs.load_results()
     results["bc_vs_scratch_few-1m"] = _one_seed_bc_run("few-1m", rates, frames, last, start)
     summary = results["bc_vs_scratch_few-1m"]
-    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     assert "## PPO to a million frames from the demo's start (the few preset)" in page
     assert "to 147,456 frames, a check on the 50 check boards every 16,384 frames; 1 of 3 seeds" in page
     # level .89 over the last two checks; the 3-check means reach .48 + .9 * .41 = .849 at the seventh check
@@ -422,7 +427,7 @@ def test_a_million_frame_run_renders_its_curve_where_it_stops_and_its_budget_tar
     # the end-to-end run beside the frozen one, over the same frames (here the same curve, its budget 65,536)
     e2e = dict(results["bc_vs_scratch_few-1m"], arms={"bc": dict(summary["arms"]["bc"], budget_frames=4 * frames)})
     results["bc_vs_scratch_few-e2e"] = e2e
-    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     assert "## PPO training the encoder too, from the demo's start" in page
     # checks at 16,384-65,536 frames: .6 .7 .8 .86 (mean 74%), 2 wrong verdicts and 5 guesses of 50 boards each
     assert ("| frozen (the million-frame run) | 0 | 4 | 74% | 4.0 | 10.0 | 91% (84%-95%) after 147,456 frames |"
@@ -446,14 +451,13 @@ def test_the_lead_start_with_dagger_until_flat_renders_its_rounds_and_its_stage_
         bc_config={"run_dir": "runs/bench-lead-flat/bc"})
     results["bc_vs_scratch_lead-flat"]["ppo_config"].update(init="runs/bench-lead-flat/dagger/rounds/round-03",
                                                             total_frames=65_536)
-    env = render_docs.environment(results)
-    page = " ".join(env.get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     assert "## PPO from the lead start with DAgger until its check stops rising" in page
     assert "PPO starts from round 3's policy:" in page
     assert "| 0 | 5,000 | 10% | 10 | | 1 | 10,000 | 40% | 9 |" in page and "| 4 | 25,000 | 70% | 6 |" in page
     assert "| last policy at least 80 percent every seed at this budget | met |" in page
     assert "| last policy 30 points above start every seed at this budget | **missed** |" in page
-    limits = " ".join(env.get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert ("DAgger rounds until the check stops rising instead of the quick stage's two (`--dagger auto`'s rules; "
             "four rounds ran, up to eight) take the lead start itself to 70% on 100 fresh boards with 9 guesses; the "
             "pipeline's PPO at 65,536 frames then left it at 88% (one seed) with") in limits
@@ -501,8 +505,7 @@ def test_the_sampled_start_and_the_low_noise_runs_render_beside_the_dwell_runs_b
         "start": "runs/bench-lead-flat/dagger/rounds/round-04",
         "settings": [setting("fine-tuning's defaults", 0.16, 44, 30), setting("less noise", 0.95, 0, 1),
                      setting("deterministic", 0.94, 0, 0)]}
-    env = render_docs.environment(results)
-    page = " ".join(env.get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     section = page.split("## The lead start as PPO samples it")[1].split(" ## ")[0]
     assert "| fine-tuning's defaults | 16% (6%-21%) | 44 | 30 | 3 | 2 | 30 |" in section
     assert "| deterministic | 94% (84%-99%) | 0 | 0 | 3 | 2 | 30 |" in section
@@ -516,7 +519,7 @@ def test_the_sampled_start_and_the_low_noise_runs_render_beside_the_dwell_runs_b
     assert "| 0 | the dwell runs' | 74% (65%-81%) | 15 | 9 | 2 | 0 | - | - | - |" in section  # no training record
     assert "| 0 | less exploration noise | 90% (83%-94%) | 2 | 3 | 4 | 1 | 97% | 1% | 3% |" in section
     assert "| last policy at least 80 percent every seed at this budget | met |" in section
-    limits = " ".join(env.get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert ("with that penalty and sampling with less exploration noise at 90% (one seed) with 3 at the view without "
             "a verdict and 2 guesses (the lead start's targets missed: last policy 30 points above start every seed)"
             in limits)
@@ -548,13 +551,12 @@ def test_the_less_noise_runs_from_the_other_starts_render_what_ppo_stepped_and_w
     run["trained_on"] = {"bc": {"0": {"sampled_success": 0.5, "sampled_guess_rate": 0.4,
                                       "actor_update_fraction": 0.0312}}}
     results["bc_vs_scratch_demo-low-noise"] = run
-    env = render_docs.environment(results)
-    page = " ".join(env.get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     section = page.split("## PPO from the start `make demo` builds, with less exploration noise")[1].split(" ## ")[0]
     assert "PPO took 3% of its planned actor steps here, about one of the 32 an iteration plans" in section
     assert "seed 0 30% at 8,192 frames (66% guesses)." in section
     assert "| 0 | less exploration noise | 50% (40%-60%) | 40 | 0 | 3 | 0 | 50% | 40% | 3% |" in section
-    limits = " ".join(env.get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert ("On `pcb-inspect`, from `make demo`'s start (95% on 100 fresh boards), the same penalty and sampling left "
             "it at 50% (one seed) with 0 at the view without a verdict and 40 guesses (its targets missed: last policy "
             "at least 90 percent every seed and at most 5 guesses per 100 every seed)") in limits
@@ -573,7 +575,7 @@ def test_the_dwell_run_renders_its_last_policies_beside_the_lead_runs_without_th
         **plain, "arms": arms, "final_success": {"bc": {"0": last}}, "seeds": [0, 1],
         "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "lead-dwell-1m-bc", "--seeds", "0"],
         "ppo_config": {**plain["ppo_config"], "dwell_penalty": 0.05}}
-    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     page = page.split("## PPO to a million frames from the lead start, waiting at the view made to cost")[1]
     page = page.split(" ## ")[0]  # the dwell run's section
     assert "with `--dwell-penalty 0.05`" in page
@@ -597,7 +599,7 @@ def test_the_guess_ce_run_renders_beside_the_dwell_run_and_names_the_seeds_it_ha
         "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "lead-guess-1m-bc", "--seeds", "1"],
         "ppo_config": {**dwell["ppo_config"], "guess_ce_weight": 1.0},
         "targets": {**dwell["targets"], "at_most_10_guesses_per_100_every_seed_at_this_budget": True}}
-    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     page = page.split("## PPO to a million frames from the lead start, 'continue' taught on every guess")[1]
     page = page.split(" ## ")[0]
     alone = dwell["arms"]["bc"]["final_success"]
@@ -606,7 +608,7 @@ def test_the_guess_ce_run_renders_beside_the_dwell_run_and_names_the_seeds_it_ha
     assert "| 0 | 0 |" not in page  # a seed not run with the term gets no row
     assert (f"Not yet run with the cross-entropy: seeds 0 and 2, whose last policies with the dwell penalty alone "
             f"guessed on {alone['0']['guesses']} and {alone['2']['guesses']} of 100 boards.") in page
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert ("Teaching 'continue' on every guess besides (`--guess-ce-weight 1.0`, seed 1 so "
             f"far) left the last policy at 91% with 3 guesses per 100 boards (the dwell penalty alone: "
             f"{render_docs.pct(alone['1']['rate'])} and {alone['1']['guesses']})") in limits
@@ -623,12 +625,12 @@ def test_the_stalls_at_the_view_render_with_their_answer_probabilities_and_camer
             {"steps_at_view": 60, "p_answer_max": 0.06, "p_answer_median": 0.002, "travel_mm_per_step": 4.7},
             {"steps_at_view": 40, "p_answer_max": 0.25, "p_answer_median": 0.003, "travel_mm_per_step": 6.0}]}}
     results["verdict_decoding_lead-encoder-1m"] = decoding
-    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     assert ("On the steps at the view of the 3 episodes the mode reading leaves there without a verdict, p(answer "
             "now) peaked between 6.0% and 42.0% (median 25.0%) and sat at a median of 0.3%, and the camera moved a "
             "median 6.0 mm per step there: the deterministic pose does not come to rest at the view.") in page
     decoding["stalls"] = {"0": {"episodes": []}}
-    page = " ".join(render_docs.environment(results).get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     assert "episodes the mode reading leaves there" not in page
 
 
@@ -643,7 +645,7 @@ def test_the_readme_names_the_cell_full_collects_in_and_its_arm():
     marked = re.findall(r"\(`([^`]+)`, now `full`'s\)", readme)
     assert marked == [perception.recipe_arm(cell)]  # one row is full's: its cell's arm, adopted by the rule
     assert results["perception"]["arms"][marked[0]]["randomization"] == cell
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert f'a calibrated cell (`randomization="{cell}"`)' in limits and f"(`{marked[0]}`)" in limits
     assert "camera mount" not in limits and "shifted camera" not in limits
 
@@ -656,7 +658,7 @@ def test_the_known_limits_state_the_figures_of_their_results_files():
     from robot_rl import pipeline
 
     results = copy.deepcopy(render_docs.load_results())
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     lead = results["bc_vs_scratch_lead-encoder-1m"]["arms"]["bc"]["final_success"]
     rates = [render_docs.pct(lead[seed]["rate"]) for seed in sorted(lead, key=int)]
     assert f"its last policies reached {render_docs.and_list(rates)} with" in limits
@@ -672,14 +674,14 @@ def test_the_known_limits_state_the_figures_of_their_results_files():
             row.update(success_rate=max(row["success_rate"], 0.9), guesses=min(row["guesses"], 3))
         render_docs.shift_of(seed, "bright_light").update(success_rate=0.8, guesses=7)
     record["verdicts"] = perception.judge(record)
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert "run to a million frames (two seeds so far)" in limits
     assert "reached 85%, 85% and 85% with" in limits and "(the 80% target met on three)" in limits
     assert ("its last policies missed the targets fixed before they ran" if len(seeds) >= 3 else
             f"has run {render_docs.NUMBER_WORDS[len(seeds)]} of the three seeds its targets need") in limits
     assert "every shift of the suite at 80% or more, at most 7 guesses per 100 boards under any shift" in limits
     results.pop("bc_vs_scratch_lead-dwell-1m", None)
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert "Making waiting at the view cost" not in limits  # without the dwell run's file
     # without the penalty: seed 0 ended with 1 at the view, seeds 1 and 2 stalled (15 and 30), seed 2 the worst
     for seed, (rate, stalled, guesses) in {"0": (0.85, 1, 9), "1": (0.76, 15, 5), "2": (0.57, 30, 9)}.items():
@@ -692,7 +694,7 @@ def test_the_known_limits_state_the_figures_of_their_results_files():
         "targets": {"last_policy_at_least_80_percent_every_seed_at_this_budget": True,
                     "at_most_5_per_100_at_the_view_without_a_verdict_every_seed_at_this_budget": True,
                     "no_check_10_points_below_best_after_tau": True, "met": True}}
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert ("Making waiting at the view cost (`--dwell-penalty 0.05`, the same start and budget, one seed so far) "
             "left the last policy at 89% with 2 at the view without a verdict and 4 guesses per 100 boards (the same "
             "seed without it: 85%, 1 and 9); every target fixed before it ran met. The seeds that stalled without it "
@@ -702,7 +704,7 @@ def test_the_known_limits_state_the_figures_of_their_results_files():
     targets["no_check_10_points_below_best_after_tau"] = False
     results["bc_vs_scratch_lead-dwell-1m"]["arms"]["bc"]["final_success"]["2"] = {
         "rate": 0.9, "boards": 100, "guesses": 3, "failures": failures}
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert "missed, of the targets fixed before it ran: no check 10 points below best after tau." in limits
     assert "The seed that stalled without it (1: 15 at the view) has not run with it yet." in limits
     assert "policies at 89% and 90% with 2 and 2 at the view" in limits
@@ -735,17 +737,16 @@ def test_a_budget_runs_scratch_arm_renders_its_censored_bound_and_the_bc_arm_und
         "ppo_config": {"eval_every": 16, "frames_per_batch": 1024, "encoder_lr": 0.0},
         "table": [{"arm": "PPO from few-demo BC", "seed": 0}, {"arm": "PPO from scratch", "seed": 0}],
         "curves": {"bc": [curve([0.5, 0.8, 0.8, 0.8, 0.8])], "scratch": [curve([0.0] * 5)]}}
-    env = render_docs.environment(results)
-    page = " ".join(env.get_template("results/fine-tuning.md").render().split())
+    page = _rendered(results, "results/fine-tuning.md")
     assert ("up to 65,536 frames, 1 seed: it never reaches tau, so the ratio is censored at **>= 4.0x** (BC+PPO's "
             "median frames to tau: 16,384; >= 3.5x counting the 2,186 demonstration frames as BC's). Its last policy "
             "on the fresh boards: 0% (0%-4%), 1 guess.") in page
     assert "| PPO from the BC start | 0 |" in page and "| PPO from scratch | 0 |" in page
     assert "few-demo BC | 0 |" not in page
     assert render_docs.BC_ARM_LABEL == bc_vs_scratch.ARM_LABELS["bc"]
-    readme = env.get_template("readme/results.md").render()
+    readme = render_docs.environment(results).get_template("readme/results.md").render()
     assert "PPO from scratch never reaches tau in 65,536 frames: >= 4.0x (censored)" in readme
-    index = " ".join(env.get_template("results/index.md").render().split())
+    index = _rendered(results, "results/index.md")
     assert "to a million frames (1 of 3 seeds): scratch never reaches tau, **>= 4.0x** (censored)" in index
 
 
@@ -809,10 +810,10 @@ def test_the_limits_speak_of_a_demo_measured_without_native_bf16_by_its_slowest_
     demo["runs"] = [{**run, "pipeline_s": seconds, "after_ppo": {**run["after_ppo"], "success_rate": 0.9}}
                     for seconds in (1000.0, 1200.0, 1100.0)]
     results["quick_demo"] = demo
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert ("The quick demo's last policy meets its 80% target on three runs, but on two cores without native bf16 "
             "(fp32) its slowest pipeline took 20.0 minutes, over the 15-minute target") in limits
     assert "docs/history.md#the-demo-before-exploration-auto" in limits
     demo["runs"][1]["after_ppo"] = {**run["after_ppo"], "success_rate": 0.7}
-    limits = " ".join(render_docs.environment(results).get_template("readme/limits.md").render().split())
+    limits = _rendered(results, "readme/limits.md")
     assert "The quick demo's last policy misses its 80% target on three runs" in limits
