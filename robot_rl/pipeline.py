@@ -138,8 +138,11 @@ DAGGER_STAGES = {
 }
 # ``--dagger auto``: the stage decides from its own checks, on any task (each has an expert: the demos are its):
 # rounds while the policy's check is under a working policy's success and each round beats every earlier check
-# (the BC start's included), so a BC start that already works runs none. Fixed before any run measured it.
+# (the BC start's included), so a BC start that already works runs none. Fixed before any run measured it. Its
+# rounds are capped at the full stage's in every preset: those rules, not a round count, end it (with the quick
+# stage's 2 the lead task's start stopped while its checks still rose).
 DAGGER_AUTO_UNTIL_SUCCESS = 0.8
+DAGGER_AUTO_MAX_ROUNDS = 8
 # Each preset's encoder pretraining, sized like its BC: full is what the lead task's encoder arms ran
 # (results/lead_inspect.json), quick at half the views and epochs; the views show the demos' cell (task, arm,
 # difficulty, image size and randomization are the collection's: ``for_options``).
@@ -171,8 +174,9 @@ def for_options(config: PipelineConfig) -> tuple[Preset, str]:
     if config.dagger == "on":
         preset = replace(preset, dagger=DAGGER_STAGES[config.preset])
     elif config.dagger == "auto":
-        preset = replace(preset, dagger=replace(DAGGER_STAGES[config.preset], until_flat=True,
-                                                until_success=DAGGER_AUTO_UNTIL_SUCCESS))
+        stage = DAGGER_STAGES[config.preset]
+        preset = replace(preset, dagger=replace(stage, rounds=max(stage.rounds, DAGGER_AUTO_MAX_ROUNDS),
+                                                until_flat=True, until_success=DAGGER_AUTO_UNTIL_SUCCESS))
     if config.encoder in ("on", "auto"):
         cell = preset.collect
         preset = replace(preset, encoder=replace(
