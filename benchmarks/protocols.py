@@ -129,11 +129,13 @@ PRESETS["lead-guess-1m"] = with_budget("lead-encoder", "lead-guess-1m", MILLION_
                                       guess_ce_weight=1.0)
 
 # `make demo`'s own start, with seeds: the few demos, the pipeline's encoder, BC and ``--dagger auto`` stage; PPO at
-# 65,536 frames. Its target, fixed before it ran: >= 90% on every seed, last policy, 100 fresh boards.
+# 65,536 frames. Its target, fixed before it ran: >= 90% on every seed, last policy, 100 fresh boards. Its DAgger
+# stage is capped at the quick stage's 2 rounds, as --dagger auto was when it ran (its BC checked above 80%: none ran).
 _DEMO = pipeline_for_options(PipelineConfig(preset="quick"))[0]
 PRESETS["demo"] = {
     **_few_demo_recipe(PRESETS["few"]["demos"].out, "runs/bench-demo/bc"), "encoder": _DEMO.encoder,
-    "dagger": _DEMO.dagger, "budget_targets": {"success_min": 0.90},
+    "dagger": replace(_DEMO.dagger, rounds=PIPELINE_DAGGER_STAGES["quick"].rounds),
+    "budget_targets": {"success_min": 0.90},
 }
 # The lead task's quick-pipeline start as ``--dagger auto`` would build it if its rounds ran until the check stops
 # rising (or reaches a working policy's success) instead of stopping at the quick stage's 2: the cap is the full

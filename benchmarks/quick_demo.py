@@ -217,11 +217,14 @@ def run(args) -> int:
         "after_ppo": final_metrics(result["metrics"]),
         # Why each stage's policy failed where it did (a pipeline from before failure kinds has none).
         "failures": stage_failures(result),
+        "dagger_rounds": result.get("dagger_rounds"),  # rounds the DAgger stage ran (None: no stage)
+        "exploration": result.get("exploration"),  # what fine-tuning sampled with (--exploration auto's choice)
         "runs": [{"pipeline_s": one["pipeline_s"], "wall_s": one["wall_s"], "stages_s": one["result"]["seconds"],
                   "after_bc": final_metrics(one["result"]["after_bc"]),
                   "after_dagger": (final_metrics(one["result"]["after_dagger"]) if one["result"].get("after_dagger")
                                    else None),
-                  "after_ppo": final_metrics(one["result"]["metrics"]), "failures": stage_failures(one["result"])}
+                  "after_ppo": final_metrics(one["result"]["metrics"]), "failures": stage_failures(one["result"]),
+                  "dagger_rounds": one["result"].get("dagger_rounds")}
                  for one in runs],
         # Every run: its pipeline within the minutes, its last policy at the success on the boards.
         "targets": {"pipeline_minutes_max": 15, "success_min": 0.8, "boards_min": 50,

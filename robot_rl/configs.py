@@ -663,7 +663,7 @@ class PipelineConfig:
     task: str = task_option()
     arm: str = arm_option()
     dagger: str = option("auto", "a DAgger stage between pretrain and finetune (rollouts of the BC policy labelled "
-                         "by the task's expert): on (the preset's rounds), off, or auto (rounds while the "
+                         "by the task's expert): on (the preset's rounds), off, or auto (up to 8 rounds, while the "
                          "policy's check is under 80%% and each round beats every earlier check: none when BC's "
                          "policy already checks at 80%%)", choices=PIPELINE_STAGE_SWITCHES)
     encoder: str = option("auto", "a pretrain-encoder stage before pretrain (the policy's ResNet18 trained on "

@@ -142,7 +142,7 @@ DAGGER_STAGES = {
 # rounds are capped at the full stage's in every preset: those rules, not a round count, end it (with the quick
 # stage's 2 the lead task's start stopped while its checks still rose).
 DAGGER_AUTO_UNTIL_SUCCESS = 0.8
-DAGGER_AUTO_MAX_ROUNDS = 8
+DAGGER_AUTO_MAX_ROUNDS = DAGGER_STAGES["full"].rounds
 # Each preset's encoder pretraining, sized like its BC: full is what the lead task's encoder arms ran
 # (results/lead_inspect.json), quick at half the views and epochs; the views show the demos' cell (task, arm,
 # difficulty, image size and randomization are the collection's: ``for_options``).
@@ -174,8 +174,7 @@ def for_options(config: PipelineConfig) -> tuple[Preset, str]:
     if config.dagger == "on":
         preset = replace(preset, dagger=DAGGER_STAGES[config.preset])
     elif config.dagger == "auto":
-        stage = DAGGER_STAGES[config.preset]
-        preset = replace(preset, dagger=replace(stage, rounds=max(stage.rounds, DAGGER_AUTO_MAX_ROUNDS),
+        preset = replace(preset, dagger=replace(DAGGER_STAGES[config.preset], rounds=DAGGER_AUTO_MAX_ROUNDS,
                                                 until_flat=True, until_success=DAGGER_AUTO_UNTIL_SUCCESS))
     if config.encoder in ("on", "auto"):
         cell = preset.collect
@@ -320,6 +319,7 @@ def _run_stages(preset: Preset, root: Path, device: str, progress: bool, log, pr
               "metrics": after_ppo, "checkpoint_kind": kind,
               "policies": {"bc": str(policy_checkpoint(bc_dir, kind)), "ppo": str(policy_checkpoint(ppo_dir, kind))},
               "ppo_best": ppo_summary.get("best"),
+              "exploration": ppo_summary.get("exploration"),  # what --exploration auto resolved to
               # Each stage's seconds over the invocations that ran it (a stage finished earlier: what it cost then).
               "seconds": {name: recipe.seconds(name) for name in PIPELINE_STAGES if recipe.seconds(name) is not None},
               # The fine-tuning's own (its workers and threads); a run folder finished before runs recorded one:

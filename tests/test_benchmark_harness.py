@@ -186,14 +186,15 @@ def test_the_lead_encoder_preset_is_the_quick_lead_pipeline():
     from protocols import PRESETS
 
     from robot_rl.configs import PipelineConfig
-    from robot_rl.pipeline import for_options
+    from robot_rl.pipeline import DAGGER_STAGES, for_options
 
     lead, _ = for_options(PipelineConfig(preset="quick", task="lead-inspect"))
     bench = PRESETS["lead-encoder"]
     same = ("task", "arm", "difficulty", "image_size", "randomization", "views", "epochs")
     assert {k: getattr(bench["encoder"], k) for k in same} == {k: getattr(lead.encoder, k) for k in same}
     assert (bench["demos"].task, bench["demos"].episodes) == (lead.collect.task, lead.collect.episodes)
-    assert (bench["dagger"].rounds, bench["dagger"].episodes_per_round) == (lead.dagger.rounds,
+    # Its DAgger stage is the quick preset's (--dagger on), the 2 rounds --dagger auto stopped at when it ran.
+    assert (bench["dagger"].rounds, bench["dagger"].episodes_per_round) == (DAGGER_STAGES["quick"].rounds,
                                                                              lead.dagger.episodes_per_round)
 
 
@@ -208,7 +209,8 @@ def test_the_lead_quick_preset_starts_ppo_from_the_quick_stages_round_of_the_lon
     quick_lead, _ = for_options(PipelineConfig(preset="quick", task="lead-inspect"))
     preset = PRESETS["lead-quick-low-noise"]
     # Rounds are seeded by their index: the longer stage's first rounds are the quick stage's.
-    assert preset["dagger_round"] == DAGGER_STAGES["quick"].rounds == quick_lead.dagger.rounds
+    assert preset["dagger_round"] == DAGGER_STAGES["quick"].rounds
+    assert PRESETS["lead-flat"]["dagger"] == quick_lead.dagger  # the stage the pipeline's --dagger auto runs
     assert preset["dagger"].until_success == quick_lead.dagger.until_success
     assert preset["dagger"].episodes_per_round == quick_lead.dagger.episodes_per_round
 

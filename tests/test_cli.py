@@ -78,9 +78,10 @@ def test_pipeline_dagger_auto_decides_from_its_checks_on_every_task_unless_told(
         assert main(["pipeline", *argv]) == 0, argv
     (lead, lead_root), (lead_off, _), (pcb, _), (pcb_on, _) = calls
     assert lead_root == "runs/pipeline-quick-lead-inspect"
-    # auto: the preset's stage with the stop rules, on the lead task and the PCB task alike (no task named)
-    auto = replace(pipeline.DAGGER_STAGES["quick"], until_success=pipeline.DAGGER_AUTO_UNTIL_SUCCESS,
-                   until_flat=True)
+    # auto: the preset's stage with the stop rules ending it, up to the full stage's rounds, on the lead task and the
+    # PCB task alike (no task named)
+    auto = replace(pipeline.DAGGER_STAGES["quick"], rounds=pipeline.DAGGER_AUTO_MAX_ROUNDS,
+                   until_success=pipeline.DAGGER_AUTO_UNTIL_SUCCESS, until_flat=True)
     assert lead.dagger == auto == pcb.dagger and "dagger" in lead.options()  # recorded in preset.json
     assert lead_off.dagger is None and "dagger" not in lead_off.options()
     # on: the preset's rounds, every one

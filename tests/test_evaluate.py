@@ -190,6 +190,9 @@ def test_pipeline_runs_end_to_end_and_skips_finished_stages(tmp_path, capsys):
     ppo_report = json.loads((tmp_path / "pipe" / "eval" / "report.json").read_text())
     assert [e["episode_seed"] for e in bc_report["episodes"]] == [e["episode_seed"] for e in ppo_report["episodes"]]
     assert json.loads((tmp_path / "pipe" / "pipeline.json").read_text())["after_bc"] == result["after_bc"]
+    # --exploration auto's choice is recorded as the run resolved it (the tiny BC start checks under 80%).
+    assert result["exploration"] == json.loads((tmp_path / "pipe" / "ppo" / "config.json").read_text())[
+        "exploration"] == "default"
     # The one checkpoint rule: each run folder's last.pt, recorded in pipeline.json and in each report.
     assert result["checkpoint_kind"] == "last"
     assert result["policies"] == {"bc": str(tmp_path / "pipe" / "bc" / "checkpoints" / "last.pt"),

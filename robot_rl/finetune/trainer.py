@@ -185,7 +185,7 @@ class PPORun(TrainingRun):
         return {"iterations": self.iteration, "frames": self.frames, "curve": self.curve, "best": self.best,
                 "init": self.config.init or "scratch", "env": self.provenance.record(),
                 "seconds": round(self.seconds, 1), "finished": self.iteration == self.config.iterations,
-                "precision": self.precision}
+                "precision": self.precision, "exploration": self.config.exploration}
 
     # -- checkpoints ------------------------------------------------------------------------------------------
     def checkpoint(self) -> dict:
