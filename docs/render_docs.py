@@ -259,25 +259,6 @@ def shift_of(arm: dict, shift: str) -> dict:
     return next(row for row in arm["suite"] if row["shift"] == shift)
 
 
-def lead_limits(run: dict, decoding: dict) -> dict:
-    """What the README's known limits say of the lead start's million-frame runs: per seed (in seed order) the last
-    policy's success and guesses, the checks' peaks, the worst seed's fall after its peak and its failures, and the
-    episodes its runs leave at the view without a verdict, the verdict read as the mode and sampled."""
-    final, curves = run["arms"]["bc"]["final_success"], run["curves"]["bc"]
-    seeds = sorted(final, key=int)
-    worst = min(seeds, key=lambda seed: final[seed]["rate"])
-    rates = [point["success_rate"] for point in curves[run["seeds"].index(int(worst))]]  # curves: in run order
-    peak = max(rates)
-    return {"rates": [final[s]["rate"] for s in seeds], "guesses": [final[s]["guesses"] for s in seeds],
-            "peaks": [max(point["success_rate"] for point in curve) for curve in curves],
-            "worst": seeds.index(worst), "worst_seed": worst, "worst_peak": peak,
-            "worst_low": min(rates[rates.index(peak):]),
-            "worst_failures": final[worst]["failures"], "worst_boards": final[worst]["boards"],
-            "worst_rate": final[worst]["rate"],
-            "stuck": {reading: sum(readings[reading]["failures"]["no_verdict_at_view"]
-                                   for readings in decoding["runs"].values()) for reading in ("mode", "sampled")}}
-
-
 # -- the code-generated reference pages ------------------------------------------------------------------------
 def cli_reference() -> str:
     """Every command's options, from the ``robot-rl`` parser (which the option dataclasses build)."""
@@ -523,6 +504,7 @@ def _header(source: str) -> str:
 # -- rendering -------------------------------------------------------------------------------------------------
 def environment(results: dict[str, dict]) -> jinja2.Environment:
     from perception import recipe_arm
+    from protocols import DAGGER_AUTO_CAP_RULE
 
     full_cell = preset_value("full", "collect-demos", "--randomization")  # where `full` collects, and its arm
     from robot_rl.configs import PipelineConfig
@@ -532,7 +514,7 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(r=results, pct=pct, ci=ci, rate_ci=rate_ci, num=num, and_list=and_list, span=span,
-                       words=NUMBER_WORDS, seeds_of=seeds_of, shift_of=shift_of, lead_limits=lead_limits,
+                       words=NUMBER_WORDS, seeds_of=seeds_of, shift_of=shift_of,
                        arm_names=arm_names, measured_commit=measured_commit,
                        table=table, scratch_table=scratch_table,
                        metrics_row=metrics_row,
@@ -540,7 +522,7 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
                        perception_rows=perception_rows, option_default=option_default, preset_value=preset_value,
                        recipe_changes=recipe_changes, retired=RETIRED, full_cell=full_cell,
                        full_arm=recipe_arm(full_cell),
-                       quick_dagger_rounds=quick_auto_dagger.rounds,
+                       quick_dagger_rounds=quick_auto_dagger.rounds, dagger_cap_rule=DAGGER_AUTO_CAP_RULE,
                        prov=lambda name: provenance_line(name, results[name]),
                        cmd=lambda name: command_text(results[name]), machine=machine_text)
     return env

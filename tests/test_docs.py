@@ -396,7 +396,8 @@ def _one_seed_bc_run(preset: str, rates: list[float], frames: int, last: dict, s
         "argv": ["benchmarks/bc_vs_scratch.py", "--variant", f"{preset}-bc", "--seeds", "0"], "wall_s": 5000.0,
         "machine": {"cpu": "Intel Xeon", "logical_cpus": 2}, "seeds": [0], "precision": {"ran": "bf16"},
         "bc_start_metrics": {"episodes": 50},
-        "ppo_config": {"eval_every": 16, "frames_per_batch": 1024, "encoder_lr": 0.0},
+        "ppo_config": {"eval_every": 16, "frames_per_batch": 1024, "encoder_lr": 0.0,
+                       "total_frames": (len(rates) - 1) * frames},
         "table": [{"arm": "PPO from few-demo BC", "seed": 0, "last.pt, fresh boards": "91% (84-95%)"}],
         "curves": {"bc": [curve]}, **record}
 
@@ -457,13 +458,7 @@ def test_the_lead_start_with_dagger_until_flat_renders_its_rounds_and_its_stage_
     assert "| 0 | 5,000 | 10% | 10 | | 1 | 10,000 | 40% | 9 |" in page and "| 4 | 25,000 | 70% | 6 |" in page
     assert "| last policy at least 80 percent every seed at this budget | met |" in page
     assert "| last policy 30 points above start every seed at this budget | **missed** |" in page
-    limits = _rendered(results, "readme/limits.md")
-    assert ("DAgger rounds until the check stops rising instead of the quick stage's two (`--dagger auto`'s rules; "
-            "four rounds ran, up to eight) take the lead start itself to 70% on 100 fresh boards with 9 guesses; the "
-            "pipeline's PPO at 65,536 frames then left it at 88% (one seed) with") in limits
-    assert "(the lead start's targets missed: last policy 30 points above start every seed)" in limits
-    assert "The quick pipeline keeps its two rounds" in limits
-    row = [line for line in _stage_rows(results) if "until its check stops rising" in line]
+    row = [line for line in _stage_rows(results, every_run=True) if "until its check stops rising" in line]
     assert row == ["| `lead-inspect`: 150 demos, encoder, BC, DAgger until its check stops rising (4 of at most 8 "
                    "rounds) | - | 70% | 88% | +18 | 9 -> 4 of 100 | 65,536 | 1 PPO seed, 100 fresh boards | Intel "
                    "Xeon, 2 cores, 2026-12-06, `0000000` |"]
@@ -491,8 +486,8 @@ def test_the_sampled_start_and_the_low_noise_runs_render_beside_the_dwell_runs_b
                          ("lead-flat-low-noise-small-step", small_step_last)):
         results[f"bc_vs_scratch_{preset}"] = _one_seed_bc_run(
             preset, [0.9, 0.92], 32_768, last, start, dagger_config={"eval_episodes": 50, "rounds": 8},
-            dagger_rounds={"final_round": 4, "checks": [{"round": 0, "success_rate": 0.1, "guesses": 3,
-                                                          "aggregate_frames": 5000}]},
+            dagger_rounds={"final_round": 4, "ppo_start_round": 4, "checks": [
+                {"round": 0, "success_rate": 0.1, "guesses": 3, "aggregate_frames": 5000}]},
             bc_config={"run_dir": "runs/bench-lead-flat/bc"})
         results[f"bc_vs_scratch_{preset}"]["ppo_config"].update(
             dwell_penalty=0.05, total_frames=65_536, init="runs/bench-lead-flat/dagger/rounds/round-04")
@@ -519,19 +514,18 @@ def test_the_sampled_start_and_the_low_noise_runs_render_beside_the_dwell_runs_b
     assert "| 0 | the dwell runs' | 74% (65%-81%) | 15 | 9 | 2 | 0 | - | - | - |" in section  # no training record
     assert "| 0 | less exploration noise | 90% (83%-94%) | 2 | 3 | 4 | 1 | 97% | 1% | 3% |" in section
     assert "| last policy at least 80 percent every seed at this budget | met |" in section
-    limits = _rendered(results, "readme/limits.md")
-    assert ("with that penalty and sampling with less exploration noise at 90% (one seed) with 3 at the view without "
-            "a verdict and 2 guesses (the lead start's targets missed: last policy 30 points above start every seed)"
-            in limits)
-    row = [line for line in _stage_rows(results) if "the dwell runs' start and penalty" in line]
+    row = [line for line in _stage_rows(results, every_run=True) if "the dwell runs' start and penalty" in line]
     assert row and "| 84% | 90% | +6 | 1 -> 2 of 100 | 65,536 |" in row[0]
-    assert ("sampling with less exploration noise and the actor's learning rate a tenth at 95% (one seed) with 0 at "
-            "the view without a verdict and 2 guesses") in limits
+    limits = _rendered(results, "readme/limits.md")
+    assert ("From the start those rules build with up to eight rounds (four ran: 84% on 100 fresh boards), PPO "
+            "sampling close to it (`--exploration low`) ended at 95% (one PPO seed) with 2 guesses per 100 boards "
+            "after 65,536 frames (its targets missed: last policy 30 points above start every seed)") in limits
     section = page.split("## PPO from the lead start with DAgger until its check stops rising, with less exploration "
                          "noise and a smaller step")[1].split(" ## ")[0]
     assert ("the PCB runs at this step met their targets. Met: the `quick` preset fine-tunes with `--exploration auto`"
             in section)
-    row = [line for line in _stage_rows(results) if "`lead-inspect`: the same, PPO's learning rate a tenth" in line]
+    row = [line for line in _stage_rows(results, every_run=True)
+           if "`lead-inspect`: the same, PPO's learning rate a tenth" in line]
     assert row and "| 84% | 95% | +11 | 1 -> 2 of 100 | 65,536 |" in row[0]
 
 
@@ -556,11 +550,7 @@ def test_the_less_noise_runs_from_the_other_starts_render_what_ppo_stepped_and_w
     assert "PPO took 3% of its planned actor steps here, about one of the 32 an iteration plans" in section
     assert "seed 0 30% at 8,192 frames (66% guesses)." in section
     assert "| 0 | less exploration noise | 50% (40%-60%) | 40 | 0 | 3 | 0 | 50% | 40% | 3% |" in section
-    limits = _rendered(results, "readme/limits.md")
-    assert ("On `pcb-inspect`, from `make demo`'s start (95% on 100 fresh boards), the same penalty and sampling left "
-            "it at 50% (one seed) with 0 at the view without a verdict and 40 guesses (its targets missed: last policy "
-            "at least 90 percent every seed and at most 5 guesses per 100 every seed)") in limits
-    row = [line for line in _stage_rows(results) if "PPO sampling with less exploration noise" in line
+    row = [line for line in _stage_rows(results, every_run=True) if "PPO sampling with less exploration noise" in line
            and "pcb-inspect" in line]
     assert row and "| 95% | no round needed | 50% | -45 | 3 -> 40 of 100 | 65,536 |" in row[0]
 
@@ -572,7 +562,7 @@ def test_the_dwell_run_renders_its_last_policies_beside_the_lead_runs_without_th
             "failures": {"guess": 4, "wrong_verdict": 5, "no_verdict_at_view": 1, "view_never_found": 0, "unstable": 0}}
     arms = {"bc": {**plain["arms"]["bc"], "final_success": {"0": last}}}
     results["bc_vs_scratch_lead-dwell-1m"] = {
-        **plain, "arms": arms, "final_success": {"bc": {"0": last}}, "seeds": [0, 1],
+        **plain, "arms": arms, "final_success": {"0": last}, "seeds": [0, 1],
         "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "lead-dwell-1m-bc", "--seeds", "0"],
         "ppo_config": {**plain["ppo_config"], "dwell_penalty": 0.05}}
     page = _rendered(results, "results/fine-tuning.md")
@@ -608,12 +598,8 @@ def test_the_guess_ce_run_renders_beside_the_dwell_run_and_names_the_seeds_it_ha
     assert "| 0 | 0 |" not in page  # a seed not run with the term gets no row
     assert (f"Not yet run with the cross-entropy: seeds 0 and 2, whose last policies with the dwell penalty alone "
             f"guessed on {alone['0']['guesses']} and {alone['2']['guesses']} of 100 boards.") in page
-    limits = _rendered(results, "readme/limits.md")
-    assert ("Teaching 'continue' on every guess besides (`--guess-ce-weight 1.0`, seed 1 so "
-            f"far) left the last policy at 91% with 3 guesses per 100 boards (the dwell penalty alone: "
-            f"{render_docs.pct(alone['1']['rate'])} and {alone['1']['guesses']})") in limits
-    stages = render_docs.environment(results).get_template("readme/stages.md").render()
-    assert "'continue' taught on every guess besides (`--guess-ce-weight 1`)" in stages
+    assert any("'continue' taught on every guess besides (`--guess-ce-weight 1`)" in row
+               for row in _stage_rows(results, every_run=True))
 
 
 def test_the_stalls_at_the_view_render_with_their_answer_probabilities_and_camera_travel():
@@ -658,14 +644,8 @@ def test_the_known_limits_state_the_figures_of_their_results_files():
     from robot_rl import pipeline
 
     results = copy.deepcopy(render_docs.load_results())
-    limits = _rendered(results, "readme/limits.md")
-    lead = results["bc_vs_scratch_lead-encoder-1m"]["arms"]["bc"]["final_success"]
-    rates = [render_docs.pct(lead[seed]["rate"]) for seed in sorted(lead, key=int)]
-    assert f"its last policies reached {render_docs.and_list(rates)} with" in limits
-    # a second few-1m seed, a lead seed at the target, a seed of full's recipe that misses a shift
+    # a second few-1m seed, a seed of full's recipe that misses a shift, the lead runs at other figures
     results["bc_vs_scratch_few-1m"]["seeds"] = [0, 1]
-    for seed in lead:
-        lead[seed]["rate"] = 0.85
     record = results["perception"]
     arm = perception.recipe_arm(pipeline.PRESETS["full"].collect.randomization)
     seeds = render_docs.seeds_of(record["arms"], arm)
@@ -674,40 +654,18 @@ def test_the_known_limits_state_the_figures_of_their_results_files():
             row.update(success_rate=max(row["success_rate"], 0.9), guesses=min(row["guesses"], 3))
         render_docs.shift_of(seed, "bright_light").update(success_rate=0.8, guesses=7)
     record["verdicts"] = perception.judge(record)
+    dwell = results["bc_vs_scratch_lead-dwell-1m"]["arms"]["bc"]["final_success"]
+    for seed, (rate, guesses) in {"0": (0.85, 9), "1": (0.76, 15), "2": (0.57, 9)}.items():
+        dwell[seed].update(rate=rate, guesses=guesses)
     limits = _rendered(results, "readme/limits.md")
     assert "run to a million frames (two seeds so far)" in limits
-    assert "reached 85%, 85% and 85% with" in limits and "(the 80% target met on three)" in limits
     assert ("its last policies missed the targets fixed before they ran" if len(seeds) >= 3 else
             f"has run {render_docs.NUMBER_WORDS[len(seeds)]} of the three seeds its targets need") in limits
     assert "every shift of the suite at 80% or more, at most 7 guesses per 100 boards under any shift" in limits
-    results.pop("bc_vs_scratch_lead-dwell-1m", None)
-    limits = _rendered(results, "readme/limits.md")
-    assert "Making waiting at the view cost" not in limits  # without the dwell run's file
-    # without the penalty: seed 0 ended with 1 at the view, seeds 1 and 2 stalled (15 and 30), seed 2 the worst
-    for seed, (rate, stalled, guesses) in {"0": (0.85, 1, 9), "1": (0.76, 15, 5), "2": (0.57, 30, 9)}.items():
-        lead[seed].update(rate=rate, guesses=guesses, boards=100)
-        lead[seed]["failures"]["no_verdict_at_view"] = stalled
-    failures = {"guess": 4, "wrong_verdict": 5, "no_verdict_at_view": 2, "view_never_found": 0, "unstable": 0}
-    results["bc_vs_scratch_lead-dwell-1m"] = {
-        "ppo_config": {"dwell_penalty": 0.05},
-        "arms": {"bc": {"final_success": {"0": {"rate": 0.89, "boards": 100, "guesses": 4, "failures": failures}}}},
-        "targets": {"last_policy_at_least_80_percent_every_seed_at_this_budget": True,
-                    "at_most_5_per_100_at_the_view_without_a_verdict_every_seed_at_this_budget": True,
-                    "no_check_10_points_below_best_after_tau": True, "met": True}}
-    limits = _rendered(results, "readme/limits.md")
-    assert ("Making waiting at the view cost (`--dwell-penalty 0.05`, the same start and budget, one seed so far) "
-            "left the last policy at 89% with 2 at the view without a verdict and 4 guesses per 100 boards (the same "
-            "seed without it: 85%, 1 and 9); every target fixed before it ran met. The seeds that stalled without it "
-            "(1 and 2: 15 and 30 at the view) have not run with it yet.") in limits
-    # every target counts, the protocol's as well as the budget's; seed 2 run too: only seed 1 is pending
-    targets = results["bc_vs_scratch_lead-dwell-1m"]["targets"]
-    targets["no_check_10_points_below_best_after_tau"] = False
-    results["bc_vs_scratch_lead-dwell-1m"]["arms"]["bc"]["final_success"]["2"] = {
-        "rate": 0.9, "boards": 100, "guesses": 3, "failures": failures}
-    limits = _rendered(results, "readme/limits.md")
-    assert "missed, of the targets fixed before it ran: no check 10 points below best after tau." in limits
-    assert "The seed that stalled without it (1: 15 at the view) has not run with it yet." in limits
-    assert "policies at 89% and 90% with 2 and 2 at the view" in limits
+    assert ("at 16x the frames, waiting at the view costing 0.05 a step, a start like it reached 85%, 76% and 57% "
+            "(three PPO seeds) with 9, 15 and 9 guesses per 100 boards") in limits
+    results.pop("bc_vs_scratch_lead-dwell-1m")
+    assert "at 16x the frames" not in _rendered(results, "readme/limits.md")  # without the million-frame file
     assert render_docs.and_list(["a"]) == "a" and render_docs.and_list(["a", "b", "c"]) == "a, b and c"
     assert render_docs.span([0.96, 0.99, 0.98]) == "96-99%" and render_docs.span([1.0, 1.0]) == "100%"
 
@@ -734,7 +692,7 @@ def test_a_budget_runs_scratch_arm_renders_its_censored_bound_and_the_bc_arm_und
         "argv": ["benchmarks/bc_vs_scratch.py", "--variant", "few-1m-scratch", "--seeds", "0"], "wall_s": 5000.0,
         "machine": {"cpu": "Intel Xeon", "logical_cpus": 2}, "seeds": [0], "precision": {"ran": "bf16"},
         "bc_start_metrics": {"episodes": 50}, "bc_config": {},
-        "ppo_config": {"eval_every": 16, "frames_per_batch": 1024, "encoder_lr": 0.0},
+        "ppo_config": {"eval_every": 16, "frames_per_batch": 1024, "encoder_lr": 0.0, "total_frames": budget},
         "table": [{"arm": "PPO from few-demo BC", "seed": 0}, {"arm": "PPO from scratch", "seed": 0}],
         "curves": {"bc": [curve([0.5, 0.8, 0.8, 0.8, 0.8])], "scratch": [curve([0.0] * 5)]}}
     page = _rendered(results, "results/fine-tuning.md")
@@ -767,8 +725,11 @@ def _benchmark_result(start: float, finals: list[float]) -> dict:
             "final_success": {str(seed): {"rate": rate, "guesses": 3} for seed, rate in enumerate(finals)}}
 
 
-def _stage_rows(results: dict) -> list[str]:
-    text = render_docs.environment(results).get_template("readme/stages.md").render()
+def _stage_rows(results: dict, every_run: bool = False) -> list[str]:
+    """The stage table's rows: the README's, or with ``every_run`` the fine-tuning page's (one per run)."""
+    template = ('{% import "partials/stage_rows.md" as stages with context %}{{ stages.stage_table(false) }}'
+                if every_run else '{% include "readme/stages.md" %}')
+    text = render_docs.environment(results).from_string(template).render()
     return [line for line in text.splitlines() if line.startswith("| `") or line.startswith("| a task")]
 
 
@@ -793,11 +754,12 @@ def test_the_readme_stage_table_says_what_each_stage_added_and_renders_without_t
                   bc_config={"run_dir": "runs/bench-demo/bc"})
     staged["ppo_config"] = dict(staged["ppo_config"], init="runs/bench-demo/bc")
     results["bc_vs_scratch_demo"] = staged
-    rows = _stage_rows(results)
+    assert len(_stage_rows(results)) == 4  # a lever's run is the fine-tuning page's row, not the README's
+    rows = _stage_rows(results, every_run=True)
     assert len(rows) == 5 and "`make demo`'s start" in rows[1]
     assert "| 90% | no round needed | 93%, 91%, 95% | +3, +1, +5 | 40 -> 3, 3, 3 of 100 |" in rows[1]
     staged["ppo_config"] = dict(staged["ppo_config"], init="runs/bench-demo/dagger/round_2")
-    assert "| - | 90% | 93%, 91%, 95% |" in _stage_rows(results)[1]
+    assert "| - | 90% | 93%, 91%, 95% |" in _stage_rows(results, every_run=True)[1]
 
 
 def test_the_limits_speak_of_a_demo_measured_without_native_bf16_by_its_slowest_run():
