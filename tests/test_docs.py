@@ -517,7 +517,7 @@ def test_the_sampled_start_and_the_low_noise_runs_render_beside_the_dwell_runs_b
     row = [line for line in _stage_rows(results, every_run=True) if "the dwell runs' start and penalty" in line]
     assert row and "| 84% | 90% | +6 | 1 -> 2 of 100 | 65,536 |" in row[0]
     limits = _rendered(results, "readme/limits.md")
-    assert ("From the start those rules build with up to eight rounds (four ran: 84% on 100 fresh boards), PPO "
+    assert ("From a start built the same way (four rounds: 84% on 100 fresh boards), PPO "
             "sampling close to it (`--exploration low`) ended at 95% (one PPO seed) with 2 guesses per 100 boards "
             "after 65,536 frames (its targets missed: last policy 30 points above start every seed)") in limits
     section = page.split("## PPO from the lead start with DAgger until its check stops rising, with less exploration "
