@@ -227,15 +227,15 @@ PRESETS["lead-flat-low-noise-small-step"] = {
     "ppo": {**PRESETS["lead-flat-low-noise"]["ppo"], "lr": FinetuneConfig.lr * LOW_NOISE["pose_scale_factor"]},
 }
 
-# The quick pipeline's own lead start is still its 2 DAgger rounds (34%, guessing), where PPO does not lift; the
-# lead-flat start (the same stage let run until its own rules stop it, 84%) is where lead-flat-low-noise-small-step met
-# its rule. The rule for --dagger auto's cap, fixed before the run that decides it: every preset's --dagger auto runs
-# up to the full stage's 8 rounds (its own rules, a working policy's check or a round that does not beat every earlier
-# check, end it sooner; --dagger on keeps each preset's rounds) if `make demo TASK=lead-inspect` from a fresh clone of
-# the candidate commit (quick_demo.py --variant lead-fresh-clone) ends with a last policy >= 80% on its 50 boards with
-# <= 10 guesses and <= 5 at the view without a verdict per 100. Its minutes are recorded, not a condition (the lead
-# demo missed the 15 minutes with 2 rounds). Missed, the quick stage keeps its 2 rounds and the run is recorded as
-# the candidate's.
+# Until this rule the quick pipeline's own lead start was its 2 DAgger rounds (34%, guessing), where PPO does not lift;
+# the lead-flat start (the same stage let run until its own rules stop it, 84%) is where lead-flat-low-noise-small-step
+# met its rule. The rule for --dagger auto's cap, fixed before the run that decides it: every preset's --dagger auto
+# runs up to the full stage's 8 rounds (its own rules, a working policy's check or a round that does not beat every
+# earlier check, end it sooner; --dagger on keeps each preset's rounds) if `make demo TASK=lead-inspect` from a fresh
+# clone of the candidate commit (quick_demo.py --variant lead-fresh-clone) ends with a last policy >= 80% on its 50
+# boards with <= 10 guesses and <= 5 at the view without a verdict per 100. Its minutes are recorded, not a condition
+# (the lead demo missed the 15 minutes with 2 rounds). Missed, the quick stage keeps its 2 rounds and the run is
+# recorded as the candidate's.
 DAGGER_AUTO_CAP_RULE = {"success_min": 0.8, "guesses_per_100_max": 10, "no_verdict_at_view_max": 5}
 
 
