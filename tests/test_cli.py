@@ -66,9 +66,10 @@ def test_pipeline_arm_goes_to_the_demos_and_names_the_default_root(monkeypatch):
 
 
 def test_pipeline_dagger_auto_decides_from_its_checks_on_every_task_unless_told(monkeypatch):
-    from dataclasses import replace
+    from dataclasses import fields, replace
 
     from robot_rl import pipeline
+    from robot_rl.configs import PipelineConfig
 
     calls = []
     monkeypatch.setattr(pipeline, "run_pipeline", lambda preset, root, **options: calls.append((preset, root)) or {})
@@ -83,6 +84,8 @@ def test_pipeline_dagger_auto_decides_from_its_checks_on_every_task_unless_told(
     auto = replace(pipeline.DAGGER_STAGES["quick"], rounds=pipeline.DAGGER_AUTO_MAX_ROUNDS,
                    until_success=pipeline.DAGGER_AUTO_UNTIL_SUCCESS, until_flat=True)
     assert lead.dagger == auto == pcb.dagger and "dagger" in lead.options()  # recorded in preset.json
+    dagger_help = next(f for f in fields(PipelineConfig) if f.name == "dagger").metadata["help"]
+    assert f"up to {pipeline.DAGGER_AUTO_MAX_ROUNDS} rounds" in dagger_help  # the help states the cap the code runs
     assert lead_off.dagger is None and "dagger" not in lead_off.options()
     # on: the preset's rounds, every one
     assert pcb_on.dagger.rounds == pipeline.DAGGER_STAGES["full"].rounds and pcb_on.dagger.checkpoint_kind == "best"
