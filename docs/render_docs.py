@@ -259,6 +259,17 @@ def shift_of(arm: dict, shift: str) -> dict:
     return next(row for row in arm["suite"] if row["shift"] == shift)
 
 
+def dagger_cap_checks(demo: dict) -> dict[str, bool]:
+    """``--dagger auto``'s round-cap rule (``protocols.DAGGER_AUTO_CAP_RULE``) checked on a ``make demo`` record's
+    last policy, by the same check as the budget presets' targets."""
+    from protocols import DAGGER_AUTO_CAP_RULE, budget_targets
+
+    last = demo["after_ppo"]
+    final = {"0": {"rate": last["success_rate"], "guesses": last["guesses"], "boards": last["episodes"],
+                   "failures": demo["failures"]["after_ppo"]}}
+    return budget_targets(DAGGER_AUTO_CAP_RULE, {"rate": demo["after_bc"]["success_rate"]}, final)
+
+
 # -- the code-generated reference pages ------------------------------------------------------------------------
 def cli_reference() -> str:
     """Every command's options, from the ``robot-rl`` parser (which the option dataclasses build)."""
@@ -523,6 +534,7 @@ def environment(results: dict[str, dict]) -> jinja2.Environment:
                        recipe_changes=recipe_changes, retired=RETIRED, full_cell=full_cell,
                        full_arm=recipe_arm(full_cell),
                        quick_dagger_rounds=quick_auto_dagger.rounds, dagger_cap_rule=DAGGER_AUTO_CAP_RULE,
+                       dagger_cap_checks=dagger_cap_checks,
                        prov=lambda name: provenance_line(name, results[name]),
                        cmd=lambda name: command_text(results[name]), machine=machine_text)
     return env

@@ -779,3 +779,19 @@ def test_the_limits_speak_of_a_demo_measured_without_native_bf16_by_its_slowest_
     demo["runs"][1]["after_ppo"] = {**run["after_ppo"], "success_rate": 0.7}
     limits = _rendered(results, "readme/limits.md")
     assert "The quick demo's last policy misses its 80% target on three runs" in limits
+
+
+def test_the_lead_pipeline_section_reads_the_round_cap_rule_against_its_run():
+    import copy
+
+    results = copy.deepcopy(render_docs.load_results())
+    demo = results["quick_demo_lead-inspect"]
+    demo.update(dagger_rounds=4, exploration="low")
+    demo["after_ppo"].update(success_rate=0.9, guesses=5, episodes=50)  # 10 guesses per 100: at the bound
+    demo["failures"]["after_ppo"]["no_verdict_at_view"] = 2
+    page = _rendered(results, "results/arms-tasks.md")
+    assert "DAgger ran four rounds of at most 8; fine-tuning sampled with `low` exploration" in page
+    assert "Here: 90%, 5 guesses and 2 at the view in 50: met, so the pipeline takes it." in page
+    demo["after_ppo"]["guesses"] = 6  # 12 per 100
+    page = _rendered(results, "results/arms-tasks.md")
+    assert "6 guesses and 2 at the view in 50: **missed**, so the quick stage keeps its two rounds." in page
